@@ -1,0 +1,429 @@
+package launch
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/gotune/gotune/internal/sys"
+)
+
+// Segment backends.
+const (
+	Memfd = "memfd" // anonymous, inherited: nothing can be left behind
+	Posix = "posix" // /dev/shm file, unlinked once every rank has it mapped
+)
+
+// ShmDir is where POSIX segments live.
+var ShmDir = "/dev/shm"
+
+// ShmPrefix starts the name of every POSIX segment gotune creates.
+const ShmPrefix = "gotune-"
+
+// Job describes what to run.
+type Job struct {
+	Kind         string          // registered rank function
+	Size         int             // number of ranks
+	SegmentBytes int             // shared segment size (0: none)
+	Backend      string          // Memfd (default) or Posix
+	CPUs         []int           // CPU for each rank (empty: no pinning)
+	Params       json.RawMessage // handed to the rank function
+}
+
+// Hooks let callers observe a job; all are optional.
+type Hooks struct {
+	Started func(pids []int) // every rank process exists
+	Ready   func(pids []int) // every rank has mapped the segment
+	Stderr  io.Writer        // ranks' stdout and stderr (default os.Stderr)
+	Exe     string           // binary to execute (default os.Executable)
+}
+
+// Result is what each rank's function returned, by rank.
+type Result []json.RawMessage
+
+// wire messages between launcher and ranks (JSON lines).
+type message struct {
+	Op     string          `json:"op"`               // hello, spec, barrier, go, result, error
+	Token  string          `json:"token,omitempty"`  // hello
+	Rank   int             `json:"rank"`             // hello
+	PID    int             `json:"pid,omitempty"`    // hello
+	Spec   *spec           `json:"spec,omitempty"`   // spec
+	Result json.RawMessage `json:"result,omitempty"` // result
+	Error  string          `json:"error,omitempty"`  // error
+}
+
+type spec struct {
+	Job     Job    `json:"job"`
+	PIDs    []int  `json:"pids"`
+	ShmPath string `json:"shm_path,omitempty"`
+}
+
+const (
+	envRank  = "GOTUNE_RANK"
+	envSize  = "GOTUNE_SIZE"
+	envBoot  = "GOTUNE_BOOTSTRAP"
+	envToken = "GOTUNE_TOKEN"
+)
+
+// Run starts job.Size ranks and waits for their results. Cancelling ctx kills
+// the ranks. Every segment is gone when Run returns.
+func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
+	if job.Size < 1 {
+		return nil, fmt.Errorf("launch %s: %d ranks", job.Kind, job.Size)
+	}
+	if job.Backend == "" {
+		job.Backend = Memfd
+	}
+	if len(job.CPUs) != 0 && len(job.CPUs) < job.Size {
+		return nil, fmt.Errorf("launch %s: %d cpus for %d ranks", job.Kind, len(job.CPUs), job.Size)
+	}
+	RemoveStaleSegments()
+	exe := hooks.Exe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("launch: find own executable: %w", err)
+		}
+	}
+	stderr := hooks.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	token, err := randomToken()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "gotune-boot-")
+	if err != nil {
+		return nil, fmt.Errorf("launch: bootstrap dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "boot.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("launch: bootstrap socket: %w", err)
+	}
+	defer ln.Close()
+
+	// The segment.
+	var extra []*os.File
+	shmPath := ""
+	if job.SegmentBytes > 0 {
+		switch job.Backend {
+		case Memfd:
+			f, err := sys.MemfdCreate("gotune-"+job.Kind, job.SegmentBytes)
+			if err != nil {
+				return nil, fmt.Errorf("launch: %w", err)
+			}
+			defer f.Close()
+			extra = append(extra, f)
+		case Posix:
+			shmPath = filepath.Join(ShmDir, fmt.Sprintf("%s%d-%s", ShmPrefix, os.Getpid(), token[:12]))
+			f, err := sys.CreateShmFile(shmPath, job.SegmentBytes)
+			if err != nil {
+				return nil, fmt.Errorf("launch: %w", err)
+			}
+			f.Close()
+			defer os.Remove(shmPath)
+		default:
+			return nil, fmt.Errorf("launch: unknown segment backend %q (want memfd or posix)", job.Backend)
+		}
+	}
+
+	j := &running{job: job, token: token, size: job.Size, hooks: hooks, shmPath: shmPath,
+		conns: make([]*rankConn, job.Size), results: make(Result, job.Size),
+		exitErr: make([]error, job.Size), doneCh: make(chan struct{}),
+		failed: make(chan error, 1)}
+	if err := j.start(exe, sock, extra, stderr); err != nil {
+		return nil, err
+	}
+	defer func() { j.kill(); j.exits.Wait() }() // no rank outlives Run
+	if hooks.Started != nil {
+		hooks.Started(j.pids())
+	}
+	acceptDone := make(chan struct{})
+	go func() { j.accept(ln); close(acceptDone) }()
+	go func() {
+		// Once every rank has exited and every message it sent is read,
+		// a missing result is a failure, whatever the exit status said.
+		j.exits.Wait()
+		ln.Close()
+		<-acceptDone
+		j.serving.Wait()
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		for r, res := range j.results {
+			if res == nil {
+				j.fail(fmt.Errorf("rank %d of %s exited without a result", r, job.Kind))
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-j.failed:
+		return nil, err
+	case <-j.doneCh:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("launch %s: %w", job.Kind, context.Cause(ctx))
+	}
+	j.exits.Wait()
+	var errs []error
+	for r, err := range j.exitErr {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("rank %d of %s: %s", r, job.Kind, describeExit(err)))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return j.results, nil
+}
+
+type rankConn struct {
+	enc *json.Encoder
+	dec *json.Decoder
+}
+
+type running struct {
+	job     Job
+	token   string
+	size    int
+	hooks   Hooks
+	shmPath string
+	cmds    []*exec.Cmd
+	pgid    int
+	exitErr []error        // by rank, once exits is done
+	exits   sync.WaitGroup // one per started rank
+	serving sync.WaitGroup // one per bootstrap connection
+	failed  chan error     // first failure wins
+
+	mu       sync.Mutex
+	conns    []*rankConn
+	waiting  int // ranks at the current barrier
+	barriers int // barriers completed
+	results  Result
+	finished int
+	doneCh   chan struct{} // closed when every rank has sent its result
+}
+
+func (j *running) pids() []int {
+	p := make([]int, len(j.cmds))
+	for i, c := range j.cmds {
+		p[i] = c.Process.Pid
+	}
+	return p
+}
+
+func (j *running) start(exe, sock string, extra []*os.File, stderr io.Writer) error {
+	// PR_SET_PDEATHSIG fires when the thread that forked exits: fork from a
+	// locked thread that outlives every rank.
+	started := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		for r := 0; r < j.size; r++ {
+			cmd := exec.Command(exe)
+			cmd.Env = append(os.Environ(),
+				envRank+"="+strconv.Itoa(r), envSize+"="+strconv.Itoa(j.size),
+				envBoot+"="+sock, envToken+"="+j.token)
+			cmd.Stdout, cmd.Stderr = stderr, stderr
+			cmd.ExtraFiles = extra
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: j.pgid, Pdeathsig: syscall.SIGKILL}
+			if err := cmd.Start(); err != nil {
+				started <- fmt.Errorf("launch rank %d of %s: %w", r, j.job.Kind, err)
+				return
+			}
+			if r == 0 {
+				j.pgid = cmd.Process.Pid
+			}
+			j.cmds = append(j.cmds, cmd)
+			j.exits.Add(1)
+			go func() {
+				defer j.exits.Done()
+				if err := cmd.Wait(); err != nil {
+					j.exitErr[r] = err
+					j.fail(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(err)))
+				}
+			}()
+		}
+		started <- nil
+		j.exits.Wait()
+	}()
+	if err := <-started; err != nil {
+		j.kill()
+		return err
+	}
+	return nil
+}
+
+func describeExit(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by signal " + strconv.Itoa(int(ws.Signal())) + " (" + ws.Signal().String() + ")"
+		}
+		return "exited with status " + strconv.Itoa(ee.ExitCode())
+	}
+	return err.Error()
+}
+
+// kill ends every rank still alive.
+func (j *running) kill() {
+	if j.pgid > 0 {
+		sys.KillGroup(j.pgid, syscall.SIGKILL)
+	}
+}
+
+func (j *running) fail(err error) {
+	select {
+	case j.failed <- err:
+	default:
+	}
+}
+
+func (j *running) accept(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return // listener closed: every rank has exited
+		}
+		j.serving.Add(1)
+		go func() { defer j.serving.Done(); j.serve(c) }()
+	}
+}
+
+func (j *running) serve(c net.Conn) {
+	defer c.Close()
+	rc := &rankConn{enc: json.NewEncoder(c), dec: json.NewDecoder(bufio.NewReader(c))}
+	var hello message
+	if err := rc.dec.Decode(&hello); err != nil || hello.Op != "hello" {
+		j.fail(fmt.Errorf("launch %s: bad bootstrap hello: %v", j.job.Kind, err))
+		return
+	}
+	if hello.Token != j.token || hello.Rank < 0 || hello.Rank >= j.size {
+		j.fail(fmt.Errorf("launch %s: bootstrap connection with wrong token or rank %d", j.job.Kind, hello.Rank))
+		return
+	}
+	r := hello.Rank
+	j.mu.Lock()
+	if j.conns[r] != nil {
+		j.mu.Unlock()
+		j.fail(fmt.Errorf("launch %s: rank %d connected twice", j.job.Kind, r))
+		return
+	}
+	j.conns[r] = rc
+	all := true
+	for _, x := range j.conns {
+		all = all && x != nil
+	}
+	j.mu.Unlock()
+	if all {
+		sp := &spec{Job: j.job, PIDs: j.pids(), ShmPath: j.shmPath}
+		for _, x := range j.conns {
+			if err := x.enc.Encode(message{Op: "spec", Spec: sp}); err != nil {
+				j.fail(fmt.Errorf("launch %s: send spec: %w", j.job.Kind, err))
+			}
+		}
+	}
+	for {
+		var m message
+		if err := rc.dec.Decode(&m); err != nil {
+			// The connection ends with the rank; its exit status (or a
+			// missing result) says what happened, better than the socket.
+			return
+		}
+		switch m.Op {
+		case "barrier":
+			j.barrier()
+		case "result":
+			j.mu.Lock()
+			j.results[r] = m.Result
+			j.finished++
+			if j.finished == j.size {
+				close(j.doneCh)
+			}
+			j.mu.Unlock()
+		case "error":
+			j.fail(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, m.Error))
+			return
+		default:
+			j.fail(fmt.Errorf("launch %s: rank %d sent unknown op %q", j.job.Kind, r, m.Op))
+			return
+		}
+	}
+}
+
+func (j *running) barrier() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.waiting++
+	if j.waiting < j.size {
+		return
+	}
+	j.waiting = 0
+	j.barriers++
+	if j.barriers == 1 {
+		// The first barrier follows mapping: the name has done its job.
+		if j.shmPath != "" {
+			os.Remove(j.shmPath)
+		}
+		if j.hooks.Ready != nil {
+			j.hooks.Ready(j.pids())
+		}
+	}
+	for r, x := range j.conns {
+		if err := x.enc.Encode(message{Op: "go"}); err != nil {
+			j.fail(fmt.Errorf("launch %s: release rank %d from barrier: %w", j.job.Kind, r, err))
+		}
+	}
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("launch: job token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// RemoveStaleSegments deletes POSIX segments whose launcher no longer exists
+// (a launcher killed between creating and unlinking one). It returns the
+// paths removed.
+func RemoveStaleSegments() []string {
+	entries, err := os.ReadDir(ShmDir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), ShmPrefix)
+		if !ok {
+			continue
+		}
+		pidStr, _, _ := strings.Cut(name, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			p := filepath.Join(ShmDir, e.Name())
+			if os.Remove(p) == nil {
+				removed = append(removed, p)
+			}
+		}
+	}
+	return removed
+}

@@ -1,0 +1,185 @@
+package launch
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"unsafe"
+)
+
+func TestMain(m *testing.M) {
+	Register("echo-segment", func(r *Rank) (any, error) {
+		// Rank 0 writes through the segment; the others read it back.
+		word := (*uint64)(unsafe.Pointer(&r.Segment[0]))
+		if r.ID == 0 {
+			atomic.StoreUint64(word, 0xfeedface)
+		}
+		if err := r.Barrier(); err != nil {
+			return nil, err
+		}
+		return map[string]any{"rank": r.ID, "pid": os.Getpid(), "word": atomic.LoadUint64(word)}, nil
+	})
+	Register("block", func(r *Rank) (any, error) {
+		var m message
+		return nil, r.dec.Decode(&m) // nothing ever comes: blocks until killed
+	})
+	Register("fail-rank1", func(r *Rank) (any, error) {
+		if r.ID == 1 {
+			return nil, errors.New("planted failure")
+		}
+		var m message
+		return nil, r.dec.Decode(&m)
+	})
+	Register("vanish", func(r *Rank) (any, error) {
+		os.Exit(0)
+		return nil, nil
+	})
+	MaybeRunRank()
+	os.Exit(m.Run())
+}
+
+// ourSegments lists POSIX segments made by this process's launches.
+func ourSegments(t *testing.T) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(ShmDir, fmt.Sprintf("%s%d-*", ShmPrefix, os.Getpid())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func assertGone(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+			t.Errorf("rank pid %d still exists (kill 0: %v)", pid, err)
+		}
+	}
+	if left := ourSegments(t); len(left) > 0 {
+		t.Errorf("segments left behind: %v", left)
+	}
+}
+
+func TestSegmentSharedAcrossRanks(t *testing.T) {
+	for _, backend := range []string{Memfd, Posix} {
+		t.Run(backend, func(t *testing.T) {
+			var pids []int
+			res, err := Run(context.Background(), Job{Kind: "echo-segment", Size: 3, SegmentBytes: 4096, Backend: backend},
+				Hooks{Started: func(p []int) { pids = p }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r, raw := range res {
+				var got struct{ Rank, PID int; Word uint64 }
+				if err := json.Unmarshal(raw, &got); err != nil {
+					t.Fatal(err)
+				}
+				if got.Rank != r || got.PID != pids[r] || got.Word != 0xfeedface {
+					t.Errorf("rank %d reported %+v (pid want %d)", r, got, pids[r])
+				}
+			}
+			assertGone(t, pids)
+		})
+	}
+}
+
+// kill -9 of a rank, before it maps the segment and while it holds it: the
+// launcher reports it, kills the rest and leaves nothing in /dev/shm.
+func TestKilledRankLeavesNothing(t *testing.T) {
+	for _, backend := range []string{Memfd, Posix} {
+		for _, when := range []string{"started", "ready"} {
+			t.Run(backend+"/"+when, func(t *testing.T) {
+				var pids []int
+				sawSegment := backend != Posix || when == "ready"
+				kill := func(p []int) {
+					pids = p
+					if backend == Posix && when == "started" {
+						sawSegment = len(ourSegments(t)) == 1
+					}
+					syscall.Kill(p[1], syscall.SIGKILL)
+				}
+				hooks := Hooks{}
+				if when == "started" {
+					hooks.Started = kill
+				} else {
+					hooks.Ready = kill
+				}
+				_, err := Run(context.Background(), Job{Kind: "block", Size: 2, SegmentBytes: 1 << 20, Backend: backend}, hooks)
+				if err == nil || !strings.Contains(err.Error(), "rank 1") || !strings.Contains(err.Error(), "killed by signal 9") {
+					t.Fatalf("got error %v, want rank 1 killed by signal 9", err)
+				}
+				if !sawSegment {
+					t.Error("posix segment did not exist while the job ran")
+				}
+				assertGone(t, pids)
+			})
+		}
+	}
+}
+
+func TestFailingRankEndsJob(t *testing.T) {
+	var pids []int
+	_, err := Run(context.Background(), Job{Kind: "fail-rank1", Size: 2}, Hooks{Started: func(p []int) { pids = p }})
+	if err == nil || !strings.Contains(err.Error(), "planted failure") {
+		t.Fatalf("got %v, want the planted failure", err)
+	}
+	assertGone(t, pids)
+}
+
+func TestRankWithoutResultIsAnError(t *testing.T) {
+	_, err := Run(context.Background(), Job{Kind: "vanish", Size: 2}, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "without a result") {
+		t.Fatalf("got %v, want an exit without result", err)
+	}
+}
+
+func TestCancelKillsRanks(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	var pids []int
+	_, err := Run(ctx, Job{Kind: "block", Size: 2, SegmentBytes: 4096, Backend: Posix},
+		Hooks{Ready: func(p []int) { pids = p; cancel(errors.New("watchdog")) }})
+	if err == nil || !strings.Contains(err.Error(), "watchdog") {
+		t.Fatalf("got %v, want the cancel cause", err)
+	}
+	assertGone(t, pids)
+}
+
+func TestUnknownKindAndBadInput(t *testing.T) {
+	if _, err := Run(context.Background(), Job{Kind: "no-such-kind", Size: 2}, Hooks{}); err == nil || !strings.Contains(err.Error(), `unknown job kind "no-such-kind"`) {
+		t.Errorf("unknown kind: got %v", err)
+	}
+	if _, err := Run(context.Background(), Job{Kind: "echo-segment", Size: 2, Backend: "sysv", SegmentBytes: 8}, Hooks{}); err == nil || !strings.Contains(err.Error(), `"sysv"`) {
+		t.Errorf("bad backend: got %v", err)
+	}
+}
+
+func TestStaleSegmentsOfDeadLaunchersAreRemoved(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(ShmDir, fmt.Sprintf("%s%d-deadbeef", ShmPrefix, dead.Process.Pid))
+	live := filepath.Join(ShmDir, fmt.Sprintf("%s%d-cafe", ShmPrefix, os.Getpid()))
+	for _, p := range []string{stale, live} {
+		if err := os.WriteFile(p, binary.LittleEndian.AppendUint64(nil, 1), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer os.Remove(live)
+	removed := RemoveStaleSegments()
+	if len(removed) != 1 || removed[0] != stale {
+		t.Errorf("removed %v, want only %s", removed, stale)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("live launcher's segment removed: %v", err)
+	}
+}

@@ -1,0 +1,153 @@
+package launch
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/gotune/gotune/internal/sys"
+)
+
+// Func is a rank's body. Its result is JSON-encoded back to the launcher.
+type Func func(r *Rank) (any, error)
+
+var (
+	kindsMu sync.Mutex
+	kinds   = map[string]Func{}
+)
+
+// Register makes a job kind runnable in rank processes. Call it from init so
+// every re-executed binary knows the same kinds.
+func Register(kind string, f Func) {
+	kindsMu.Lock()
+	defer kindsMu.Unlock()
+	if _, dup := kinds[kind]; dup {
+		panic("launch: duplicate job kind " + kind)
+	}
+	kinds[kind] = f
+}
+
+// Rank is a running rank's view of its job.
+type Rank struct {
+	ID, Size int
+	PIDs     []int
+	Segment  []byte // nil when the job has none
+	Job      Job
+	enc      *json.Encoder
+	dec      *json.Decoder
+}
+
+// IsRank reports whether this process was started by a launcher as a rank.
+func IsRank() bool { return os.Getenv(envRank) != "" }
+
+// MaybeRunRank runs the rank body and exits if this process is a rank;
+// otherwise it returns at once. Call it first thing in main and TestMain.
+func MaybeRunRank() {
+	if !IsRank() {
+		return
+	}
+	if err := runRank(); err != nil {
+		fmt.Fprintf(os.Stderr, "gotune rank %s: %v\n", os.Getenv(envRank), err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func runRank() error {
+	id, err := strconv.Atoi(os.Getenv(envRank))
+	if err != nil {
+		return fmt.Errorf("bad %s: %w", envRank, err)
+	}
+	c, err := net.Dial("unix", os.Getenv(envBoot))
+	if err != nil {
+		return fmt.Errorf("connect to launcher: %w", err)
+	}
+	defer c.Close()
+	r := &Rank{ID: id, enc: json.NewEncoder(c), dec: json.NewDecoder(bufio.NewReader(c))}
+	if err := r.enc.Encode(message{Op: "hello", Token: os.Getenv(envToken), Rank: id, PID: os.Getpid()}); err != nil {
+		return fmt.Errorf("bootstrap hello: %w", err)
+	}
+	var m message
+	if err := r.dec.Decode(&m); err != nil || m.Op != "spec" || m.Spec == nil {
+		return fmt.Errorf("bootstrap spec: %v (op %q)", err, m.Op)
+	}
+	r.Job, r.PIDs, r.Size = m.Spec.Job, m.Spec.PIDs, m.Spec.Job.Size
+
+	result, ferr := r.run(m.Spec.ShmPath)
+	if ferr != nil {
+		r.enc.Encode(message{Op: "error", Error: ferr.Error()})
+		return ferr
+	}
+	b, err := json.Marshal(result)
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	if err := r.enc.Encode(message{Op: "result", Result: b}); err != nil {
+		return fmt.Errorf("send result: %w", err)
+	}
+	return nil
+}
+
+func (r *Rank) run(shmPath string) (any, error) {
+	kindsMu.Lock()
+	f := kinds[r.Job.Kind]
+	kindsMu.Unlock()
+	if f == nil {
+		return nil, fmt.Errorf("unknown job kind %q", r.Job.Kind)
+	}
+	if n := r.Job.SegmentBytes; n > 0 {
+		var fd uintptr
+		if shmPath != "" {
+			f, err := os.OpenFile(shmPath, os.O_RDWR, 0)
+			if err != nil {
+				return nil, fmt.Errorf("open shared segment: %w", err)
+			}
+			defer f.Close()
+			fd = f.Fd()
+		} else {
+			fd = 3 // the launcher's memfd, first of ExtraFiles
+		}
+		seg, err := sys.MapShared(fd, n)
+		if err != nil {
+			return nil, err
+		}
+		defer sys.Unmap(seg)
+		r.Segment = seg
+	}
+	// The measuring goroutine owns this thread for the rank's life.
+	runtime.LockOSThread()
+	if len(r.Job.CPUs) > 0 {
+		if err := sys.PinThread(r.Job.CPUs[r.ID]); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.Barrier(); err != nil { // everyone has mapped the segment
+		return nil, err
+	}
+	return f(r)
+}
+
+// Barrier returns once every rank of the job has called it.
+func (r *Rank) Barrier() error {
+	if err := r.enc.Encode(message{Op: "barrier"}); err != nil {
+		return fmt.Errorf("barrier: %w", err)
+	}
+	var m message
+	if err := r.dec.Decode(&m); err != nil || m.Op != "go" {
+		return fmt.Errorf("barrier: %v (op %q)", err, m.Op)
+	}
+	return nil
+}
+
+// Params decodes the job's parameters into v.
+func (r *Rank) Params(v any) error {
+	if err := json.Unmarshal(r.Job.Params, v); err != nil {
+		return fmt.Errorf("job %s parameters: %w", r.Job.Kind, err)
+	}
+	return nil
+}

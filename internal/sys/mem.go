@@ -1,0 +1,85 @@
+package sys
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// PageSize is the base page size of the running kernel.
+var PageSize = os.Getpagesize()
+
+// RoundUp rounds n up to a multiple of align (a power of two).
+func RoundUp(n, align int) int { return (n + align - 1) &^ (align - 1) }
+
+// MapAnon returns size bytes of private anonymous memory outside the Go heap,
+// zero-filled and, if populate is set, faulted in up front.
+func MapAnon(size int, populate bool) ([]byte, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("map anonymous memory: size %d", size)
+	}
+	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
+	if populate {
+		flags |= unix.MAP_POPULATE
+	}
+	b, err := unix.Mmap(-1, 0, RoundUp(size, PageSize), unix.PROT_READ|unix.PROT_WRITE, flags)
+	if err != nil {
+		return nil, fmt.Errorf("map %d bytes of anonymous memory: %w", size, err)
+	}
+	return b[:size], nil
+}
+
+// MapShared maps size bytes of fd shared and read-write, pre-faulted.
+func MapShared(fd uintptr, size int) ([]byte, error) {
+	b, err := unix.Mmap(int(fd), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("map %d bytes of shared segment: %w", size, err)
+	}
+	return b, nil
+}
+
+// Unmap releases a mapping made by MapAnon or MapShared.
+func Unmap(b []byte) error {
+	if b == nil {
+		return nil
+	}
+	if err := unix.Munmap(b[:cap(b)]); err != nil {
+		return fmt.Errorf("unmap %d bytes: %w", cap(b), err)
+	}
+	return nil
+}
+
+// MemfdCreate returns an anonymous, sized shared-memory file. It lives only as
+// long as some process holds a descriptor or a mapping of it, so nothing is
+// left behind however its users die.
+func MemfdCreate(name string, size int) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		if err == unix.ENOSYS {
+			return nil, NotSupported("memfd_create", "kernel older than 3.17", err)
+		}
+		return nil, fmt.Errorf("memfd_create %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), "memfd:"+name)
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("size memfd %s to %d bytes: %w", name, size, err)
+	}
+	return f, nil
+}
+
+// CreateShmFile creates a POSIX shared-memory file (under /dev/shm) with mode
+// 0600; it fails if the name exists.
+func CreateShmFile(path string, size int) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create shared segment: %w", err)
+	}
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("size shared segment %s to %d bytes: %w", path, size, err)
+	}
+	return f, nil
+}

@@ -1,0 +1,7 @@
+// Package all links every transport into the registry.
+package all
+
+import (
+	_ "github.com/gotune/gotune/transports/cma"
+	_ "github.com/gotune/gotune/transports/sm"
+)

@@ -1,0 +1,166 @@
+package cma
+
+import (
+	"fmt"
+	"maps"
+
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// Params configure the single copy.
+type Params struct {
+	Pull      bool // receiver reads (true) or sender writes (false)
+	Chunk     int  // bytes per system call; 0 means the whole message
+	Threshold int  // smallest message sent by rendezvous
+}
+
+// OptionKeys documents the options ParseParams reads (besides sm.*).
+var OptionKeys = map[string]string{
+	"cma.mode":      "pull (receiver process_vm_readv) or push (sender process_vm_writev)",
+	"cma.chunk":     "bytes per process_vm_* call (0: whole message)",
+	"cma.threshold": "smallest message sent by single copy (default: sm.eager+1)",
+}
+
+// ParseParams reads cma.* options; eagerLimit is the sm eager limit in force.
+func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
+	mode, err := o.String("cma.mode", "pull", "pull", "push")
+	if err != nil {
+		return Params{}, err
+	}
+	p := Params{Pull: mode == "pull"}
+	if p.Chunk, err = o.Int("cma.chunk", 0); err != nil {
+		return p, err
+	}
+	if p.Threshold, err = o.Int("cma.threshold", eagerLimit+1); err != nil {
+		return p, err
+	}
+	if p.Threshold <= eagerLimit {
+		return p, fmt.Errorf("cma.threshold=%d: must exceed the eager limit %d", p.Threshold, eagerLimit)
+	}
+	return p, nil
+}
+
+// Copier is the CMA single-copy mechanism.
+type Copier struct{ p Params }
+
+// NewCopier returns a mechanism with these parameters.
+func NewCopier(p Params) *Copier { return &Copier{p: p} }
+
+func (c *Copier) Name() string   { return "cma" }
+func (c *Copier) Pull() bool     { return c.p.Pull }
+func (c *Copier) Threshold() int { return c.p.Threshold }
+
+// Copy moves len(local) bytes between local and [remote, remote+len) of pid.
+func (c *Copier) Copy(pid int, local []byte, remote uintptr, pull bool) error {
+	chunk := c.p.Chunk
+	if chunk <= 0 {
+		chunk = len(local)
+	}
+	move := sys.CopyToProcess
+	if pull {
+		move = sys.CopyFromProcess
+	}
+	for off := 0; off < len(local); off += chunk {
+		end := min(off+chunk, len(local))
+		seg := []sys.RemoteSegment{{Addr: remote + uintptr(off), Len: end - off}}
+		if _, err := move(pid, [][]byte{local[off:end]}, seg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func init() {
+	keys := maps.Clone(sm.OptionKeys)
+	maps.Copy(keys, OptionKeys)
+	transports.Register(&transports.Driver{
+		Name: "cma",
+		Keys: keys,
+		SharedBytes: func(size int, o transports.Options) (int, error) {
+			p, err := sm.ParseParams(o)
+			if err != nil {
+				return 0, err
+			}
+			return p.SegmentBytes(size), nil
+		},
+		New:   New,
+		Check: Check,
+	})
+}
+
+// New builds the cma transport: an sm engine with CMA rendezvous.
+func New(env transports.Env) (transports.Transport, error) {
+	sp, err := sm.ParseParams(env.Options)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := ParseParams(env.Options, sp.EagerLimit)
+	if err != nil {
+		return nil, err
+	}
+	if err := sys.AllowAnyTracer(); err != nil {
+		return nil, err
+	}
+	return sm.New(env, sp, NewCopier(cp), "cma")
+}
+
+// Check proves, between live ranks, that each can single-copy from the next:
+// every rank sends the address of a marker word; the next rank reads it.
+func Check(t transports.Transport, env transports.Env) error {
+	if env.Size < 2 {
+		return nil
+	}
+	marker, err := sys.MapAnon(8, true)
+	if err != nil {
+		return err
+	}
+	defer sys.Unmap(marker)
+	copy(marker, "gotune\x00\x01")
+	next, prev := (env.Rank+1)%env.Size, (env.Rank+env.Size-1)%env.Size
+	addr, err := sys.MapAnon(8, true)
+	if err != nil {
+		return err
+	}
+	defer sys.Unmap(addr)
+	putAddr(addr, sys.AddressOf(marker))
+	if err := t.Send(next, addr); err != nil {
+		return fmt.Errorf("cma check: %w", err)
+	}
+	if _, err := t.Recv(prev, addr); err != nil {
+		return fmt.Errorf("cma check: %w", err)
+	}
+	got, err := sys.MapAnon(8, true)
+	if err != nil {
+		return err
+	}
+	defer sys.Unmap(got)
+	_, cerr := sys.CopyFromProcess(env.PIDs[prev], [][]byte{got}, []sys.RemoteSegment{{Addr: getAddr(addr), Len: 8}})
+	if cerr == nil && string(got) != string(marker) {
+		cerr = fmt.Errorf("cma check: read %q from rank %d, want %q", got, prev, marker)
+	}
+	// Everyone must finish reading before anyone unmaps its marker.
+	flag := addr[:1]
+	if err := t.Send(prev, flag); err != nil {
+		return err
+	}
+	if _, err := t.Recv(next, flag); err != nil {
+		return err
+	}
+	return cerr
+}
+
+func putAddr(b []byte, a uintptr) {
+	for i := range 8 {
+		b[i] = byte(a >> (8 * i))
+	}
+}
+
+func getAddr(b []byte) uintptr {
+	var a uintptr
+	for i := range 8 {
+		a |= uintptr(b[i]) << (8 * i)
+	}
+	return a
+}

@@ -1,0 +1,229 @@
+package sm_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cma"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// pair builds two endpoints of one process over an anonymous mapping.
+func pair(t *testing.T, p sm.Params, single sm.SingleCopy) (*sm.Endpoint, *sm.Endpoint) {
+	t.Helper()
+	seg, err := sys.MapAnon(p.SegmentBytes(2), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Unmap(seg) })
+	pid := os.Getpid()
+	var eps [2]*sm.Endpoint
+	for r := range eps {
+		env := transports.Env{Rank: r, Size: 2, PIDs: []int{pid, pid}, Segment: seg}
+		if eps[r], err = sm.New(env, p, single, "sm"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return eps[0], eps[1]
+}
+
+func buffer(t *testing.T, n int) []byte {
+	t.Helper()
+	b, err := sys.MapAnon(max(n, 1), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Unmap(b) })
+	return b[:n]
+}
+
+func fill(b []byte, seed int) {
+	for i := range b {
+		b[i] = byte(seed*131 + i*7 + i>>8)
+	}
+}
+
+// both runs a and b concurrently and fails the test on either's error.
+func both(t *testing.T, a, b func() error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, f := range []func() error{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = f() }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func small(depth, slots int) sm.Params {
+	return sm.Params{Depth: depth, CellSize: 128, EagerLimit: 64, FragSize: 64, FragSlots: slots}
+}
+
+// Messages of every protocol, in order, across many ring wrap-arounds.
+func TestOrderedDeliveryAcrossWrapAround(t *testing.T) {
+	sizes := []int{0, 1, 63, 64, 65, 127, 128, 129, 1000, 4096}
+	for _, p := range []sm.Params{small(1, 1), small(2, 1), small(3, 2), sm.DefaultParams()} {
+		t.Run(fmt.Sprintf("depth%d_frags%d", p.Depth, p.FragSlots), func(t *testing.T) {
+			a, b := pair(t, p, nil)
+			const rounds = 50
+			sbuf, rbuf := buffer(t, 4096), buffer(t, 4096)
+			both(t, func() error {
+				for i := range rounds * len(sizes) {
+					n := sizes[i%len(sizes)]
+					fill(sbuf[:n], i)
+					if err := a.Send(1, sbuf[:n]); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, func() error {
+				want := make([]byte, 4096)
+				for i := range rounds * len(sizes) {
+					n := sizes[i%len(sizes)]
+					got, err := b.Recv(0, rbuf)
+					if err != nil {
+						return err
+					}
+					fill(want[:n], i)
+					if got != n || !bytes.Equal(rbuf[:n], want[:n]) {
+						return fmt.Errorf("message %d: got %d bytes, want %d (content equal: %v)", i, got, n, bytes.Equal(rbuf[:got], want[:n]))
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// Both ranks send a burst before receiving anything, at the smallest FIFO:
+// each sender must drain its incoming channel while blocked.
+func TestHeadToHeadSendsSmallestFIFO(t *testing.T) {
+	for _, n := range []int{8, 64, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			a, b := pair(t, small(1, 1), nil)
+			const burst = 200
+			run := func(ep *sm.Endpoint, peer int) func() error {
+				return func() error {
+					s, r := buffer(t, n), buffer(t, n)
+					for i := range burst {
+						fill(s, i+peer*1000)
+						if err := ep.Send(peer, s); err != nil {
+							return err
+						}
+					}
+					want := make([]byte, n)
+					for i := range burst {
+						if _, err := ep.Recv(peer, r); err != nil {
+							return err
+						}
+						fill(want, i+(1-peer)*1000)
+						if !bytes.Equal(r, want) {
+							return fmt.Errorf("rank %d message %d corrupted", 1-peer, i)
+						}
+					}
+					return nil
+				}
+			}
+			both(t, run(a, 1), run(b, 0))
+		})
+	}
+}
+
+func TestNonBlockingWindow(t *testing.T) {
+	for _, single := range []sm.SingleCopy{nil,
+		cma.NewCopier(cma.Params{Pull: true, Threshold: 65}),
+		cma.NewCopier(cma.Params{Pull: false, Threshold: 65, Chunk: 100})} {
+		name := "sm"
+		if single != nil {
+			name = fmt.Sprintf("cma_pull=%v", single.Pull())
+		}
+		t.Run(name, func(t *testing.T) {
+			a, b := pair(t, small(2, 2), single)
+			const window, n = 16, 1000
+			sb, rb := buffer(t, window*n), buffer(t, window*n)
+			for i := range window {
+				fill(sb[i*n:(i+1)*n], i)
+			}
+			both(t, func() error {
+				var reqs []transports.Request
+				for i := range window {
+					r, err := a.Isend(1, sb[i*n:(i+1)*n])
+					if err != nil {
+						return err
+					}
+					reqs = append(reqs, r)
+				}
+				return a.Wait(reqs...)
+			}, func() error {
+				var reqs []transports.Request
+				// Post half the receives late so some messages arrive unexpected.
+				for i := range window {
+					if i == window/2 {
+						if err := b.Wait(reqs...); err != nil {
+							return err
+						}
+						reqs = nil
+					}
+					r, err := b.Irecv(0, rb[i*n:(i+1)*n])
+					if err != nil {
+						return err
+					}
+					reqs = append(reqs, r)
+				}
+				return b.Wait(reqs...)
+			})
+			if !bytes.Equal(sb, rb) {
+				t.Fatal("window payload differs")
+			}
+		})
+	}
+}
+
+func TestTruncationIsAnError(t *testing.T) {
+	for _, n := range []int{50, 500} {
+		a, b := pair(t, small(2, 2), nil)
+		both(t, func() error { return a.Send(1, buffer(t, n)) }, func() error {
+			_, err := b.Recv(0, buffer(t, 10))
+			if !errors.Is(err, transports.ErrTruncated) {
+				return fmt.Errorf("%d bytes into 10: got %v, want ErrTruncated", n, err)
+			}
+			return nil
+		})
+	}
+}
+
+func TestParamsValidation(t *testing.T) {
+	cases := []struct {
+		opts transports.Options
+		want string // substring of the error; "" means valid
+	}{
+		{nil, ""},
+		{transports.Options{"sm.depth": "1", "sm.frags": "1"}, ""},
+		{transports.Options{"sm.eager": "16K"}, ""},
+		{transports.Options{"sm.depth": "0"}, "sm.depth=0"},
+		{transports.Options{"sm.cell": "100"}, "sm.cell=100"},
+		{transports.Options{"sm.cell": "128", "sm.eager": "200"}, "sm.eager=200"},
+		{transports.Options{"sm.frag": "x"}, `sm.frag="x"`},
+		{transports.Options{"sm.frags": "0"}, "sm.frags=0"},
+	}
+	for _, c := range cases {
+		p, err := sm.ParseParams(c.opts)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: %v", c.opts, err)
+		case c.want != "" && (err == nil || !bytes.Contains([]byte(err.Error()), []byte(c.want))):
+			t.Errorf("%v: got %v, want error containing %q", c.opts, err, c.want)
+		case c.want == "" && p.EagerLimit > p.CellSize-16:
+			t.Errorf("%v: eager %d does not fit cell %d", c.opts, p.EagerLimit, p.CellSize)
+		}
+	}
+}

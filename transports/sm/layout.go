@@ -1,0 +1,216 @@
+package sm
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+)
+
+const (
+	cacheLine  = 64
+	headerSize = 16  // cellHeader
+	ctlSize    = 128 // consumer line plus the adjacent line, against prefetch sharing
+)
+
+// Params shape the channels. All sizes are bytes.
+type Params struct {
+	Depth      int // cells per channel
+	CellSize   int // bytes per cell, header included; a multiple of 64
+	EagerLimit int // largest message sent inline; at most CellSize-16
+	FragSize   int // bytes per fragment slot; a multiple of 64
+	FragSlots  int // fragment slots per channel
+}
+
+// DefaultParams are the built-in channel parameters.
+func DefaultParams() Params {
+	return Params{Depth: 64, CellSize: 4096 + cacheLine, EagerLimit: 4096, FragSize: 32 << 10, FragSlots: 8}
+}
+
+// OptionKeys documents the options ParseParams reads.
+var OptionKeys = map[string]string{
+	"sm.depth": "cells per channel (FIFO depth)",
+	"sm.cell":  "cell size in bytes, header included (multiple of 64)",
+	"sm.eager": "eager limit: largest message sent inline in one cell",
+	"sm.frag":  "fragment size for pipelined messages (multiple of 64)",
+	"sm.frags": "fragment slots per channel",
+}
+
+// ParseParams reads sm.* options over the defaults and checks them. When
+// sm.eager is given without sm.cell, the cell grows to fit it.
+func ParseParams(o transports.Options) (Params, error) {
+	p := DefaultParams()
+	var err error
+	if p.Depth, err = o.Int("sm.depth", p.Depth); err != nil {
+		return p, err
+	}
+	if p.EagerLimit, err = o.Int("sm.eager", p.EagerLimit); err != nil {
+		return p, err
+	}
+	cellDefault := sys.RoundUp(headerSize+p.EagerLimit, cacheLine)
+	if p.CellSize, err = o.Int("sm.cell", cellDefault); err != nil {
+		return p, err
+	}
+	if _, set := o["sm.eager"]; !set && p.EagerLimit > p.CellSize-headerSize {
+		p.EagerLimit = p.CellSize - headerSize
+	}
+	if p.FragSize, err = o.Int("sm.frag", p.FragSize); err != nil {
+		return p, err
+	}
+	if p.FragSlots, err = o.Int("sm.frags", p.FragSlots); err != nil {
+		return p, err
+	}
+	return p, p.Validate()
+}
+
+// Validate checks the parameters for consistency.
+func (p Params) Validate() error {
+	switch {
+	case p.Depth < 1:
+		return fmt.Errorf("sm.depth=%d: need at least 1 cell", p.Depth)
+	case p.CellSize < cacheLine || p.CellSize%cacheLine != 0:
+		return fmt.Errorf("sm.cell=%d: need a positive multiple of %d", p.CellSize, cacheLine)
+	case p.CellSize < headerSize+ctrlPayload:
+		return fmt.Errorf("sm.cell=%d: too small for control messages", p.CellSize)
+	case p.EagerLimit < 0 || p.EagerLimit > p.CellSize-headerSize:
+		return fmt.Errorf("sm.eager=%d: must fit a cell (at most sm.cell-%d = %d)", p.EagerLimit, headerSize, p.CellSize-headerSize)
+	case p.FragSize < cacheLine || p.FragSize%cacheLine != 0:
+		return fmt.Errorf("sm.frag=%d: need a positive multiple of %d", p.FragSize, cacheLine)
+	case p.FragSlots < 1:
+		return fmt.Errorf("sm.frags=%d: need at least 1 slot", p.FragSlots)
+	}
+	return nil
+}
+
+// ChannelBytes is the shared memory one directed channel occupies.
+func (p Params) ChannelBytes() int {
+	cells := sys.RoundUp(ctlSize+p.Depth*p.CellSize, sys.PageSize)
+	return cells + sys.RoundUp(p.FragSlots*p.FragSize, sys.PageSize)
+}
+
+// SegmentBytes is the shared memory n ranks need: one channel per ordered
+// pair, so it grows with n².
+func (p Params) SegmentBytes(n int) int { return n * (n - 1) * p.ChannelBytes() }
+
+func channelIndex(src, dst, n int) int {
+	if dst > src {
+		dst--
+	}
+	return src*(n-1) + dst
+}
+
+// channel is one directed ring as mapped in this process.
+type channel struct {
+	tail     *uint64 // cells consumed (written by the consumer)
+	fragTail *uint64 // fragment slots consumed (written by the consumer)
+	cells    []byte
+	frags    []byte
+	depth    uint64
+	cellSize uint64
+	fragSize uint64
+	slots    uint64
+}
+
+func openChannel(seg []byte, src, dst, n int, p Params) (*channel, error) {
+	size := p.ChannelBytes()
+	off := channelIndex(src, dst, n) * size
+	if off+size > len(seg) {
+		return nil, fmt.Errorf("channel %d->%d: segment of %d bytes too small (need %d)", src, dst, len(seg), p.SegmentBytes(n))
+	}
+	b := seg[off : off+size]
+	cellsEnd := sys.RoundUp(ctlSize+p.Depth*p.CellSize, sys.PageSize)
+	return &channel{
+		tail:     (*uint64)(unsafe.Pointer(&b[0])),
+		fragTail: (*uint64)(unsafe.Pointer(&b[8])),
+		cells:    b[ctlSize : ctlSize+p.Depth*p.CellSize],
+		frags:    b[cellsEnd : cellsEnd+p.FragSlots*p.FragSize],
+		depth:    uint64(p.Depth),
+		cellSize: uint64(p.CellSize),
+		fragSize: uint64(p.FragSize),
+		slots:    uint64(p.FragSlots),
+	}, nil
+}
+
+// cellHeader opens every cell. seq is message number+1, stored last with
+// release semantics; a consumer owns the cell once it loads the expected seq.
+type cellHeader struct {
+	seq    uint64
+	length uint32
+	kind   uint8
+	_      [3]byte
+}
+
+func (c *channel) header(n uint64) *cellHeader {
+	return (*cellHeader)(unsafe.Pointer(&c.cells[(n%c.depth)*c.cellSize]))
+}
+
+func (c *channel) payload(n uint64) []byte {
+	off := (n%c.depth)*c.cellSize + headerSize
+	return c.cells[off : off-headerSize+c.cellSize]
+}
+
+func (c *channel) frag(n uint64) []byte {
+	off := (n % c.slots) * c.fragSize
+	return c.frags[off : off+c.fragSize]
+}
+
+// producer is the sending side's private view of a channel.
+type producer struct {
+	*channel
+	head, tailSeen         uint64
+	fragHead, fragTailSeen uint64
+}
+
+func (p *producer) cellFree() bool {
+	if p.head-p.tailSeen < p.depth {
+		return true
+	}
+	p.tailSeen = atomic.LoadUint64(p.tail)
+	return p.head-p.tailSeen < p.depth
+}
+
+func (p *producer) fragFree() bool {
+	if p.fragHead-p.fragTailSeen < p.slots {
+		return true
+	}
+	p.fragTailSeen = atomic.LoadUint64(p.fragTail)
+	return p.fragHead-p.fragTailSeen < p.slots
+}
+
+// publish completes the current cell: fields first, then the sequence number.
+func (p *producer) publish(kind uint8, length int) {
+	h := p.header(p.head)
+	h.length = uint32(length)
+	h.kind = kind
+	atomic.StoreUint64(&h.seq, p.head+1)
+	p.head++
+}
+
+// consumer is the receiving side's private view of a channel.
+type consumer struct {
+	*channel
+	head, fragHead uint64
+}
+
+// peek returns the next published cell, or nil.
+func (c *consumer) peek() *cellHeader {
+	h := c.header(c.head)
+	if atomic.LoadUint64(&h.seq) != c.head+1 {
+		return nil
+	}
+	return h
+}
+
+// release hands the current cell back to the producer.
+func (c *consumer) release() {
+	c.head++
+	atomic.StoreUint64(c.tail, c.head)
+}
+
+// releaseFrag hands the oldest fragment slot back to the producer.
+func (c *consumer) releaseFrag() {
+	c.fragHead++
+	atomic.StoreUint64(c.fragTail, c.fragHead)
+}

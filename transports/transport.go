@@ -1,0 +1,179 @@
+package transports
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gotune/gotune/internal/sys"
+)
+
+// ErrNotSupported is matched by errors meaning "not available on this machine".
+var ErrNotSupported = sys.ErrNotSupported
+
+// ErrTruncated reports a message longer than the receive buffer.
+var ErrTruncated = errors.New("message truncated")
+
+// Request is an outstanding non-blocking operation.
+type Request interface {
+	// Done reports completion; it does not drive progress.
+	Done() bool
+	// Len is the number of bytes transferred, valid once Done.
+	Len() int
+	// Err is the operation's error, valid once Done.
+	Err() error
+}
+
+// Transport moves ordered messages between ranks of one job. Messages between
+// a pair of ranks are matched in the order they were sent. Buffers passed to
+// a transport must live outside the Go heap (see bench.Alloc) and must not be
+// touched until the operation completes.
+type Transport interface {
+	Name() string
+	Send(peer int, buf []byte) error
+	Recv(peer int, buf []byte) (int, error)
+	Isend(peer int, buf []byte) (Request, error)
+	Irecv(peer int, buf []byte) (Request, error)
+	// Wait drives progress until every request has completed and returns
+	// the first error among them.
+	Wait(reqs ...Request) error
+	Close() error
+}
+
+// Env is what a rank offers a transport when it starts.
+type Env struct {
+	Rank, Size int
+	PIDs       []int   // process id of every rank, by rank
+	Segment    []byte  // the job's shared segment, mapped by every rank
+	Options    Options // transport parameters
+}
+
+// Options are transport parameters as key=value strings ("sm.depth=64").
+type Options map[string]string
+
+// Int returns the integer option key (K/M/G suffixes allowed) or def.
+func (o Options) Int(key string, def int) (int, error) {
+	v, ok := o[key]
+	if !ok {
+		return def, nil
+	}
+	n, err := ParseSize(v)
+	if err != nil {
+		return 0, fmt.Errorf("option %s=%q: %w", key, v, err)
+	}
+	return n, nil
+}
+
+// String returns option key or def, checking it against the allowed values.
+func (o Options) String(key, def string, allowed ...string) (string, error) {
+	v, ok := o[key]
+	if !ok {
+		return def, nil
+	}
+	for _, a := range allowed {
+		if v == a {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("option %s=%q: want one of %s", key, v, strings.Join(allowed, ", "))
+}
+
+// ParseSize parses a byte count such as 64, 4K, 16M or 1G (powers of 1024).
+func ParseSize(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "K"), strings.HasSuffix(s, "k"):
+		mult = 1 << 10
+	case strings.HasSuffix(s, "M"), strings.HasSuffix(s, "m"):
+		mult = 1 << 20
+	case strings.HasSuffix(s, "G"), strings.HasSuffix(s, "g"):
+		mult = 1 << 30
+	}
+	if mult != 1 {
+		s = s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("not a byte count: %q", s)
+	}
+	return n * mult, nil
+}
+
+// Driver is a registered transport.
+type Driver struct {
+	Name string
+	// Keys lists the options the driver understands, with a description.
+	Keys map[string]string
+	// SharedBytes is the size of the shared segment the driver needs for
+	// size ranks with these options.
+	SharedBytes func(size int, opts Options) (int, error)
+	// New builds the transport inside a rank.
+	New func(env Env) (Transport, error)
+	// Check reports, inside a running job, whether the transport can work
+	// between these ranks (nil), or why not (an ErrNotSupported error).
+	Check func(t Transport, env Env) error
+}
+
+var (
+	mu      sync.RWMutex
+	drivers = map[string]*Driver{}
+)
+
+// Register adds a driver; it panics on a duplicate name.
+func Register(d *Driver) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := drivers[d.Name]; dup {
+		panic("transports: duplicate driver " + d.Name)
+	}
+	drivers[d.Name] = d
+}
+
+// Lookup finds a driver by name.
+func Lookup(name string) (*Driver, error) {
+	mu.RLock()
+	defer mu.RUnlock()
+	d, ok := drivers[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown transport %q (have %s)", name, strings.Join(namesLocked(), ", "))
+	}
+	return d, nil
+}
+
+// Names lists the registered transports, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return namesLocked()
+}
+
+func namesLocked() []string {
+	names := make([]string, 0, len(drivers))
+	for n := range drivers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// CheckKeys rejects options that no registered driver understands.
+func CheckKeys(opts Options) error {
+	mu.RLock()
+	defer mu.RUnlock()
+	for k := range opts {
+		known := false
+		for _, d := range drivers {
+			if _, ok := d.Keys[k]; ok {
+				known = true
+				break
+			}
+		}
+		if !known {
+			return fmt.Errorf("unknown transport option %q", k)
+		}
+	}
+	return nil
+}
