@@ -152,11 +152,7 @@ func (e *Endpoint) Params() Params { return e.params }
 // completion) and fails if requests are still outstanding. The segment itself
 // belongs to the rank runtime.
 func (e *Endpoint) Close() error {
-	for spin := 0; e.ctrlPending(); spin++ {
-		if !e.Progress() {
-			e.idle(spin)
-		}
-	}
+	e.flushCtrl()
 	for _, p := range e.active {
 		if len(p.sendq)+len(p.recvq) > 0 || p.cur != nil {
 			return fmt.Errorf("%s: close with %d sends and %d receives outstanding to rank %d", e.name, len(p.sendq), len(p.recvq), p.rank)
@@ -342,10 +338,20 @@ func (e *Endpoint) Wait(reqs ...transports.Request) error {
 }
 
 func (e *Endpoint) waitOne(r *request) {
-	if r.done && e.ctrlPending() {
-		e.Progress()
-	}
 	for spin := 0; !r.done; spin++ {
+		if !e.Progress() {
+			e.idle(spin)
+		}
+	}
+	e.flushCtrl()
+}
+
+// flushCtrl delivers every queued control cell. A completed operation may
+// still owe its peer a completion (a push FIN, a pull FIN behind a full
+// ring); returning before it is delivered would leave the peer waiting on a
+// rank that has moved on.
+func (e *Endpoint) flushCtrl() {
+	for spin := 0; e.ctrlPending(); spin++ {
 		if !e.Progress() {
 			e.idle(spin)
 		}
