@@ -1,0 +1,74 @@
+package bench
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// Version is gotune's version, set at link time (-X); otherwise the module
+// version or VCS revision from the build information.
+var Version = ""
+
+// Provenance says where and with what a result was produced.
+type Provenance struct {
+	Host      string            `json:"host"`
+	CPUModel  string            `json:"cpu_model"`
+	Cores     int               `json:"cores"`
+	NUMANodes int               `json:"numa_nodes"`
+	Kernel    string            `json:"kernel"`
+	GoVersion string            `json:"go_version"`
+	Gotune    string            `json:"gotune_version"`
+	Libraries map[string]string `json:"libraries,omitempty"` // e.g. "openmpi": "4.1.4"
+	Time      time.Time         `json:"time"`
+}
+
+// GotuneVersion reports the running binary's version.
+func GotuneVersion() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "devel-" + s.Value[:12]
+			}
+		}
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			return v
+		}
+	}
+	return "devel"
+}
+
+// Collect reads provenance from the running system; root is where /proc and
+// /sys are found ("/" normally, a fixture directory in tests).
+func Collect(root string) Provenance {
+	p := Provenance{
+		Cores:     runtime.NumCPU(),
+		GoVersion: runtime.Version(),
+		Gotune:    GotuneVersion(),
+		Time:      time.Now().UTC().Truncate(time.Second),
+	}
+	p.Host, _ = os.Hostname()
+	if b, err := os.ReadFile(filepath.Join(root, "proc/sys/kernel/osrelease")); err == nil {
+		p.Kernel = strings.TrimSpace(string(b))
+	}
+	if f, err := os.Open(filepath.Join(root, "proc/cpuinfo")); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				p.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	nodes, _ := filepath.Glob(filepath.Join(root, "sys/devices/system/node/node[0-9]*"))
+	p.NUMANodes = max(len(nodes), 1)
+	return p
+}

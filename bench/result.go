@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gotune/gotune/transports"
+)
+
+// Pattern is a communication pattern.
+type Pattern string
+
+const (
+	Latency     Pattern = "latency" // blocking ping-pong; one-way time = RTT/2
+	Bandwidth   Pattern = "bw"      // window of sends, then a 4-byte ack
+	BiBandwidth Pattern = "bibw"    // windows in both directions at once
+	MsgRate     Pattern = "msgrate" // messages per second through a window
+)
+
+// Patterns lists every pattern.
+var Patterns = []Pattern{Latency, Bandwidth, BiBandwidth, MsgRate}
+
+// ParsePattern checks a pattern name.
+func ParsePattern(s string) (Pattern, error) {
+	for _, p := range Patterns {
+		if string(p) == s {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("unknown pattern %q (want latency, bw, bibw or msgrate)", s)
+}
+
+// Unit is the unit of a pattern's primary metric.
+func (p Pattern) Unit() string {
+	switch p {
+	case Latency:
+		return "us"
+	case MsgRate:
+		return "msg/s"
+	default:
+		return "MB/s"
+	}
+}
+
+// HigherIsBetter tells how to compare two values of the pattern's metric.
+func (p Pattern) HigherIsBetter() bool { return p != Latency }
+
+// Spec is one benchmark run: what every rank needs to know.
+type Spec struct {
+	Transport string             `json:"transport"`
+	Options   transports.Options `json:"options,omitempty"`
+	Pattern   Pattern            `json:"pattern"`
+	Sizes     []int              `json:"sizes"`
+	Reps      int                `json:"reps"`
+	Iters     int                `json:"iters,omitempty"`  // 0: OSU's default for the size
+	Warmup    int                `json:"warmup,omitempty"` // 0: OSU's default for the size
+	Window    int                `json:"window"`
+	Validate  bool               `json:"validate,omitempty"`
+	CPUs      []int              `json:"cpus,omitempty"`
+	Backend   string             `json:"segment_backend,omitempty"`
+}
+
+// Point is the measurement of one message size.
+type Point struct {
+	Size       int       `json:"size"`
+	Iters      int       `json:"iters"`
+	Warmup     int       `json:"warmup"`
+	Unit       string    `json:"unit"`
+	Samples    []float64 `json:"samples"` // one per repetition, in Unit
+	Median     float64   `json:"median"`
+	CILow      float64   `json:"ci_low"`
+	CIHigh     float64   `json:"ci_high"`
+	Confidence float64   `json:"confidence"` // of the interval, e.g. 0.95
+	P50        float64   `json:"p50"`        // over per-iteration values
+	P90        float64   `json:"p90"`
+	P99        float64   `json:"p99"`
+	Validated  bool      `json:"validated,omitempty"` // every payload byte was checked
+	Warnings   []string  `json:"warnings,omitempty"`
+}
+
+// Result is a run: provenance, what was asked, and a point per size.
+type Result struct {
+	Label      string     `json:"label"` // e.g. "gotune sm", "openmpi vader cma"
+	Provenance Provenance `json:"provenance"`
+	Spec       Spec       `json:"spec"`
+	Points     []Point    `json:"points"`
+}
+
+// OSU's loop constants (osu_util.h).
+const (
+	LargeMessageSize = 8192 // sizes above this use the large-message counts
+	DefaultWindow    = 64
+	DefaultReps      = 10
+)
+
+// DefaultIters returns OSU's iteration and warm-up counts for a pattern and
+// message size.
+func DefaultIters(p Pattern, size int) (iters, warmup int) {
+	large := size > LargeMessageSize
+	switch {
+	case p == Latency && large:
+		return 1000, 10
+	case p == Latency:
+		return 10000, 100
+	case large:
+		return 20, 2
+	default:
+		return 100, 10
+	}
+}
+
+// ParseSizes reads a size list: a power-of-two ladder "MIN:MAX" (1:4M) or a
+// comma-separated list (8,64,4K). Suffixes K, M, G are powers of 1024.
+func ParseSizes(s string) ([]int, error) {
+	if lo, hi, ok := strings.Cut(s, ":"); ok {
+		a, err := transports.ParseSize(lo)
+		if err != nil {
+			return nil, fmt.Errorf("sizes %q: %w", s, err)
+		}
+		b, err := transports.ParseSize(hi)
+		if err != nil {
+			return nil, fmt.Errorf("sizes %q: %w", s, err)
+		}
+		if b < a {
+			return nil, fmt.Errorf("sizes %q: ladder ends below its start", s)
+		}
+		var sizes []int
+		if a == 0 {
+			sizes, a = append(sizes, 0), 1
+		}
+		for n := a; n <= b; n *= 2 {
+			sizes = append(sizes, n)
+		}
+		return sizes, nil
+	}
+	var sizes []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := transports.ParseSize(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("sizes %q: %w", s, err)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
