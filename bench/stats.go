@@ -1,0 +1,32 @@
+package bench
+
+import (
+	"github.com/montanaflynn/stats"
+	"golang.org/x/perf/benchmath"
+)
+
+// Confidence is the level of the reported interval around the median.
+const Confidence = 0.95
+
+// Summarize builds a point from per-repetition values (samples) and
+// per-iteration values (perIter, may be nil: percentiles then come from the
+// samples), all in unit.
+func Summarize(size int, unit string, samples, perIter []float64) Point {
+	p := Point{Size: size, Unit: unit, Samples: samples, Confidence: Confidence}
+	if len(samples) == 0 {
+		return p
+	}
+	s := benchmath.AssumeNothing.Summary(benchmath.NewSample(samples, &benchmath.DefaultThresholds), Confidence)
+	p.Median, p.CILow, p.CIHigh = s.Center, s.Lo, s.Hi
+	for _, w := range s.Warnings {
+		p.Warnings = append(p.Warnings, w.Error())
+	}
+	dist := perIter
+	if len(dist) == 0 {
+		dist = samples
+	}
+	p.P50, _ = stats.Percentile(dist, 50)
+	p.P90, _ = stats.Percentile(dist, 90)
+	p.P99, _ = stats.Percentile(dist, 99)
+	return p
+}
