@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"math"
+	"slices"
+
 	"github.com/montanaflynn/stats"
 	"golang.org/x/perf/benchmath"
 )
@@ -20,6 +23,13 @@ func Summarize(size int, unit string, samples, perIter []float64) Point {
 	p.Median, p.CILow, p.CIHigh = s.Center, s.Lo, s.Hi
 	for _, w := range s.Warnings {
 		p.Warnings = append(p.Warnings, w.Error())
+	}
+	if math.IsInf(p.CILow, 0) || math.IsInf(p.CIHigh, 0) {
+		// Too few samples for the requested level: the widest
+		// distribution-free interval, [min, max], covers the median with
+		// probability 1 - 2^(1-n). Report that, with its true level.
+		p.CILow, p.CIHigh = slices.Min(samples), slices.Max(samples)
+		p.Confidence = 1 - math.Pow(2, float64(1-len(samples)))
 	}
 	dist := perIter
 	if len(dist) == 0 {

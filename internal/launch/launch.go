@@ -64,6 +64,9 @@ type message struct {
 	Spec   *spec           `json:"spec,omitempty"`   // spec
 	Result json.RawMessage `json:"result,omitempty"` // result
 	Error  string          `json:"error,omitempty"`  // error
+	// NotSupported marks an error that matched sys.ErrNotSupported in the
+	// rank, so it still does after crossing the process boundary.
+	NotSupported bool `json:"not_supported,omitempty"`
 }
 
 type spec struct {
@@ -357,7 +360,11 @@ func (j *running) serve(c net.Conn) {
 			}
 			j.mu.Unlock()
 		case "error":
-			j.fail(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, m.Error))
+			err := fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, m.Error)
+			if m.NotSupported {
+				err = &sys.NotSupportedError{What: fmt.Sprintf("rank %d of %s", r, j.job.Kind), Reason: m.Error}
+			}
+			j.fail(err)
 			return
 		default:
 			j.fail(fmt.Errorf("launch %s: rank %d sent unknown op %q", j.job.Kind, r, m.Op))

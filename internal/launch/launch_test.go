@@ -79,7 +79,10 @@ func TestSegmentSharedAcrossRanks(t *testing.T) {
 				t.Fatal(err)
 			}
 			for r, raw := range res {
-				var got struct{ Rank, PID int; Word uint64 }
+				var got struct {
+					Rank, PID int
+					Word      uint64
+				}
 				if err := json.Unmarshal(raw, &got); err != nil {
 					t.Fatal(err)
 				}

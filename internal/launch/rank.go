@@ -3,6 +3,7 @@ package launch
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -80,7 +81,7 @@ func runRank() error {
 
 	result, ferr := r.run(m.Spec.ShmPath)
 	if ferr != nil {
-		r.enc.Encode(message{Op: "error", Error: ferr.Error()})
+		r.enc.Encode(message{Op: "error", Error: ferr.Error(), NotSupported: errors.Is(ferr, sys.ErrNotSupported)})
 		return ferr
 	}
 	b, err := json.Marshal(result)

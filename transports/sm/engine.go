@@ -3,6 +3,7 @@ package sm
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
@@ -109,7 +110,7 @@ type Endpoint struct {
 	rndv   map[uint64]*request
 	nextID uint64
 	free   []*request
-	spins  int
+	abort  atomic.Pointer[error] // set by Abort; terminal
 }
 
 // New attaches rank env.Rank to the channels in env.Segment. single may be
@@ -153,6 +154,9 @@ func (e *Endpoint) Params() Params { return e.params }
 // belongs to the rank runtime.
 func (e *Endpoint) Close() error {
 	e.flushCtrl()
+	if err := e.abort.Load(); err != nil {
+		return *err
+	}
 	for _, p := range e.active {
 		if len(p.sendq)+len(p.recvq) > 0 || p.cur != nil {
 			return fmt.Errorf("%s: close with %d sends and %d receives outstanding to rank %d", e.name, len(p.sendq), len(p.recvq), p.rank)
@@ -236,7 +240,9 @@ func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
 		for spin := 0; ; spin++ {
 			h := p.rx.peek()
 			if h == nil {
-				e.idle(spin)
+				if err := e.idle(spin); err != nil {
+					return 0, err
+				}
 				continue
 			}
 			if h.kind == kindEager && int(h.length) <= len(buf) {
@@ -255,13 +261,26 @@ func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
 	return n, err
 }
 
-// idle backs off a polling loop: after a while without progress it yields
-// the CPU, so oversubscribed ranks still advance.
-func (e *Endpoint) idle(spin int) {
-	if spin > 0 && spin%4096 == 0 {
+// idle backs off a polling loop that made no progress: now and then it
+// yields the CPU, so oversubscribed ranks still advance, and checks for an
+// abort.
+func (e *Endpoint) idle(spin int) error {
+	if spin&255 != 255 {
+		return nil
+	}
+	if err := e.abort.Load(); err != nil {
+		return *err
+	}
+	if spin&4095 == 4095 {
 		sys.Yield()
 	}
+	return nil
 }
+
+// Abort makes every wait in progress, and every later one, fail with err.
+// It may be called from any goroutine; the endpoint is unusable afterwards.
+// It is how a supervisor stops a rank whose peer is gone.
+func (e *Endpoint) Abort(err error) { e.abort.Store(&err) }
 
 // Isend starts a send.
 func (e *Endpoint) Isend(to int, buf []byte) (transports.Request, error) {
@@ -340,7 +359,10 @@ func (e *Endpoint) Wait(reqs ...transports.Request) error {
 func (e *Endpoint) waitOne(r *request) {
 	for spin := 0; !r.done; spin++ {
 		if !e.Progress() {
-			e.idle(spin)
+			if err := e.idle(spin); err != nil {
+				r.complete(0, err)
+				return
+			}
 		}
 	}
 	e.flushCtrl()
@@ -352,8 +374,8 @@ func (e *Endpoint) waitOne(r *request) {
 // rank that has moved on.
 func (e *Endpoint) flushCtrl() {
 	for spin := 0; e.ctrlPending(); spin++ {
-		if !e.Progress() {
-			e.idle(spin)
+		if !e.Progress() && e.idle(spin) != nil {
+			return
 		}
 	}
 }

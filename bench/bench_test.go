@@ -1,0 +1,273 @@
+package bench_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/transports"
+	_ "github.com/gotune/gotune/transports/all"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// corrupting wraps a transport and flips one byte of the n-th received
+// message (counting every completed receive), the way a broken copy would.
+type corrupting struct {
+	transports.Transport
+	n, seen int
+	offset  int
+	pending map[transports.Request][]byte
+}
+
+func (c *corrupting) receive(buf []byte) {
+	c.seen++
+	if c.seen == c.n && len(buf) > c.offset {
+		buf[c.offset] ^= 0x40
+	}
+}
+
+func (c *corrupting) Recv(peer int, buf []byte) (int, error) {
+	n, err := c.Transport.Recv(peer, buf)
+	c.receive(buf[:n])
+	return n, err
+}
+
+func (c *corrupting) Irecv(peer int, buf []byte) (transports.Request, error) {
+	q, err := c.Transport.Irecv(peer, buf)
+	if err == nil {
+		c.pending[q] = buf
+	}
+	return q, err
+}
+
+func (c *corrupting) Wait(reqs ...transports.Request) error {
+	err := c.Transport.Wait(reqs...)
+	for _, q := range reqs {
+		if buf, ok := c.pending[q]; ok {
+			delete(c.pending, q)
+			c.receive(buf)
+		}
+	}
+	return err
+}
+
+func init() {
+	// "sm-corrupt": sm whose rank 1 corrupts byte 3 of its 5th received message.
+	base, _ := transports.Lookup("sm")
+	transports.Register(&transports.Driver{
+		Name: "sm-corrupt", Keys: base.Keys, SharedBytes: base.SharedBytes, Check: base.Check,
+		New: func(env transports.Env) (transports.Transport, error) {
+			t, err := base.New(env)
+			if err != nil || env.Rank != 1 {
+				return t, err
+			}
+			return &corrupting{Transport: t, n: 5, offset: 3, pending: map[transports.Request][]byte{}}, nil
+		},
+	})
+}
+
+func TestMain(m *testing.M) {
+	launch.MaybeRunRank()
+	os.Exit(m.Run())
+}
+
+// inProcess runs Measure on two endpoints of this process.
+func inProcess(t *testing.T, spec bench.Spec, wrap func(rank int, t transports.Transport) transports.Transport) ([]bench.Point, error) {
+	t.Helper()
+	p := sm.DefaultParams()
+	seg, err := bench.Alloc(p.SegmentBytes(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bench.Free(seg)
+	var (
+		wg     sync.WaitGroup
+		errs   [2]error
+		points []bench.Point
+		eps    [2]*sm.Endpoint
+	)
+	for r := range 2 {
+		env := transports.Env{Rank: r, Size: 2, PIDs: []int{os.Getpid(), os.Getpid()}, Segment: seg}
+		ep, err := sm.New(env, p, nil, "sm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps[r] = ep
+		var tr transports.Transport = ep
+		if wrap != nil {
+			tr = wrap(r, ep)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pts, err := bench.Measure(tr, r, spec)
+			errs[r] = err
+			if err != nil { // the peer would wait forever: stop it
+				eps[1-r].Abort(fmt.Errorf("peer rank %d failed", r))
+			}
+			if r == 0 {
+				points = pts
+			}
+		}()
+	}
+	wg.Wait()
+	return points, errors.Join(errs[:]...)
+}
+
+func checkPoints(t *testing.T, spec bench.Spec, points []bench.Point) {
+	t.Helper()
+	if len(points) != len(spec.Sizes) {
+		t.Fatalf("%d points for %d sizes", len(points), len(spec.Sizes))
+	}
+	for i, p := range points {
+		if p.Size != spec.Sizes[i] || len(p.Samples) != spec.Reps || p.Unit != spec.Pattern.Unit() {
+			t.Errorf("point %d: size %d, %d samples, unit %q", i, p.Size, len(p.Samples), p.Unit)
+		}
+		for _, v := range append(p.Samples, p.Median, p.P50, p.P90, p.P99) {
+			if !(v > 0) || math.IsInf(v, 0) {
+				t.Errorf("size %d: non-positive or infinite value %v", p.Size, v)
+			}
+		}
+		if p.CILow > p.Median || p.Median > p.CIHigh || p.P50 > p.P90 || p.P90 > p.P99 {
+			t.Errorf("size %d: inconsistent statistics %+v", p.Size, p)
+		}
+		if p.Validated != spec.Validate {
+			t.Errorf("size %d: validated=%v, want %v", p.Size, p.Validated, spec.Validate)
+		}
+	}
+}
+
+func TestPatternsInProcessValidated(t *testing.T) {
+	for _, pat := range bench.Patterns {
+		t.Run(string(pat), func(t *testing.T) {
+			spec := bench.Spec{Transport: "sm", Pattern: pat, Sizes: []int{1, 4096, 100000}, Reps: 3, Iters: 20, Warmup: 2, Window: 8, Validate: true}
+			pts, err := inProcess(t, spec, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPoints(t, spec, pts)
+		})
+	}
+}
+
+func TestValidationCatchesPlantedCorruption(t *testing.T) {
+	for _, pat := range bench.Patterns {
+		t.Run(string(pat), func(t *testing.T) {
+			spec := bench.Spec{Transport: "sm", Pattern: pat, Sizes: []int{64}, Reps: 2, Iters: 10, Warmup: 1, Window: 4, Validate: true}
+			_, err := inProcess(t, spec, func(rank int, tr transports.Transport) transports.Transport {
+				if rank != 1 {
+					return tr
+				}
+				return &corrupting{Transport: tr, n: 7, offset: 3, pending: map[transports.Request][]byte{}}
+			})
+			var ve *bench.ValidationError
+			if !errors.As(err, &ve) || ve.Offset != 3 || ve.Size != 64 {
+				t.Fatalf("got %v, want a validation error at byte 3 of a 64-byte message", err)
+			}
+		})
+	}
+}
+
+func TestCorruptionWithoutValidationGoesUnnoticed(t *testing.T) {
+	// The control for the test above: the same corruption, validation off.
+	spec := bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{64}, Reps: 2, Iters: 10, Warmup: 1, Window: 1}
+	_, err := inProcess(t, spec, func(rank int, tr transports.Transport) transports.Transport {
+		return &corrupting{Transport: tr, n: 7, offset: 3, pending: map[transports.Request][]byte{}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Real rank processes: every transport, every pattern, validated.
+func TestRunAcrossProcesses(t *testing.T) {
+	for _, tr := range []string{"sm", "cma"} {
+		for _, pat := range bench.Patterns {
+			t.Run(tr+"/"+string(pat), func(t *testing.T) {
+				spec := bench.Spec{Transport: tr, Pattern: pat, Sizes: []int{8, 8192, 1 << 20}, Reps: 2, Iters: 5, Warmup: 1, Window: 4, Validate: true}
+				res, err := bench.Run(context.Background(), spec, launch.Hooks{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkPoints(t, spec, res.Points)
+				if res.Provenance.Kernel == "" || res.Provenance.Gotune == "" || res.Spec.Transport != tr {
+					t.Errorf("provenance or spec missing: %+v %+v", res.Provenance, res.Spec)
+				}
+			})
+		}
+	}
+}
+
+func TestRunCatchesCorruptionAcrossProcesses(t *testing.T) {
+	spec := bench.Spec{Transport: "sm-corrupt", Pattern: bench.Bandwidth, Sizes: []int{4096}, Reps: 1, Iters: 4, Warmup: 1, Window: 4, Validate: true}
+	_, err := bench.Run(context.Background(), spec, launch.Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "payload validation failed") || !strings.Contains(err.Error(), "byte 3") {
+		t.Fatalf("got %v, want payload validation failure at byte 3", err)
+	}
+}
+
+func TestSpecErrorsNameTheField(t *testing.T) {
+	cases := []struct {
+		spec bench.Spec
+		want string
+	}{
+		{bench.Spec{Transport: "nope", Pattern: bench.Latency, Sizes: []int{8}}, `unknown transport "nope"`},
+		{bench.Spec{Transport: "sm", Pattern: "pingpong", Sizes: []int{8}}, `unknown pattern "pingpong"`},
+		{bench.Spec{Transport: "sm", Pattern: bench.Latency}, "no message sizes"},
+		{bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Reps: -1}, "reps=-1"},
+		{bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Options: transports.Options{"sm.dpeth": "4"}}, `unknown transport option "sm.dpeth"`},
+	}
+	for _, c := range cases {
+		err := c.spec.Normalize()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", c.spec, err, c.want)
+		}
+	}
+}
+
+func TestParseSizes(t *testing.T) {
+	cases := map[string]string{
+		"1:8":      "[1 2 4 8]",
+		"0:4":      "[0 1 2 4]",
+		"4K:16K":   "[4096 8192 16384]",
+		"8,64,1M":  "[8 64 1048576]",
+		"1:4M":     fmt.Sprint(ladder(1, 4<<20)),
+		"8":        "[8]",
+		"16:8":     "error",
+		"x":        "error",
+		"1:2:3":    "error",
+		"8,,16":    "error",
+		"-4":       "error",
+		"1G":       "[1073741824]",
+		"3:10":     "[3 6]",
+		"1K:1K":    "[1024]",
+		"2k,3m":    "[2048 3145728]",
+		"1:0":      "error",
+		"64K:128K": "[65536 131072]",
+	}
+	for in, want := range cases {
+		got, err := bench.ParseSizes(in)
+		s := fmt.Sprint(got)
+		if err != nil {
+			s = "error"
+		}
+		if s != want {
+			t.Errorf("ParseSizes(%q) = %s (%v), want %s", in, s, err, want)
+		}
+	}
+}
+
+func ladder(lo, hi int) []int {
+	var s []int
+	for n := lo; n <= hi; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}

@@ -1,0 +1,340 @@
+package bench
+
+import (
+	"fmt"
+
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+)
+
+// loop runs one pattern at one size between rank 0 (which times) and rank 1.
+type loop struct {
+	t              transports.Transport
+	rank, peer     int
+	pattern        Pattern
+	size           int
+	iters, warmup  int
+	window         int
+	sbuf, rbuf     [][]byte // one buffer each (as OSU), or one per window slot when validating
+	ack            []byte
+	validate       bool
+	reqs           []transports.Request
+	iterNS         []int64 // per-iteration times of the distribution pass (rank 0)
+	timeIterations bool
+}
+
+// buffers allocates off-heap message buffers for a size: one send and one
+// receive buffer, or one per window slot when payloads are validated (every
+// message in flight must then carry its own pattern).
+func newLoop(t transports.Transport, rank int, spec Spec, size int) (*loop, error) {
+	l := &loop{t: t, rank: rank, peer: 1 - rank, pattern: spec.Pattern, size: size,
+		iters: spec.Iters, warmup: spec.Warmup, window: spec.Window, validate: spec.Validate}
+	di, dw := DefaultIters(spec.Pattern, size)
+	if l.iters <= 0 {
+		l.iters = di
+	}
+	if l.warmup <= 0 {
+		l.warmup = dw
+	}
+	if l.pattern == Latency || l.window < 1 {
+		l.window = 1
+	}
+	slots := 1
+	if l.validate {
+		slots = l.window
+	}
+	for range slots {
+		s, err := Alloc(size)
+		if err != nil {
+			l.free()
+			return nil, err
+		}
+		r, err := Alloc(size)
+		if err != nil {
+			Free(s)
+			l.free()
+			return nil, err
+		}
+		l.sbuf, l.rbuf = append(l.sbuf, s), append(l.rbuf, r)
+	}
+	ack, err := Alloc(4)
+	if err != nil {
+		l.free()
+		return nil, err
+	}
+	l.ack = ack
+	l.reqs = make([]transports.Request, 0, 2*l.window)
+	l.iterNS = make([]int64, l.iters)
+	return l, nil
+}
+
+func (l *loop) free() {
+	for _, b := range l.sbuf {
+		Free(b)
+	}
+	for _, b := range l.rbuf {
+		Free(b)
+	}
+	Free(l.ack)
+}
+
+// Alloc returns n bytes of page-aligned, pre-faulted memory outside the Go heap.
+func Alloc(n int) ([]byte, error) {
+	b, err := sys.MapAnon(max(n, 1), true)
+	if err != nil {
+		return nil, fmt.Errorf("allocate %d-byte message buffer: %w", n, err)
+	}
+	return b[:n], nil
+}
+
+// Free releases a buffer from Alloc.
+func Free(b []byte) {
+	if b != nil {
+		sys.Unmap(b)
+	}
+}
+
+func (l *loop) slot(bufs [][]byte, w int) []byte { return bufs[w%len(bufs)] }
+
+// run executes warm-up plus timed iterations and returns rank 0's elapsed
+// time of the timed part in nanoseconds (0 on rank 1).
+func (l *loop) run() (int64, error) {
+	var start, last int64
+	for i := 0; i < l.warmup+l.iters; i++ {
+		if i == l.warmup {
+			start = nanotime()
+			last = start
+		}
+		var err error
+		switch l.pattern {
+		case Latency:
+			err = l.pingPong(i)
+		case BiBandwidth:
+			err = l.exchangeWindows(i)
+		default:
+			err = l.streamWindow(i)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%s size %d iteration %d: %w", l.pattern, l.size, i, err)
+		}
+		if l.timeIterations && i >= l.warmup {
+			now := nanotime()
+			l.iterNS[i-l.warmup] = now - last
+			last = now
+		}
+	}
+	return nanotime() - start, nil
+}
+
+func (l *loop) pingPong(i int) error {
+	s, r := l.sbuf[0], l.rbuf[0]
+	if l.rank == 0 {
+		l.fill(s, i, 0, 0)
+		if err := l.t.Send(l.peer, s); err != nil {
+			return err
+		}
+		if _, err := l.t.Recv(l.peer, r); err != nil {
+			return err
+		}
+		return l.check(r, i, 1, 0)
+	}
+	if _, err := l.t.Recv(l.peer, r); err != nil {
+		return err
+	}
+	if err := l.check(r, i, 0, 0); err != nil {
+		return err
+	}
+	l.fill(s, i, 1, 0)
+	return l.t.Send(l.peer, s)
+}
+
+// streamWindow: rank 0 sends a window, rank 1 receives it and acknowledges.
+func (l *loop) streamWindow(i int) error {
+	l.reqs = l.reqs[:0]
+	for w := range l.window {
+		var q transports.Request
+		var err error
+		if l.rank == 0 {
+			b := l.slot(l.sbuf, w)
+			l.fill(b, i, 0, w)
+			q, err = l.t.Isend(l.peer, b)
+		} else {
+			q, err = l.t.Irecv(l.peer, l.slot(l.rbuf, w))
+		}
+		if err != nil {
+			return err
+		}
+		l.reqs = append(l.reqs, q)
+	}
+	if err := l.t.Wait(l.reqs...); err != nil {
+		return err
+	}
+	if l.rank == 0 {
+		_, err := l.t.Recv(l.peer, l.ack)
+		return err
+	}
+	for w := range l.window {
+		if err := l.check(l.slot(l.rbuf, w), i, 0, w); err != nil {
+			return err
+		}
+	}
+	return l.t.Send(l.peer, l.ack)
+}
+
+// exchangeWindows: both ranks post a window of receives and of sends.
+func (l *loop) exchangeWindows(i int) error {
+	l.reqs = l.reqs[:0]
+	for w := range l.window {
+		q, err := l.t.Irecv(l.peer, l.slot(l.rbuf, w))
+		if err != nil {
+			return err
+		}
+		l.reqs = append(l.reqs, q)
+	}
+	for w := range l.window {
+		b := l.slot(l.sbuf, w)
+		l.fill(b, i, l.rank, w)
+		q, err := l.t.Isend(l.peer, b)
+		if err != nil {
+			return err
+		}
+		l.reqs = append(l.reqs, q)
+	}
+	if err := l.t.Wait(l.reqs...); err != nil {
+		return err
+	}
+	for w := range l.window {
+		if err := l.check(l.slot(l.rbuf, w), i, l.peer, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sync lines the two ranks up with a zero-byte exchange.
+func (l *loop) sync() error {
+	z := l.ack[:0]
+	if l.rank == 0 {
+		if err := l.t.Send(l.peer, z); err != nil {
+			return err
+		}
+		_, err := l.t.Recv(l.peer, z)
+		return err
+	}
+	if _, err := l.t.Recv(l.peer, z); err != nil {
+		return err
+	}
+	return l.t.Send(l.peer, z)
+}
+
+// patternByte is byte k of the payload sent by rank `from` in iteration i,
+// window slot w: it differs between iterations, slots, directions and
+// neighbouring bytes, so stale, misplaced or shifted data is caught.
+func patternByte(i, from, w, k int) byte {
+	return byte(i*251 + from*97 + w*13 + k*7 + k>>9)
+}
+
+func (l *loop) fill(b []byte, i, from, w int) {
+	if !l.validate {
+		return
+	}
+	for k := range b {
+		b[k] = patternByte(i, from, w, k)
+	}
+}
+
+// ValidationError reports a payload byte that differs from what was sent.
+type ValidationError struct {
+	Size, Iteration, Slot, Offset int
+	Got, Want                     byte
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("payload validation failed: size %d iteration %d message %d byte %d: got %#02x, want %#02x",
+		e.Size, e.Iteration, e.Slot, e.Offset, e.Got, e.Want)
+}
+
+func (l *loop) check(b []byte, i, from, w int) error {
+	if !l.validate {
+		return nil
+	}
+	for k := range b {
+		if want := patternByte(i, from, w, k); b[k] != want {
+			return &ValidationError{Size: l.size, Iteration: i, Slot: w, Offset: k, Got: b[k], Want: want}
+		}
+	}
+	return nil
+}
+
+// value converts rank 0's elapsed nanoseconds over n iterations into the
+// pattern's metric.
+func (l *loop) value(elapsedNS int64, n int) float64 {
+	ns := float64(elapsedNS)
+	msgs := float64(l.window * n)
+	switch l.pattern {
+	case Latency:
+		return ns / 1e3 / float64(2*n)
+	case MsgRate:
+		return msgs * 1e9 / ns
+	case BiBandwidth:
+		return 2 * float64(l.size) * msgs * 1e3 / ns
+	default:
+		return float64(l.size) * msgs * 1e3 / ns
+	}
+}
+
+// Measure runs spec's pattern at every size over t; rank 0 returns the
+// points, rank 1 nil. Each point is spec.Reps timed repetitions (OSU loops
+// without per-iteration clock reads) plus one distribution pass whose
+// per-iteration times, corrected for the cost of reading the clock, give the
+// percentiles.
+func Measure(t transports.Transport, rank int, spec Spec) ([]Point, error) {
+	cost := clockCost()
+	var points []Point
+	for _, size := range spec.Sizes {
+		l, err := newLoop(t, rank, spec, size)
+		if err != nil {
+			return nil, err
+		}
+		p, err := l.measure(spec.Reps, cost)
+		l.free()
+		if err != nil {
+			return nil, err
+		}
+		if rank == 0 {
+			points = append(points, p)
+		}
+	}
+	return points, nil
+}
+
+func (l *loop) measure(reps int, clockNS int64) (Point, error) {
+	samples := make([]float64, 0, reps)
+	for range reps {
+		if err := l.sync(); err != nil {
+			return Point{}, err
+		}
+		ns, err := l.run()
+		if err != nil {
+			return Point{}, err
+		}
+		samples = append(samples, l.value(ns, l.iters))
+	}
+	if err := l.sync(); err != nil {
+		return Point{}, err
+	}
+	l.timeIterations = true
+	if _, err := l.run(); err != nil {
+		return Point{}, err
+	}
+	var perIter []float64
+	if l.rank == 0 {
+		perIter = make([]float64, len(l.iterNS))
+		for k, ns := range l.iterNS {
+			perIter[k] = l.value(max(ns-clockNS, 1), 1)
+		}
+	}
+	p := Summarize(l.size, l.pattern.Unit(), samples, perIter)
+	p.Iters, p.Warmup, p.Validated = l.iters, l.warmup, l.validate
+	return p, nil
+}

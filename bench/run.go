@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+)
+
+const jobKind = "bench"
+
+func init() { launch.Register(jobKind, rankMain) }
+
+// rankMain is the body of each benchmark rank.
+func rankMain(r *launch.Rank) (any, error) {
+	var spec Spec
+	if err := r.Params(&spec); err != nil {
+		return nil, err
+	}
+	t, err := open(r, spec.Transport, spec.Options)
+	if err != nil {
+		return nil, err
+	}
+	// Buffers are off-heap and the loops allocate nothing: keep the
+	// collector out of the timed regions altogether.
+	runtime.GC()
+	debug.SetGCPercent(-1)
+	points, err := Measure(t, r.ID, spec)
+	if cerr := t.Close(); err == nil {
+		err = cerr
+	}
+	return points, err
+}
+
+// open starts a transport in a rank and proves it works between the ranks.
+func open(r *launch.Rank, name string, opts transports.Options) (transports.Transport, error) {
+	d, err := transports.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: opts}
+	t, err := d.New(env)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	if err := d.Check(t, env); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Normalize fills defaults and checks a spec, naming the offending field.
+func (s *Spec) Normalize() error {
+	if _, err := transports.Lookup(s.Transport); err != nil {
+		return err
+	}
+	if err := transports.CheckKeys(s.Options); err != nil {
+		return err
+	}
+	if _, err := ParsePattern(string(s.Pattern)); err != nil {
+		return err
+	}
+	if len(s.Sizes) == 0 {
+		return fmt.Errorf("no message sizes")
+	}
+	if s.Reps == 0 {
+		s.Reps = DefaultReps
+	}
+	if s.Window == 0 {
+		s.Window = DefaultWindow
+	}
+	switch {
+	case s.Reps < 1:
+		return fmt.Errorf("reps=%d: need at least 1", s.Reps)
+	case s.Window < 1:
+		return fmt.Errorf("window=%d: need at least 1", s.Window)
+	case s.Iters < 0 || s.Warmup < 0:
+		return fmt.Errorf("iters=%d warmup=%d: must not be negative", s.Iters, s.Warmup)
+	}
+	for _, n := range s.Sizes {
+		if n < 0 {
+			return fmt.Errorf("size %d: negative", n)
+		}
+	}
+	return nil
+}
+
+// DefaultCPUs pins rank i to the i-th CPU this process may use, when there
+// are enough of them; otherwise it returns nil (no pinning).
+func DefaultCPUs(ranks int) []int {
+	cpus, err := sys.AllowedCPUs()
+	if err != nil || len(cpus) < ranks {
+		return nil
+	}
+	return cpus[:ranks]
+}
+
+// Run measures spec between two fresh rank processes.
+func Run(ctx context.Context, spec Spec, hooks launch.Hooks) (Result, error) {
+	if err := spec.Normalize(); err != nil {
+		return Result{}, err
+	}
+	d, _ := transports.Lookup(spec.Transport)
+	const ranks = 2
+	seg, err := d.SharedBytes(ranks, spec.Options)
+	if err != nil {
+		return Result{}, err
+	}
+	params, err := json.Marshal(spec)
+	if err != nil {
+		return Result{}, err
+	}
+	out, err := launch.Run(ctx, launch.Job{Kind: jobKind, Size: ranks, SegmentBytes: seg,
+		Backend: spec.Backend, CPUs: spec.CPUs, Params: params}, hooks)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Label: "gotune " + spec.Transport, Provenance: Collect("/"), Spec: spec}
+	if err := json.Unmarshal(out[0], &res.Points); err != nil {
+		return Result{}, fmt.Errorf("decode rank 0 results: %w", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/report"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+	_ "github.com/gotune/gotune/transports/all"
+)
+
+// Main runs the CLI with args and returns the process exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(stderr, "gotune:", err)
+		return 1
+	}
+	return 0
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "gotune",
+		Short:         "Communication microbenchmarks and transport tuning for HPC and GPU nodes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newBench(), newDoctor(), newVersion())
+	return root
+}
+
+func newVersion() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print gotune's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "gotune %s (%s %s/%s)\n", bench.GotuneVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
+	}
+}
+
+// benchFlags are the flags shared by commands that measure.
+type benchFlags struct {
+	transport, pattern, sizes, cpus, format, out, segment string
+	reps, iters, warmup, window                           int
+	validate                                              bool
+	opts                                                  []string
+	timeout                                               time.Duration
+}
+
+func (f *benchFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVarP(&f.transport, "transport", "t", "sm", "transport: "+strings.Join(transports.Names(), "|"))
+	fl.StringVarP(&f.pattern, "pattern", "p", "latency", "pattern: latency|bw|bibw|msgrate")
+	fl.StringVarP(&f.sizes, "sizes", "s", "1:4M", "message sizes: a power-of-two ladder MIN:MAX or a list (K/M/G suffixes)")
+	fl.IntVar(&f.reps, "reps", bench.DefaultReps, "repetitions of every point")
+	fl.IntVar(&f.iters, "iters", 0, "timed iterations per repetition (0: OSU's default for the size)")
+	fl.IntVar(&f.warmup, "warmup", 0, "warm-up iterations per repetition (0: OSU's default for the size)")
+	fl.IntVar(&f.window, "window", bench.DefaultWindow, "messages in flight per iteration (bw, bibw, msgrate)")
+	fl.BoolVar(&f.validate, "validate", false, "fill every payload with a per-iteration pattern and check every byte")
+	fl.StringVar(&f.cpus, "cpus", "auto", "CPU per rank (e.g. 0,1), auto, or none")
+	fl.StringVarP(&f.format, "format", "f", "table", "output: "+strings.Join(report.Formats, "|"))
+	fl.StringVarP(&f.out, "out", "o", "", "append the output to FILE instead of printing it")
+	fl.StringArrayVar(&f.opts, "opt", nil, "transport option KEY=VALUE (repeatable; see gotune doctor)")
+	fl.StringVar(&f.segment, "segment", launch.Memfd, "shared segment backend: memfd|posix")
+	fl.DurationVar(&f.timeout, "timeout", 30*time.Minute, "kill the ranks and fail after this long")
+}
+
+func (f *benchFlags) spec() (bench.Spec, error) {
+	pattern, err := bench.ParsePattern(f.pattern)
+	if err != nil {
+		return bench.Spec{}, fmt.Errorf("--pattern: %w", err)
+	}
+	sizes, err := bench.ParseSizes(f.sizes)
+	if err != nil {
+		return bench.Spec{}, fmt.Errorf("--sizes: %w", err)
+	}
+	opts, err := parseOpts(f.opts)
+	if err != nil {
+		return bench.Spec{}, err
+	}
+	cpus, err := parseCPUs(f.cpus)
+	if err != nil {
+		return bench.Spec{}, err
+	}
+	s := bench.Spec{Transport: f.transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
+		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, CPUs: cpus, Backend: f.segment}
+	if err := s.Normalize(); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+func parseOpts(kvs []string) (transports.Options, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	o := transports.Options{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--opt %q: want KEY=VALUE", kv)
+		}
+		o[k] = v
+	}
+	return o, nil
+}
+
+func parseCPUs(s string) ([]int, error) {
+	switch s {
+	case "auto":
+		return bench.DefaultCPUs(2), nil
+	case "none", "":
+		return nil, nil
+	}
+	var cpus []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("--cpus %q: want auto, none or a list like 0,1", s)
+		}
+		cpus = append(cpus, n)
+	}
+	if len(cpus) < 2 {
+		return nil, fmt.Errorf("--cpus %q: need a CPU for each of the 2 ranks", s)
+	}
+	return cpus, nil
+}
+
+// output returns where results go: stdout, or FILE opened for appending.
+func output(cmd *cobra.Command, path string) (io.Writer, func() error, error) {
+	if path == "" {
+		return cmd.OutOrStdout(), func() error { return nil }, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--out: %w", err)
+	}
+	return f, f.Close, nil
+}
+
+// jobContext is cancelled by SIGINT/SIGTERM or the timeout.
+func jobContext(timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if timeout <= 0 {
+		return ctx, stop
+	}
+	tctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %v (--timeout)", timeout))
+	return tctx, func() { cancel(); stop() }
+}
+
+func newBench() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure one transport between two fresh rank processes",
+		Example: `  gotune bench --transport sm --pattern latency --sizes 8 --format osu
+  gotune bench --transport cma --pattern bw --sizes 4K:16M --format osu
+  gotune bench -t sm -p bw --opt sm.frag=64K --opt sm.frags=4 --format bench --out sm.txt`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !slices.Contains(report.Formats, f.format) {
+				return fmt.Errorf("--format %q: want one of %s", f.format, strings.Join(report.Formats, ", "))
+			}
+			spec, err := f.spec()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := jobContext(f.timeout)
+			defer cancel()
+			res, err := bench.Run(ctx, spec, launch.Hooks{Stderr: cmd.ErrOrStderr()})
+			if err != nil {
+				return err
+			}
+			w, closeOut, err := output(cmd, f.out)
+			if err != nil {
+				return err
+			}
+			if err := report.Write(w, f.format, []bench.Result{res}); err != nil {
+				closeOut()
+				return err
+			}
+			return closeOut()
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.Sort(keys)
+	return keys
+}
+
+func newDoctor() *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Say which transports work here, and why not",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := cmd.OutOrStdout()
+			p := bench.Collect("/")
+			fmt.Fprintf(w, "host %s: %s, %d cores, %d NUMA node(s), kernel %s\n", p.Host, p.CPUModel, p.Cores, p.NUMANodes, p.Kernel)
+			if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
+				fmt.Fprintf(w, "kernel.yama.ptrace_scope = %s", b)
+			} else {
+				fmt.Fprintln(w, "kernel.yama.ptrace_scope: no Yama (no extra ptrace restrictions)")
+			}
+			ctx, cancel := jobContext(time.Minute)
+			defer cancel()
+			failed := 0
+			for _, name := range transports.Names() {
+				err := bench.Probe(ctx, name, nil)
+				switch {
+				case err == nil:
+					fmt.Fprintf(w, "%-6s available\n", name)
+				case errors.Is(err, sys.ErrNotSupported):
+					fmt.Fprintf(w, "%-6s not supported: %v\n", name, err)
+				default:
+					failed++
+					fmt.Fprintf(w, "%-6s FAILED: %v\n", name, err)
+				}
+				d, _ := transports.Lookup(name)
+				for _, k := range sortedKeys(d.Keys) {
+					fmt.Fprintf(w, "         --opt %-14s %s\n", k+"=", d.Keys[k])
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d transport(s) failed their probe", failed)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,67 @@
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/gotune/gotune/bench"
+)
+
+// Formats lists the format names, in this order: table, json, csv, osu, bench.
+var Formats = []string{"table", "json", "csv", "osu", "bench"}
+
+// Write renders results in format to w.
+func Write(w io.Writer, format string, results []bench.Result) error {
+	var render func(io.Writer, []bench.Result) error
+	switch format {
+	case "table":
+		render = writeTable
+	case "json":
+		render = writeJSON
+	case "csv":
+		render = writeCSV
+	case "osu":
+		render = writeOSU
+	case "bench":
+		render = writeBench
+	default:
+		return fmt.Errorf("unknown report format %q (want one of %s)", format, strings.Join(Formats, ", "))
+	}
+	// Renderers may ignore errors of single writes: bufio keeps the first
+	// one and Flush reports it.
+	bw := bufio.NewWriter(w)
+	err := render(bw, results)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return fmt.Errorf("%s report: %w", format, err)
+	}
+	return nil
+}
+
+// names holds how each pattern is called in OSU titles and Go benchmark
+// names.
+var names = map[bench.Pattern]struct{ osu, gobench string }{
+	bench.Latency:     {"Latency Test", "Latency"},
+	bench.Bandwidth:   {"Bandwidth Test", "BW"},
+	bench.BiBandwidth: {"Bi-Directional Bandwidth Test", "BiBW"},
+	bench.MsgRate:     {"Multiple Bandwidth / Message Rate Test", "MsgRate"},
+}
+
+// humanSize writes a byte count with a K, M or G suffix (powers of 1024)
+// when the count is an exact multiple: 8, 4K, 1M, 1536.
+func humanSize(n int) string {
+	for _, u := range []struct {
+		shift  uint
+		suffix string
+	}{{30, "G"}, {20, "M"}, {10, "K"}} {
+		if unit := 1 << u.shift; n >= unit && n%unit == 0 {
+			return strconv.Itoa(n>>u.shift) + u.suffix
+		}
+	}
+	return strconv.Itoa(n)
+}

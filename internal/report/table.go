@@ -1,0 +1,72 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/gotune/gotune/bench"
+)
+
+// writeTable writes per result a title line, a table of its points and the
+// points' warnings. Results are separated by a blank line.
+func writeTable(w io.Writer, results []bench.Result) error {
+	for i, r := range results {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, title(r))
+		if err := table(w, r); err != nil {
+			return fmt.Errorf("result %q: %w", r.Label, err)
+		}
+		for _, p := range r.Points {
+			for _, warning := range p.Warnings {
+				fmt.Fprintf(w, "warning: size %s: %s\n", humanSize(p.Size), warning)
+			}
+		}
+	}
+	return nil
+}
+
+// title says what was measured, and where and with what.
+func title(r bench.Result) string {
+	s := fmt.Sprintf("%s: %s over %s", r.Label, r.Spec.Pattern, r.Spec.Transport)
+	p := r.Provenance
+	for _, f := range []struct{ prefix, value string }{
+		{"host ", p.Host}, {"", p.CPUModel}, {"kernel ", p.Kernel}, {"gotune ", p.Gotune},
+	} {
+		if f.value != "" {
+			s += "; " + f.prefix + f.value
+		}
+	}
+	return s
+}
+
+func table(w io.Writer, r bench.Result) error {
+	t := tablewriter.NewTable(w,
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithRowAlignment(tw.AlignRight),
+	)
+	ci := "CI"
+	if len(r.Points) > 0 {
+		ci = strconv.FormatFloat(r.Points[0].Confidence*100, 'g', 6, 64) + "% CI"
+	}
+	t.Header("Size", "Median ("+r.Spec.Pattern.Unit()+")", ci, "p50", "p90", "p99", "Reps")
+	// Microseconds and MB/s with 2 decimals; messages per second whole.
+	decimals := 2
+	if r.Spec.Pattern == bench.MsgRate {
+		decimals = 0
+	}
+	num := func(v float64) string { return strconv.FormatFloat(v, 'f', decimals, 64) }
+	for _, p := range r.Points {
+		err := t.Append(humanSize(p.Size), num(p.Median), num(p.CILow)+" – "+num(p.CIHigh),
+			num(p.P50), num(p.P90), num(p.P99), strconv.Itoa(len(p.Samples)))
+		if err != nil {
+			return err
+		}
+	}
+	return t.Render()
+}
