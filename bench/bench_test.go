@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/gotune/gotune/bench"
@@ -270,4 +272,22 @@ func ladder(lo, hi int) []int {
 		s = append(s, n)
 	}
 	return s
+}
+
+// kill -9 of a rank in the middle of a measurement: the run fails naming
+// the rank, and no segment survives in /dev/shm.
+func TestKilledBenchRankLeavesNoSegment(t *testing.T) {
+	spec := bench.Spec{Transport: "sm", Pattern: bench.Bandwidth, Sizes: []int{1 << 20}, Reps: 1000, Iters: 1000, Window: 64, Backend: launch.Posix}
+	_, err := bench.Run(context.Background(), spec, launch.Hooks{Ready: func(pids []int) {
+		syscall.Kill(pids[0], syscall.SIGKILL)
+	}})
+	if err == nil || !strings.Contains(err.Error(), "rank 0") || !strings.Contains(err.Error(), "signal 9") {
+		t.Fatalf("got %v, want rank 0 killed by signal 9", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(launch.ShmDir, launch.ShmPrefix+"*"))
+	for _, l := range left {
+		if strings.HasPrefix(filepath.Base(l), fmt.Sprintf("%s%d-", launch.ShmPrefix, os.Getpid())) {
+			t.Errorf("segment left in /dev/shm: %s", l)
+		}
+	}
 }

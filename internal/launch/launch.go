@@ -360,11 +360,14 @@ func (j *running) serve(c net.Conn) {
 			}
 			j.mu.Unlock()
 		case "error":
+			// Record the cause before acknowledging: the rank exits only
+			// after the ack, so its exit status never hides the cause.
 			err := fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, m.Error)
 			if m.NotSupported {
 				err = &sys.NotSupportedError{What: fmt.Sprintf("rank %d of %s", r, j.job.Kind), Reason: m.Error}
 			}
 			j.fail(err)
+			rc.enc.Encode(message{Op: "ack"})
 			return
 		default:
 			j.fail(fmt.Errorf("launch %s: rank %d sent unknown op %q", j.job.Kind, r, m.Op))

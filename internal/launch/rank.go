@@ -81,7 +81,10 @@ func runRank() error {
 
 	result, ferr := r.run(m.Spec.ShmPath)
 	if ferr != nil {
-		r.enc.Encode(message{Op: "error", Error: ferr.Error(), NotSupported: errors.Is(ferr, sys.ErrNotSupported)})
+		if r.enc.Encode(message{Op: "error", Error: ferr.Error(), NotSupported: errors.Is(ferr, sys.ErrNotSupported)}) == nil {
+			var ack message
+			r.dec.Decode(&ack) // exit only once the launcher has the cause
+		}
 		return ferr
 	}
 	b, err := json.Marshal(result)

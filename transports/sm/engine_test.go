@@ -227,3 +227,36 @@ func TestParamsValidation(t *testing.T) {
 		}
 	}
 }
+
+// failingCopy is a single-copy mechanism whose every copy fails.
+type failingCopy struct{ pull bool }
+
+func (f failingCopy) Name() string   { return "failing" }
+func (f failingCopy) Pull() bool     { return f.pull }
+func (f failingCopy) Threshold() int { return 65 }
+func (f failingCopy) Copy(int, []byte, uintptr, bool) error {
+	return sys.NotSupported("process_vm_readv", "planted", nil)
+}
+
+// A failed single copy fails both sides' requests, with no hang.
+func TestFailedSingleCopyFailsBothSides(t *testing.T) {
+	for _, pull := range []bool{true, false} {
+		a, b := pair(t, small(2, 2), failingCopy{pull: pull})
+		both(t, func() error {
+			err := a.Send(1, buffer(t, 1000))
+			if err == nil {
+				return fmt.Errorf("pull=%v: sender saw no error", pull)
+			}
+			return a.Close()
+		}, func() error {
+			_, err := b.Recv(0, buffer(t, 1000))
+			if err == nil {
+				return fmt.Errorf("pull=%v: receiver saw no error", pull)
+			}
+			if pull && !errors.Is(err, transports.ErrNotSupported) {
+				return fmt.Errorf("pull=%v: receiver error %v does not match ErrNotSupported", pull, err)
+			}
+			return b.Close()
+		})
+	}
+}

@@ -1,0 +1,72 @@
+package sys
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+)
+
+// Cross-memory copies with segment boundaries that do not line up between
+// the local and remote sides, in both directions, against our own process.
+func TestCrossMemorySegmentsOfDifferentShapes(t *testing.T) {
+	src := make([]byte, 10000)
+	for i := range src {
+		src[i] = byte(i*7 + i>>8)
+	}
+	cases := []struct{ local, remote []int }{
+		{[]int{10000}, []int{10000}},
+		{[]int{1, 999, 9000}, []int{5000, 5000}},
+		{[]int{3000, 3000, 4000}, []int{1, 1, 1, 9997}},
+	}
+	for _, c := range cases {
+		for _, write := range []bool{false, true} {
+			dst := make([]byte, len(src))
+			// local buffers are views of dst (read) or src (write)
+			base, other := dst, src
+			if write {
+				base, other = src, dst
+			}
+			var local [][]byte
+			off := 0
+			for _, n := range c.local {
+				local = append(local, base[off:off+n])
+				off += n
+			}
+			var remote []RemoteSegment
+			off = 0
+			for _, n := range c.remote {
+				remote = append(remote, RemoteSegment{Addr: AddressOf(other[off:]), Len: n})
+				off += n
+			}
+			var n int
+			var err error
+			if write {
+				n, err = CopyToProcess(os.Getpid(), local, remote)
+			} else {
+				n, err = CopyFromProcess(os.Getpid(), local, remote)
+			}
+			if err != nil || n != len(src) || !bytes.Equal(dst, src) {
+				t.Errorf("local %v remote %v write=%v: n=%d err=%v equal=%v", c.local, c.remote, write, n, err, bytes.Equal(dst, src))
+			}
+		}
+	}
+}
+
+func TestCrossMemoryLengthMismatchAndMissingProcess(t *testing.T) {
+	b := make([]byte, 8)
+	if _, err := CopyFromProcess(os.Getpid(), [][]byte{b}, []RemoteSegment{{Addr: AddressOf(b), Len: 4}}); err == nil {
+		t.Error("length mismatch accepted")
+	}
+	_, err := CopyFromProcess(1<<30, [][]byte{b}, []RemoteSegment{{Addr: AddressOf(b), Len: 8}})
+	if err == nil || errors.Is(err, ErrNotSupported) {
+		t.Errorf("missing process: got %v, want a plain error (ESRCH)", err)
+	}
+}
+
+func TestNotSupportedMatches(t *testing.T) {
+	err := NotSupported("xpmem", "module not loaded", os.ErrNotExist)
+	if !errors.Is(err, ErrNotSupported) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%v: does not match both ErrNotSupported and its cause", err)
+	}
+}
