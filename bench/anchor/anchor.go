@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -167,7 +168,7 @@ func resolve(s Stack, spec bench.Spec) (bench.Spec, error) {
 	return bench.Spec{
 		Transport: s.Name,
 		Pattern:   spec.Pattern,
-		Sizes:     spec.Sizes,
+		Sizes:     slices.Clone(spec.Sizes),
 		Reps:      cmp.Or(spec.Reps, bench.DefaultReps),
 		Iters:     spec.Iters,
 		Warmup:    spec.Warmup,

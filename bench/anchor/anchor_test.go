@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +101,19 @@ func TestMissingToolsAreNotSupported(t *testing.T) {
 	_, err = Run(t.Context(), s, "anchor", bench.Spec{Pattern: bench.Latency, Sizes: []int{8}})
 	if !errors.Is(err, sys.ErrNotSupported) || !strings.Contains(err.Error(), "no-such-mpirun-gotune not found in PATH") {
 		t.Errorf("Run without a launcher: %v, want ErrNotSupported naming it", err)
+	}
+}
+
+func TestBuildReportsCompilerOutput(t *testing.T) {
+	cc := filepath.Join(t.TempDir(), "failing-mpicc")
+	script := "#!/bin/sh\necho 'anchor.c:1:1: error: no MPI here' >&2\nexit 1\n"
+	if err := os.WriteFile(cc, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Build(t.Context(), Stack{Name: "broken", MPICC: cc}, t.TempDir())
+	if err == nil || errors.Is(err, sys.ErrNotSupported) ||
+		!strings.Contains(err.Error(), "build anchor with broken") || !strings.Contains(err.Error(), "error: no MPI here") {
+		t.Fatalf("got %v, want a build failure carrying the compiler's output", err)
 	}
 }
 

@@ -45,7 +45,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newBench(), newDoctor(), newVersion())
+	root.AddCommand(newBench(), newDoctor(), newVersion(), newAnchors())
 	return root
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // pair builds two endpoints of one process over an anonymous mapping.
-func pair(t *testing.T, p sm.Params, single sm.SingleCopy) (*sm.Endpoint, *sm.Endpoint) {
+func pair(t testing.TB, p sm.Params, single sm.SingleCopy) (*sm.Endpoint, *sm.Endpoint) {
 	t.Helper()
 	seg, err := sys.MapAnon(p.SegmentBytes(2), true)
 	if err != nil {
@@ -33,7 +33,7 @@ func pair(t *testing.T, p sm.Params, single sm.SingleCopy) (*sm.Endpoint, *sm.En
 	return eps[0], eps[1]
 }
 
-func buffer(t *testing.T, n int) []byte {
+func buffer(t testing.TB, n int) []byte {
 	t.Helper()
 	b, err := sys.MapAnon(max(n, 1), true)
 	if err != nil {

@@ -1,0 +1,54 @@
+# gotune — see README.md. Every target installs what it needs on Debian 12.
+GO       ?= go
+BIN      := bin/gotune
+GOFLAGS  ?=
+TESTFLAGS ?= -count=1 -timeout 20m
+# Debian packages the tests and anchors need (Open MPI for the side-by-side
+# comparison and its integration tests).
+DEB_PKGS := openmpi-bin libopenmpi-dev
+
+.PHONY: all build deps test race bench sweep anchors lint clean
+
+all: build
+
+build:
+	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/gotune
+
+# deps installs the Debian packages the tests use, once.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		SUDO=; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+test: deps
+	$(GO) vet ./...
+	$(GO) test $(TESTFLAGS) ./...
+
+race: deps
+	$(GO) test -race $(TESTFLAGS) ./...
+
+# In-process micro-benchmarks of the engine (Go benchmark format).
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./transports/... ./bench/...
+
+# Until the tuner lands: a quick measurement of every transport here.
+sweep: build
+	@for t in $$($(BIN) doctor | awk '$$2=="available"{print $$1}'); do \
+		$(BIN) bench -t $$t -p latency -s 1:64K --reps 10; \
+		$(BIN) bench -t $$t -p bw -s 4K:16M --reps 10; \
+	done
+
+# Side by side with Debian's Open MPI (vader, single copy cma and none);
+# the numbers of record go under results/anchors/.
+anchors: deps build
+	$(BIN) anchors --out results/anchors
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

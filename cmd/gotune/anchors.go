@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/report"
+)
+
+func newAnchors() *cobra.Command {
+	var (
+		latSizes, bwSizes, outDir string
+		rounds                    int
+		opts                      []string
+		timeout                   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "anchors",
+		Short: "Measure gotune's sm and cma beside Open MPI (vader, single copy cma and none), interleaved, and print the ratios",
+		Long: `anchors compiles a small MPI benchmark with mpicc (same loop constants as gotune's),
+then measures latency and bandwidth through gotune's sm and cma transports and through
+Open MPI's vader BTL with single_copy_mechanism cma and none. Every round runs each
+configuration once, back to back, so a machine whose speed drifts is compared with itself.
+Ratios > 1 mean gotune is better.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := parseOpts(opts)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := jobContext(timeout)
+			defer cancel()
+			tmp, err := os.MkdirTemp("", "gotune-anchor-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			bin, err := anchor.Build(ctx, anchor.OpenMPIVader("cma"), tmp)
+			if err != nil {
+				return err
+			}
+			var text bytes.Buffer
+			out := io.MultiWriter(cmd.OutOrStdout(), &text)
+			fmt.Fprintf(&text, "# gotune %s\n# command: gotune %s\n", bench.GotuneVersion(), strings.Join(os.Args[1:], " "))
+			var all []bench.Result
+			for _, pc := range []struct {
+				pattern bench.Pattern
+				sizes   string
+			}{{bench.Latency, latSizes}, {bench.Bandwidth, bwSizes}} {
+				sizes, err := bench.ParseSizes(pc.sizes)
+				if err != nil {
+					return err
+				}
+				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, Options: o, CPUs: bench.DefaultCPUs(2)}
+				cs := contenders(bin, cmd.ErrOrStderr())
+				res, err := anchor.Interleave(ctx, cs, spec, rounds, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				ours, theirs := anchor.Split(cs, res)
+				fmt.Fprintf(out, "\n## %s, medians of %d interleaved repetitions (%s)\n", pc.pattern, rounds, pc.pattern.Unit())
+				if err := anchor.Compare(out, ours, theirs); err != nil {
+					return err
+				}
+				all = append(all, res...)
+			}
+			if outDir == "" {
+				return nil
+			}
+			return saveAnchors(outDir, text.Bytes(), all)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&latSizes, "latency-sizes", "8", "latency message sizes")
+	fl.StringVar(&bwSizes, "bw-sizes", "4K:16M", "bandwidth message sizes")
+	fl.IntVar(&rounds, "reps", bench.DefaultReps, "interleaved repetitions of every configuration")
+	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/<host>-<time>.txt (tables) and .jsonl (every run)")
+	fl.StringArrayVar(&opts, "opt", nil, "gotune transport option KEY=VALUE (repeatable)")
+	fl.DurationVar(&timeout, "timeout", time.Hour, "give up after this long")
+	return cmd
+}
+
+func contenders(anchorBin string, stderr io.Writer) []anchor.Contender {
+	gotune := func(transport string) anchor.Contender {
+		return anchor.Contender{Label: "gotune " + transport, Ours: true,
+			Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
+				s.Transport = transport
+				return bench.Run(ctx, s, launch.Hooks{Stderr: stderr})
+			}}
+	}
+	ompi := func(single string) anchor.Contender {
+		st := anchor.OpenMPIVader(single)
+		return anchor.Contender{Label: st.Name,
+			Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
+				s.Options, s.CPUs = nil, nil
+				return anchor.Run(ctx, st, anchorBin, s)
+			}}
+	}
+	return []anchor.Contender{gotune("sm"), gotune("cma"), ompi("cma"), ompi("none")}
+}
+
+func saveAnchors(dir string, tables []byte, results []bench.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	host, _ := os.Hostname()
+	base := filepath.Join(dir, fmt.Sprintf("%s-%s", host, time.Now().UTC().Format("20060102-150405")))
+	if err := os.WriteFile(base+".txt", tables, 0o644); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	f, err := os.OpenFile(base+".jsonl", os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if err := report.Write(f, "json", results); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+

@@ -1,0 +1,85 @@
+package sm_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// BenchmarkPingPong is the engine's round trip between two goroutines of
+// one process (no pinning, so it shows engine overhead, not the machine's
+// best latency; use gotune bench for that). ns/op is one round trip.
+func BenchmarkPingPong(b *testing.B) {
+	for _, n := range []int{8, 4096, 65536} {
+		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
+			a, c := pair(b, sm.DefaultParams(), nil)
+			sa, sc := buffer(b, n), buffer(b, n)
+			done := make(chan error)
+			go func() {
+				for range b.N {
+					if _, err := c.Recv(0, sc); err != nil {
+						done <- err
+						return
+					}
+					if err := c.Send(0, sc); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			b.SetBytes(int64(2 * n))
+			for range b.N {
+				if err := a.Send(1, sa); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := a.Recv(1, sa); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkStream is one-way throughput through windows of 64 messages.
+func BenchmarkStream(b *testing.B) {
+	for _, n := range []int{4096, 65536, 1 << 20} {
+		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
+			a, c := pair(b, sm.DefaultParams(), nil)
+			sa, sc := buffer(b, n), buffer(b, n)
+			const window = 64
+			done := make(chan error)
+			go func() {
+				reqs := make([]transports.Request, window)
+				for i := 0; i < b.N; i += window {
+					for w := range min(window, b.N-i) {
+						reqs[w], _ = c.Irecv(0, sc)
+					}
+					if err := c.Wait(reqs[:min(window, b.N-i)]...); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			b.SetBytes(int64(n))
+			reqs := make([]transports.Request, window)
+			for i := 0; i < b.N; i += window {
+				for w := range min(window, b.N-i) {
+					reqs[w], _ = a.Isend(1, sa)
+				}
+				if err := a.Wait(reqs[:min(window, b.N-i)]...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
