@@ -19,7 +19,9 @@ func Summarize(size int, unit string, samples, perIter []float64) Point {
 	if len(samples) == 0 {
 		return p
 	}
-	s := benchmath.AssumeNothing.Summary(benchmath.NewSample(samples, &benchmath.DefaultThresholds), Confidence)
+	// NewSample sorts its argument: keep the samples in the order measured.
+	sorted := slices.Clone(samples)
+	s := benchmath.AssumeNothing.Summary(benchmath.NewSample(sorted, &benchmath.DefaultThresholds), Confidence)
 	p.Median, p.CILow, p.CIHigh = s.Center, s.Lo, s.Hi
 	for _, w := range s.Warnings {
 		p.Warnings = append(p.Warnings, w.Error())

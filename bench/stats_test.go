@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -21,6 +22,11 @@ func TestSummarizeIntervals(t *testing.T) {
 		if p.Median != c.wantMedian || p.CILow != c.lo || p.CIHigh != c.hi || math.Abs(p.Confidence-c.conf) > 1e-12 {
 			t.Errorf("%v: median %v CI [%v, %v] at %v; want %v [%v, %v] at %v", c.samples, p.Median, p.CILow, p.CIHigh, p.Confidence, c.wantMedian, c.lo, c.hi, c.conf)
 		}
+	}
+	// The samples keep the order in which they were measured.
+	order := []float64{3, 1, 2}
+	if p := Summarize(8, "us", order, nil); !slices.Equal(p.Samples, []float64{3, 1, 2}) {
+		t.Errorf("samples reordered: %v", p.Samples)
 	}
 	// Enough samples: benchmath's 95% interval, strictly inside [min, max].
 	many := []float64{10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}

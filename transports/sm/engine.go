@@ -92,10 +92,10 @@ type peer struct {
 	pid   int
 	tx    producer
 	rx    consumer
-	ctrl  []ctrlMsg
-	sendq []*request
-	recvq []*request
-	unexp []*unexpected
+	ctrl  queue[ctrlMsg]
+	sendq queue[*request]
+	recvq queue[*request]
+	unexp queue[*unexpected]
 	cur   *incoming
 }
 
@@ -158,8 +158,8 @@ func (e *Endpoint) Close() error {
 		return *err
 	}
 	for _, p := range e.active {
-		if len(p.sendq)+len(p.recvq) > 0 || p.cur != nil {
-			return fmt.Errorf("%s: close with %d sends and %d receives outstanding to rank %d", e.name, len(p.sendq), len(p.recvq), p.rank)
+		if p.sendq.len()+p.recvq.len() > 0 || p.cur != nil {
+			return fmt.Errorf("%s: close with %d sends and %d receives outstanding to rank %d", e.name, p.sendq.len(), p.recvq.len(), p.rank)
 		}
 	}
 	if len(e.rndv) > 0 {
@@ -170,7 +170,7 @@ func (e *Endpoint) Close() error {
 
 func (e *Endpoint) ctrlPending() bool {
 	for _, p := range e.active {
-		if len(p.ctrl) > 0 {
+		if p.ctrl.len() > 0 {
 			return true
 		}
 	}
@@ -217,8 +217,8 @@ func (e *Endpoint) Send(to int, buf []byte) error {
 		return err
 	}
 	// Fast path: nothing queued ahead and room for an eager cell.
-	if len(buf) <= e.params.EagerLimit && len(p.sendq) == 0 && len(p.ctrl) == 0 && p.tx.cellFree() {
-		copy(p.tx.payload(p.tx.head), buf)
+	if len(buf) <= e.params.EagerLimit && p.sendq.len() == 0 && p.ctrl.len() == 0 && p.tx.cellFree() {
+		copy(p.tx.cell(), buf)
 		p.tx.publish(kindEager, len(buf))
 		return nil
 	}
@@ -236,7 +236,7 @@ func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
 		return 0, err
 	}
 	// Fast path for two ranks: nothing pending, poll the one channel.
-	if len(e.active) == 1 && len(p.recvq) == 0 && len(p.unexp) == 0 && p.cur == nil && len(p.sendq) == 0 && len(p.ctrl) == 0 {
+	if len(e.active) == 1 && p.recvq.len() == 0 && p.unexp.len() == 0 && p.cur == nil && p.sendq.len() == 0 && p.ctrl.len() == 0 {
 		for spin := 0; ; spin++ {
 			h := p.rx.peek()
 			if h == nil {
@@ -247,7 +247,7 @@ func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
 			}
 			if h.kind == kindEager && int(h.length) <= len(buf) {
 				n := int(h.length)
-				copy(buf, p.rx.payload(p.rx.head)[:n])
+				copy(buf, p.rx.body()[:n])
 				p.rx.release()
 				return n, nil
 			}
@@ -294,7 +294,7 @@ func (e *Endpoint) Isend(to int, buf []byte) (transports.Request, error) {
 func (e *Endpoint) isend(p *peer, buf []byte) *request {
 	r := e.newRequest(p, buf, true)
 	r.proto = e.protoFor(len(buf))
-	p.sendq = append(p.sendq, r)
+	p.sendq.push(r)
 	e.progressSend(p)
 	return r
 }
@@ -310,13 +310,12 @@ func (e *Endpoint) Irecv(from int, buf []byte) (transports.Request, error) {
 
 func (e *Endpoint) irecv(p *peer, buf []byte) *request {
 	r := e.newRequest(p, buf, false)
-	if len(p.unexp) == 0 {
-		p.recvq = append(p.recvq, r)
+	if p.unexp.len() == 0 {
+		p.recvq.push(r)
 		e.progressRecv(p)
 		return r
 	}
-	u := p.unexp[0]
-	p.unexp = p.unexp[1:]
+	u := p.unexp.pop()
 	switch {
 	case u.rts:
 		e.startRendezvousRecv(p, r, u.size, u.addr, u.id)
@@ -396,32 +395,29 @@ func (e *Endpoint) Progress() bool {
 
 func (e *Endpoint) progressSend(p *peer) bool {
 	moved := false
-	for len(p.ctrl) > 0 && p.tx.cellFree() {
-		c := p.ctrl[0]
-		putWords(p.tx.payload(p.tx.head), c.words[:])
+	for p.ctrl.len() > 0 && p.tx.cellFree() {
+		c := p.ctrl.pop()
+		putWords(p.tx.cell(), c.words[:])
 		p.tx.publish(c.kind, ctrlPayload)
-		p.ctrl = p.ctrl[1:]
 		moved = true
 	}
-	if len(p.ctrl) > 0 {
+	if p.ctrl.len() > 0 {
 		return moved
 	}
-	for len(p.sendq) > 0 {
-		r := p.sendq[0]
+	for p.sendq.len() > 0 {
+		r := p.sendq.front()
 		switch r.proto {
 		case protoEager:
 			if !p.tx.cellFree() {
 				return moved
 			}
-			copy(p.tx.payload(p.tx.head), r.buf)
+			copy(p.tx.cell(), r.buf)
 			p.tx.publish(kindEager, len(r.buf))
 			r.complete(len(r.buf), nil)
 		case protoPipeline:
 			for r.off < len(r.buf) && p.tx.cellFree() && p.tx.fragFree() {
-				n := copy(p.tx.frag(p.tx.fragHead), r.buf[r.off:])
-				p.tx.fragHead++
-				binary.LittleEndian.PutUint64(p.tx.payload(p.tx.head), uint64(len(r.buf)))
-				p.tx.publish(kindFrag, n)
+				n := copy(p.tx.nextFrag(), r.buf[r.off:])
+				p.tx.publishFrag(n, len(r.buf))
 				r.off += n
 				moved = true
 			}
@@ -436,10 +432,10 @@ func (e *Endpoint) progressSend(p *peer) bool {
 			e.nextID++
 			r.id, r.waiting = e.nextID, true
 			e.rndv[r.id] = r
-			putWords(p.tx.payload(p.tx.head), []uint64{uint64(len(r.buf)), uint64(addressOf(r.buf)), r.id, 0})
+			putWords(p.tx.cell(), []uint64{uint64(len(r.buf)), uint64(addressOf(r.buf)), r.id, 0})
 			p.tx.publish(kindRTS, ctrlPayload)
 		}
-		p.sendq = p.sendq[1:]
+		p.sendq.pop()
 		moved = true
 	}
 	return moved
@@ -453,7 +449,7 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 			return moved
 		}
 		moved = true
-		body := p.rx.payload(p.rx.head)
+		body := p.rx.body()
 		switch h.kind {
 		case kindCTS:
 			w := getWords(body)
@@ -468,7 +464,7 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 			if r := e.matchNew(p); r != nil {
 				r.complete(copy(r.buf, body[:n]), truncated(n, len(r.buf)))
 			} else {
-				p.unexp = append(p.unexp, &unexpected{data: append([]byte(nil), body[:n]...), got: n, size: n, complete: true})
+				p.unexp.push(&unexpected{data: append([]byte(nil), body[:n]...), got: n, size: n, complete: true})
 			}
 			p.rx.release()
 		case kindRTS:
@@ -478,7 +474,7 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 			if r := e.matchNew(p); r != nil {
 				e.startRendezvousRecv(p, r, size, addr, id)
 			} else {
-				p.unexp = append(p.unexp, &unexpected{rts: true, size: size, addr: addr, id: id})
+				p.unexp.push(&unexpected{rts: true, size: size, addr: addr, id: id})
 			}
 		case kindFrag:
 			e.receiveFragment(p, int(h.length), int(binary.LittleEndian.Uint64(body)))
@@ -490,12 +486,10 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 
 // matchNew pops the posted receive for a newly arriving message, or nil.
 func (e *Endpoint) matchNew(p *peer) *request {
-	if len(p.recvq) == 0 {
+	if p.recvq.len() == 0 {
 		return nil
 	}
-	r := p.recvq[0]
-	p.recvq = p.recvq[1:]
-	return r
+	return p.recvq.pop()
 }
 
 func (e *Endpoint) receiveFragment(p *peer, n, size int) {
@@ -505,12 +499,12 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int) {
 			in.req = r
 		} else {
 			in.unx = &unexpected{data: make([]byte, size), size: size}
-			p.unexp = append(p.unexp, in.unx)
+			p.unexp.push(in.unx)
 		}
 		p.cur = in
 	}
 	in := p.cur
-	src := p.rx.frag(p.rx.fragHead)[:n]
+	src := p.rx.curFrag()[:n]
 	if in.req != nil {
 		copy(in.req.buf[min(in.req.off, len(in.req.buf)):], src)
 		in.req.off += n
@@ -575,7 +569,7 @@ func (e *Endpoint) pushRendezvous(p *peer, sendID, recvID uint64, addr uintptr) 
 // queueCtrl sends a control cell now if the ring has room, else queues it
 // ahead of all data for the next progress call.
 func (e *Endpoint) queueCtrl(p *peer, kind uint8, w0, w1, w2 uint64) {
-	p.ctrl = append(p.ctrl, ctrlMsg{kind: kind, words: [4]uint64{w0, w1, w2, 0}})
+	p.ctrl.push(ctrlMsg{kind: kind, words: [4]uint64{w0, w1, w2, 0}})
 	e.progressSend(p)
 }
 

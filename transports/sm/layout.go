@@ -1,6 +1,7 @@
 package sm
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -26,7 +27,7 @@ type Params struct {
 
 // DefaultParams are the built-in channel parameters.
 func DefaultParams() Params {
-	return Params{Depth: 64, CellSize: 4096 + cacheLine, EagerLimit: 4096, FragSize: 32 << 10, FragSlots: 8}
+	return Params{Depth: 64, CellSize: 4096 + cacheLine, EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 16}
 }
 
 // OptionKeys documents the options ParseParams reads.
@@ -142,75 +143,110 @@ type cellHeader struct {
 	_      [3]byte
 }
 
-func (c *channel) header(n uint64) *cellHeader {
-	return (*cellHeader)(unsafe.Pointer(&c.cells[(n%c.depth)*c.cellSize]))
+// Cells and fragment slots are addressed by byte offset, advanced and
+// wrapped as the ring turns: no division on the polling path.
+
+func (c *channel) header(off uint64) *cellHeader {
+	return (*cellHeader)(unsafe.Pointer(&c.cells[off]))
 }
 
-func (c *channel) payload(n uint64) []byte {
-	off := (n%c.depth)*c.cellSize + headerSize
-	return c.cells[off : off-headerSize+c.cellSize]
+func (c *channel) payload(off uint64) []byte {
+	return c.cells[off+headerSize : off+c.cellSize]
 }
 
-func (c *channel) frag(n uint64) []byte {
-	off := (n % c.slots) * c.fragSize
+func (c *channel) frag(off uint64) []byte {
 	return c.frags[off : off+c.fragSize]
+}
+
+// ring is a position in a ring of fixed-size entries: a sequence count and
+// the byte offset of the entry it designates.
+type ring struct {
+	n   uint64 // entries passed
+	off uint64 // byte offset of entry n
+}
+
+func (r *ring) advance(entry, size uint64) {
+	r.n++
+	r.off += entry
+	if r.off == size {
+		r.off = 0
+	}
 }
 
 // producer is the sending side's private view of a channel.
 type producer struct {
 	*channel
-	head, tailSeen         uint64
-	fragHead, fragTailSeen uint64
+	head, fragHead         ring
+	tailSeen, fragTailSeen uint64
 }
 
 func (p *producer) cellFree() bool {
-	if p.head-p.tailSeen < p.depth {
+	if p.head.n-p.tailSeen < p.depth {
 		return true
 	}
 	p.tailSeen = atomic.LoadUint64(p.tail)
-	return p.head-p.tailSeen < p.depth
+	return p.head.n-p.tailSeen < p.depth
 }
 
 func (p *producer) fragFree() bool {
-	if p.fragHead-p.fragTailSeen < p.slots {
+	if p.fragHead.n-p.fragTailSeen < p.slots {
 		return true
 	}
 	p.fragTailSeen = atomic.LoadUint64(p.fragTail)
-	return p.fragHead-p.fragTailSeen < p.slots
+	return p.fragHead.n-p.fragTailSeen < p.slots
 }
+
+// cell is the payload area of the cell being filled.
+func (p *producer) cell() []byte { return p.payload(p.head.off) }
+
+// nextFrag is the fragment slot being filled.
+func (p *producer) nextFrag() []byte { return p.frag(p.fragHead.off) }
 
 // publish completes the current cell: fields first, then the sequence number.
 func (p *producer) publish(kind uint8, length int) {
-	h := p.header(p.head)
+	h := p.header(p.head.off)
 	h.length = uint32(length)
 	h.kind = kind
-	atomic.StoreUint64(&h.seq, p.head+1)
-	p.head++
+	atomic.StoreUint64(&h.seq, p.head.n+1)
+	p.head.advance(p.cellSize, uint64(len(p.cells)))
+}
+
+// publishFrag hands the filled fragment slot over with its descriptor cell.
+func (p *producer) publishFrag(length, msgSize int) {
+	binary.LittleEndian.PutUint64(p.cell(), uint64(msgSize))
+	p.fragHead.advance(p.fragSize, uint64(len(p.frags)))
+	p.publish(kindFrag, length)
 }
 
 // consumer is the receiving side's private view of a channel.
 type consumer struct {
 	*channel
-	head, fragHead uint64
+	head, fragHead ring
 }
 
 // peek returns the next published cell, or nil.
 func (c *consumer) peek() *cellHeader {
-	h := c.header(c.head)
-	if atomic.LoadUint64(&h.seq) != c.head+1 {
+	h := c.header(c.head.off)
+	if atomic.LoadUint64(&h.seq) != c.head.n+1 {
 		return nil
 	}
 	return h
 }
 
+// body is the payload area of the current cell.
+func (c *consumer) body() []byte { return c.payload(c.head.off) }
+
+// curFrag is the oldest unconsumed fragment slot.
+func (c *consumer) curFrag() []byte { return c.frag(c.fragHead.off) }
+
 // release hands the current cell back to the producer.
 func (c *consumer) release() {
-	c.head++
-	atomic.StoreUint64(c.tail, c.head)
+	c.head.advance(c.cellSize, uint64(len(c.cells)))
+	atomic.StoreUint64(c.tail, c.head.n)
 }
 
 // releaseFrag hands the oldest fragment slot back to the producer.
 func (c *consumer) releaseFrag() {
-	c.fragHead++
-	atomic.StoreUint64(c.fragTail, c.fragHead)
+	c.fragHead.advance(c.fragSize, uint64(len(c.frags)))
+	atomic.StoreUint64(c.fragTail, c.fragHead.n)
 }
