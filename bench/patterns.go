@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
@@ -23,12 +24,50 @@ type loop struct {
 	timeIterations bool
 }
 
-// buffers allocates off-heap message buffers for a size: one send and one
-// receive buffer, or one per window slot when payloads are validated (every
-// message in flight must then carry its own pattern).
-func newLoop(t transports.Transport, rank int, spec Spec, size int) (*loop, error) {
+// arena holds a rank's message buffers for a whole run, allocated once for
+// the largest size, as OSU does: remapping per size would hand memory back
+// to the kernel (and, in a VM with free-page reporting, to the host) and
+// measure fresh page faults' after-effects instead of the transport.
+type arena struct {
+	send, recv [][]byte // one buffer each (as OSU), or one per window slot when validating
+	ack        []byte
+}
+
+func newArena(spec Spec) (*arena, error) {
+	largest := slices.Max(spec.Sizes)
+	slots := 1
+	if spec.Validate && spec.Pattern != Latency {
+		slots = max(spec.Window, 1)
+	}
+	a := &arena{}
+	for range slots {
+		for _, list := range []*[][]byte{&a.send, &a.recv} {
+			b, err := Alloc(largest)
+			if err != nil {
+				a.free()
+				return nil, err
+			}
+			*list = append(*list, b)
+		}
+	}
+	ack, err := Alloc(4)
+	if err != nil {
+		a.free()
+		return nil, err
+	}
+	a.ack = ack
+	return a, nil
+}
+
+func (a *arena) free() {
+	for _, b := range slices.Concat(a.send, a.recv, [][]byte{a.ack}) {
+		Free(b)
+	}
+}
+
+func newLoop(t transports.Transport, rank int, spec Spec, size int, a *arena) *loop {
 	l := &loop{t: t, rank: rank, peer: 1 - rank, pattern: spec.Pattern, size: size,
-		iters: spec.Iters, warmup: spec.Warmup, window: spec.Window, validate: spec.Validate}
+		iters: spec.Iters, warmup: spec.Warmup, window: spec.Window, validate: spec.Validate, ack: a.ack}
 	di, dw := DefaultIters(spec.Pattern, size)
 	if l.iters <= 0 {
 		l.iters = di
@@ -39,43 +78,13 @@ func newLoop(t transports.Transport, rank int, spec Spec, size int) (*loop, erro
 	if l.pattern == Latency || l.window < 1 {
 		l.window = 1
 	}
-	slots := 1
-	if l.validate {
-		slots = l.window
+	for k := range a.send {
+		l.sbuf = append(l.sbuf, a.send[k][:size])
+		l.rbuf = append(l.rbuf, a.recv[k][:size])
 	}
-	for range slots {
-		s, err := Alloc(size)
-		if err != nil {
-			l.free()
-			return nil, err
-		}
-		r, err := Alloc(size)
-		if err != nil {
-			Free(s)
-			l.free()
-			return nil, err
-		}
-		l.sbuf, l.rbuf = append(l.sbuf, s), append(l.rbuf, r)
-	}
-	ack, err := Alloc(4)
-	if err != nil {
-		l.free()
-		return nil, err
-	}
-	l.ack = ack
 	l.reqs = make([]transports.Request, 0, 2*l.window)
 	l.iterNS = make([]int64, l.iters)
-	return l, nil
-}
-
-func (l *loop) free() {
-	for _, b := range l.sbuf {
-		Free(b)
-	}
-	for _, b := range l.rbuf {
-		Free(b)
-	}
-	Free(l.ack)
+	return l
 }
 
 // Alloc returns n bytes of page-aligned, pre-faulted memory outside the Go heap.
@@ -290,14 +299,14 @@ func (l *loop) value(elapsedNS int64, n int) float64 {
 // percentiles.
 func Measure(t transports.Transport, rank int, spec Spec) ([]Point, error) {
 	cost := clockCost()
+	a, err := newArena(spec)
+	if err != nil {
+		return nil, err
+	}
+	defer a.free()
 	var points []Point
 	for _, size := range spec.Sizes {
-		l, err := newLoop(t, rank, spec, size)
-		if err != nil {
-			return nil, err
-		}
-		p, err := l.measure(spec.Reps, cost)
-		l.free()
+		p, err := newLoop(t, rank, spec, size, a).measure(spec.Reps, cost)
 		if err != nil {
 			return nil, err
 		}

@@ -265,6 +265,9 @@ func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
 // yields the CPU, so oversubscribed ranks still advance, and checks for an
 // abort.
 func (e *Endpoint) idle(spin int) error {
+	if spin >= tightSpins {
+		sys.CPURelax()
+	}
 	if spin&255 != 255 {
 		return nil
 	}
@@ -276,6 +279,11 @@ func (e *Endpoint) idle(spin int) error {
 	}
 	return nil
 }
+
+// tightSpins is how long a waiter polls flat out before pausing between
+// polls: long enough to cover a round trip, short enough that a waiter
+// does not starve a hyper-thread sibling doing the copying.
+const tightSpins = 128
 
 // Abort makes every wait in progress, and every later one, fail with err.
 // It may be called from any goroutine; the endpoint is unusable afterwards.

@@ -1,0 +1,6 @@
+//go:build !amd64
+
+package sys
+
+// CPURelax is a no-op where no spin hint is wired up.
+func CPURelax() {}
