@@ -129,4 +129,3 @@ func saveAnchors(dir string, tables []byte, results []bench.Result) error {
 	}
 	return f.Close()
 }
-

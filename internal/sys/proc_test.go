@@ -70,3 +70,17 @@ func TestNotSupportedMatches(t *testing.T) {
 		t.Errorf("%v: does not match both ErrNotSupported and its cause", err)
 	}
 }
+
+func TestCopyMovsb(t *testing.T) {
+	for _, n := range []int{0, 1, 63, 64, 4097, 1 << 20} {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i*31 + 7)
+		}
+		dst := make([]byte, n+1)
+		dst[n] = 0xEE
+		if got := CopyMovsb(dst[:n], src); got != n || !bytes.Equal(dst[:n], src) || dst[n] != 0xEE {
+			t.Errorf("n=%d: copied %d, equal %v, guard %#x", n, got, bytes.Equal(dst[:n], src), dst[n])
+		}
+	}
+}

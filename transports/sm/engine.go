@@ -111,6 +111,7 @@ type Endpoint struct {
 	nextID uint64
 	free   []*request
 	abort  atomic.Pointer[error] // set by Abort; terminal
+	copy   func(dst, src []byte) int
 }
 
 // New attaches rank env.Rank to the channels in env.Segment. single may be
@@ -123,7 +124,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		return nil, fmt.Errorf("sm: %d pids for %d ranks", len(env.PIDs), env.Size)
 	}
 	e := &Endpoint{name: name, rank: env.Rank, params: p, single: single,
-		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}}
+		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}, copy: copyRoutine(p.Copy)}
 	for r := 0; r < env.Size; r++ {
 		if r == env.Rank {
 			continue
@@ -424,7 +425,7 @@ func (e *Endpoint) progressSend(p *peer) bool {
 			r.complete(len(r.buf), nil)
 		case protoPipeline:
 			for r.off < len(r.buf) && p.tx.cellFree() && p.tx.fragFree() {
-				n := copy(p.tx.nextFrag(), r.buf[r.off:])
+				n := e.copy(p.tx.nextFrag(), r.buf[r.off:])
 				p.tx.publishFrag(n, len(r.buf))
 				r.off += n
 				moved = true
@@ -514,7 +515,7 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int) {
 	in := p.cur
 	src := p.rx.curFrag()[:n]
 	if in.req != nil {
-		copy(in.req.buf[min(in.req.off, len(in.req.buf)):], src)
+		e.copy(in.req.buf[min(in.req.off, len(in.req.buf)):], src)
 		in.req.off += n
 	} else {
 		copy(in.unx.data[in.unx.got:], src)
@@ -596,6 +597,22 @@ func (e *Endpoint) finishRendezvous(id, status uint64) {
 		n = len(r.buf)
 	}
 	r.complete(n, err)
+}
+
+func copyRoutine(name string) func(dst, src []byte) int {
+	switch name {
+	case "movsb":
+		return sys.CopyMovsb
+	case "auto":
+		return func(dst, src []byte) int {
+			if len(src) >= MoveStringMin {
+				return sys.CopyMovsb(dst, src)
+			}
+			return copy(dst, src)
+		}
+	default:
+		return func(dst, src []byte) int { return copy(dst, src) }
+	}
 }
 
 func putWords(b []byte, w []uint64) {

@@ -65,14 +65,16 @@ func both(t *testing.T, a, b func() error) {
 }
 
 func small(depth, slots int) sm.Params {
-	return sm.Params{Depth: depth, CellSize: 128, EagerLimit: 64, FragSize: 64, FragSlots: slots}
+	return sm.Params{Depth: depth, CellSize: 128, EagerLimit: 64, FragSize: 64, FragSlots: slots, Copy: "go"}
 }
 
 // Messages of every protocol, in order, across many ring wrap-arounds.
 func TestOrderedDeliveryAcrossWrapAround(t *testing.T) {
 	sizes := []int{0, 1, 63, 64, 65, 127, 128, 129, 1000, 4096}
-	for _, p := range []sm.Params{small(1, 1), small(2, 1), small(3, 2), sm.DefaultParams()} {
-		t.Run(fmt.Sprintf("depth%d_frags%d", p.Depth, p.FragSlots), func(t *testing.T) {
+	movsb := small(3, 2)
+	movsb.Copy = "movsb"
+	for _, p := range []sm.Params{small(1, 1), small(2, 1), small(3, 2), movsb, sm.DefaultParams()} {
+		t.Run(fmt.Sprintf("depth%d_frags%d_%s", p.Depth, p.FragSlots, p.Copy), func(t *testing.T) {
 			a, b := pair(t, p, nil)
 			const rounds = 50
 			sbuf, rbuf := buffer(t, 4096), buffer(t, 4096)
@@ -214,6 +216,8 @@ func TestParamsValidation(t *testing.T) {
 		{transports.Options{"sm.cell": "128", "sm.eager": "200"}, "sm.eager=200"},
 		{transports.Options{"sm.frag": "x"}, `sm.frag="x"`},
 		{transports.Options{"sm.frags": "0"}, "sm.frags=0"},
+		{transports.Options{"sm.copy": "memcpy"}, `sm.copy="memcpy"`},
+		{transports.Options{"sm.copy": "movsb"}, ""},
 	}
 	for _, c := range cases {
 		p, err := sm.ParseParams(c.opts)
