@@ -2,6 +2,8 @@
 GO       ?= go
 BIN      := bin/gotune
 GOFLAGS  ?=
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
+LDFLAGS  := -X github.com/gotune/gotune/bench.Version=$(VERSION)
 TESTFLAGS ?= -count=1 -timeout 20m
 # Debian packages the tests and anchors need (Open MPI for the side-by-side
 # comparison and its integration tests).
@@ -12,7 +14,7 @@ DEB_PKGS := openmpi-bin libopenmpi-dev
 all: build
 
 build:
-	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/gotune
+	$(GO) build $(GOFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gotune
 
 # deps installs the Debian packages the tests use, once.
 deps:
