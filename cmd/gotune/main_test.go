@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/internal/launch"
+)
+
+func TestMain(m *testing.M) {
+	launch.MaybeRunRank() // ranks re-execute this test binary
+	os.Exit(m.Run())
+}
+
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = Main(args, &o, &e)
+	return o.String(), e.String(), code
+}
+
+// The acceptance commands, with short loops: OSU's shape, line by line.
+func TestBenchOSUFormat(t *testing.T) {
+	cases := []struct {
+		args   []string
+		header string
+		sizes  []string
+	}{
+		{[]string{"bench", "--transport", "sm", "--pattern", "latency", "--sizes", "8", "--format", "osu"},
+			"# Size       Avg Latency(us)", []string{"8"}},
+		{[]string{"bench", "--transport", "cma", "--pattern", "bw", "--sizes", "4K:16K", "--format", "osu"},
+			"# Size      Bandwidth (MB/s)", []string{"4096", "8192", "16384"}},
+	}
+	row := regexp.MustCompile(`^(\d+) +(\d+\.\d\d)$`)
+	for _, c := range cases {
+		out, errOut, code := run(t, append(c.args, "--reps", "2", "--iters", "20", "--warmup", "2")...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errOut)
+		}
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if len(lines) != 2+len(c.sizes) || !strings.HasPrefix(lines[0], "# ") || lines[1] != c.header {
+			t.Fatalf("%v: output\n%s", c.args, out)
+		}
+		for i, size := range c.sizes {
+			m := row.FindStringSubmatch(lines[2+i])
+			if m == nil || m[1] != size || len(lines[2+i]) != 28 {
+				t.Errorf("%v: row %q: want size %s in OSU's %%-10d%%18.2f shape", c.args, lines[2+i], size)
+			}
+		}
+	}
+}
+
+func TestOutAppends(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.csv")
+	for range 2 {
+		if _, e, code := run(t, "bench", "-s", "8", "--reps", "1", "--iters", "10", "-f", "csv", "-o", path); code != 0 {
+			t.Fatal(e)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "label,transport"); n != 2 {
+		t.Errorf("%d headers in %s, want 2 (one per run, appended)", n, path)
+	}
+}
+
+func TestBadInputNamesTheCulprit(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--pattern", "pingpong"}, "--pattern"},
+		{[]string{"bench", "--sizes", "1:x"}, "--sizes"},
+		{[]string{"bench", "--format", "xml"}, "--format"},
+		{[]string{"bench", "--cpus", "0"}, "--cpus"},
+		{[]string{"bench", "--opt", "sm.depth=0"}, "sm.depth=0"},
+		{[]string{"bench", "--opt", "sm.dpeth=4"}, "sm.dpeth"},
+		{[]string{"bench", "--opt", "novalue"}, "--opt"},
+		{[]string{"bench", "-t", "xpmem"}, `unknown transport "xpmem"`},
+		{[]string{"bench", "--segment", "sysv", "-s", "8"}, "sysv"},
+	}
+	for _, c := range cases {
+		_, e, code := run(t, c.args...)
+		if code == 0 || !strings.Contains(e, c.want) {
+			t.Errorf("%v: exit %d, stderr %q: want an error naming %q", c.args, code, e, c.want)
+		}
+	}
+}
+
+func TestDoctorAndVersion(t *testing.T) {
+	out, e, code := run(t, "doctor")
+	if code != 0 || !regexp.MustCompile(`(?m)^sm +available$`).MatchString(out) || !regexp.MustCompile(`(?m)^cma +`).MatchString(out) {
+		t.Errorf("doctor: exit %d\n%s%s", code, out, e)
+	}
+	out, _, code = run(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "gotune ") {
+		t.Errorf("version: exit %d, %q", code, out)
+	}
+}
