@@ -30,8 +30,8 @@ type Params struct {
 
 // MoveStringMin is where auto switches to REP MOVSB. Measured here (Zen 5,
 // pinned ranks, paired runs): movsb won 5/5 at 64 KiB and 8/10 at 1 MiB,
-// lost at 8 KiB.
-const MoveStringMin = 32 << 10
+// lost 4/6 at 32 KiB and 5/5 at 8 KiB.
+const MoveStringMin = 64 << 10
 
 // DefaultParams are the built-in channel parameters.
 func DefaultParams() Params {
@@ -45,7 +45,7 @@ var OptionKeys = map[string]string{
 	"sm.eager": "eager limit: largest message sent inline in one cell",
 	"sm.frag":  "fragment size for pipelined messages (multiple of 64)",
 	"sm.frags": "fragment slots per channel",
-	"sm.copy":  "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 32 KiB)",
+	"sm.copy":  "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB)",
 }
 
 // ParseParams reads sm.* options over the defaults and checks them. When
