@@ -137,7 +137,11 @@ func checkPoints(t *testing.T, spec bench.Spec, points []bench.Point) {
 				t.Errorf("size %d: non-positive or infinite value %v", p.Size, v)
 			}
 		}
-		if p.CILow > p.Median || p.Median > p.CIHigh || p.P50 > p.P90 || p.P90 > p.P99 {
+		tailGrows := p.P50 <= p.P90 && p.P90 <= p.P99
+		if !spec.Pattern.HigherIsBetter() != tailGrows && p.P50 != p.P99 {
+			t.Errorf("size %d: percentiles %v/%v/%v point the wrong way", p.Size, p.P50, p.P90, p.P99)
+		}
+		if p.CILow > p.Median || p.Median > p.CIHigh {
 			t.Errorf("size %d: inconsistent statistics %+v", p.Size, p)
 		}
 		if p.Validated != spec.Validate {
@@ -236,23 +240,25 @@ func TestSpecErrorsNameTheField(t *testing.T) {
 
 func TestParseSizes(t *testing.T) {
 	cases := map[string]string{
-		"1:8":      "[1 2 4 8]",
-		"0:4":      "[0 1 2 4]",
-		"4K:16K":   "[4096 8192 16384]",
-		"8,64,1M":  "[8 64 1048576]",
-		"1:4M":     fmt.Sprint(ladder(1, 4<<20)),
-		"8":        "[8]",
-		"16:8":     "error",
-		"x":        "error",
-		"1:2:3":    "error",
-		"8,,16":    "error",
-		"-4":       "error",
-		"1G":       "[1073741824]",
-		"3:10":     "[3 6]",
-		"1K:1K":    "[1024]",
-		"2k,3m":    "[2048 3145728]",
-		"1:0":      "error",
-		"64K:128K": "[65536 131072]",
+		"1:8":                   "[1 2 4 8]",
+		"0:4":                   "[0 1 2 4]",
+		"4K:16K":                "[4096 8192 16384]",
+		"8,64,1M":               "[8 64 1048576]",
+		"1:4M":                  fmt.Sprint(ladder(1, 4<<20)),
+		"8":                     "[8]",
+		"16:8":                  "error",
+		"x":                     "error",
+		"1:2:3":                 "error",
+		"8,,16":                 "error",
+		"-4":                    "error",
+		"1G":                    "[1073741824]",
+		"3:10":                  "[3 6]",
+		"1K:1K":                 "[1024]",
+		"2k,3m":                 "[2048 3145728]",
+		"1:0":                   "error",
+		"64K:128K":              "[65536 131072]",
+		"1:4611686018427387904": fmt.Sprint(ladder(1, 1<<62)),
+		"1:9999999999G":         "error",
 	}
 	for in, want := range cases {
 		got, err := bench.ParseSizes(in)
@@ -268,7 +274,7 @@ func TestParseSizes(t *testing.T) {
 
 func ladder(lo, hi int) []int {
 	var s []int
-	for n := lo; n <= hi; n *= 2 {
+	for n := lo; n <= hi && n > 0; n *= 2 {
 		s = append(s, n)
 	}
 	return s

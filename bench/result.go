@@ -130,6 +130,9 @@ func ParseSizes(s string) ([]int, error) {
 		}
 		for n := a; n <= b; n *= 2 {
 			sizes = append(sizes, n)
+			if n > b/2 { // the next doubling passes b (or overflows)
+				break
+			}
 		}
 		return sizes, nil
 	}

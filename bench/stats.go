@@ -13,7 +13,8 @@ const Confidence = 0.95
 
 // Summarize builds a point from per-repetition values (samples) and
 // per-iteration values (perIter, may be nil: percentiles then come from the
-// samples), all in unit.
+// samples), all in unit. Unit "us" is lower-is-better; every other unit is
+// a rate, higher-is-better.
 func Summarize(size int, unit string, samples, perIter []float64) Point {
 	p := Point{Size: size, Unit: unit, Samples: samples, Confidence: Confidence}
 	if len(samples) == 0 {
@@ -37,8 +38,15 @@ func Summarize(size int, unit string, samples, perIter []float64) Point {
 	if len(dist) == 0 {
 		dist = samples
 	}
-	p.P50, _ = stats.Percentile(dist, 50)
-	p.P90, _ = stats.Percentile(dist, 90)
-	p.P99, _ = stats.Percentile(dist, 99)
+	// pN is the value N% of iterations did at least as well as: the slow
+	// tail. For rates (MB/s, msg/s) that is the low end.
+	tail := func(q float64) float64 {
+		if unit != "us" {
+			q = 100 - q
+		}
+		v, _ := stats.Percentile(dist, q)
+		return v
+	}
+	p.P50, p.P90, p.P99 = tail(50), tail(90), tail(99)
 	return p
 }

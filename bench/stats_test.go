@@ -28,10 +28,20 @@ func TestSummarizeIntervals(t *testing.T) {
 	if p := Summarize(8, "us", order, nil); !slices.Equal(p.Samples, []float64{3, 1, 2}) {
 		t.Errorf("samples reordered: %v", p.Samples)
 	}
+	// Percentiles name the slow tail: high for latency, low for rates.
+	var iters []float64
+	for v := 1; v <= 100; v++ {
+		iters = append(iters, float64(v))
+	}
+	lat, rate := Summarize(8, "us", many(), iters), Summarize(8, "MB/s", many(), iters)
+	if !(lat.P99 > lat.P90 && lat.P90 > lat.P50) || !(rate.P99 < rate.P90 && rate.P90 < rate.P50) {
+		t.Errorf("latency p50/p90/p99 %v/%v/%v; rate %v/%v/%v", lat.P50, lat.P90, lat.P99, rate.P50, rate.P90, rate.P99)
+	}
 	// Enough samples: benchmath's 95% interval, strictly inside [min, max].
-	many := []float64{10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}
-	p := Summarize(8, "us", many, nil)
+	p := Summarize(8, "us", many(), nil)
 	if p.Confidence != Confidence || !(p.CILow > 10 && p.CIHigh < 21 && p.CILow <= p.Median && p.Median <= p.CIHigh) {
 		t.Errorf("12 samples: %+v", p)
 	}
 }
+
+func many() []float64 { return []float64{10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21} }

@@ -3,6 +3,7 @@ package transports
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -98,6 +99,9 @@ func ParseSize(s string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("not a byte count: %q", s)
+	}
+	if n > math.MaxInt/mult {
+		return 0, fmt.Errorf("byte count too large: %q", s)
 	}
 	return n * mult, nil
 }

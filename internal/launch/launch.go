@@ -149,21 +149,39 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 
 	j := &running{job: job, token: token, size: job.Size, hooks: hooks, shmPath: shmPath,
 		conns: make([]*rankConn, job.Size), results: make(Result, job.Size),
-		exitErr: make([]error, job.Size), doneCh: make(chan struct{}),
-		failed: make(chan error, 1)}
-	if err := j.start(exe, sock, extra, stderr); err != nil {
-		return nil, err
+		reported: make([]bool, job.Size), exitErr: make([]error, job.Size),
+		exited: make([]chan struct{}, job.Size), allExited: make(chan struct{}),
+		doneCh: make(chan struct{}), failed: make(chan error, 1)}
+	for r := range j.exited {
+		j.exited[r] = make(chan struct{})
 	}
-	defer func() { j.kill(); j.exits.Wait() }() // no rank outlives Run
+	if err := j.start(exe, sock, extra, syncWriter(stderr)); err != nil {
+		j.kill()
+		j.exits.Wait()
+		select {
+		case ferr := <-j.failed: // the real cause, e.g. rank 0 died first
+			return nil, ferr
+		default:
+			return nil, err
+		}
+	}
+	acceptDone := make(chan struct{})
+	// No rank, and no goroutine serving one (hooks included), outlives Run.
+	defer func() {
+		j.kill()
+		j.exits.Wait()
+		ln.Close()
+		<-acceptDone
+		j.serving.Wait()
+	}()
 	if hooks.Started != nil {
 		hooks.Started(j.pids())
 	}
-	acceptDone := make(chan struct{})
 	go func() { j.accept(ln); close(acceptDone) }()
 	go func() {
 		// Once every rank has exited and every message it sent is read,
 		// a missing result is a failure, whatever the exit status said.
-		j.exits.Wait()
+		<-j.allExited
 		ln.Close()
 		<-acceptDone
 		j.serving.Wait()
@@ -202,23 +220,26 @@ type rankConn struct {
 }
 
 type running struct {
-	job     Job
-	token   string
-	size    int
-	hooks   Hooks
-	shmPath string
-	cmds    []*exec.Cmd
-	pgid    int
-	exitErr []error        // by rank, once exits is done
-	exits   sync.WaitGroup // one per started rank
-	serving sync.WaitGroup // one per bootstrap connection
-	failed  chan error     // first failure wins
+	job       Job
+	token     string
+	size      int
+	hooks     Hooks
+	shmPath   string
+	cmds      []*exec.Cmd
+	pgid      int
+	exitErr   []error         // by rank, valid once exited[rank] is closed
+	exited    []chan struct{} // closed when that rank has been reaped
+	allExited chan struct{}   // closed when every started rank has been reaped
+	exits     sync.WaitGroup  // one per started rank
+	serving   sync.WaitGroup  // one per bootstrap connection
+	failed    chan error      // first failure wins
 
 	mu       sync.Mutex
 	conns    []*rankConn
 	waiting  int // ranks at the current barrier
 	barriers int // barriers completed
 	results  Result
+	reported []bool // rank sent its result or error
 	finished int
 	doneCh   chan struct{} // closed when every rank has sent its result
 }
@@ -256,20 +277,19 @@ func (j *running) start(exe, sock string, extra []*os.File, stderr io.Writer) er
 			j.exits.Add(1)
 			go func() {
 				defer j.exits.Done()
-				if err := cmd.Wait(); err != nil {
-					j.exitErr[r] = err
+				err := cmd.Wait()
+				j.exitErr[r] = err
+				close(j.exited[r])
+				if err != nil {
 					j.fail(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(err)))
 				}
 			}()
 		}
 		started <- nil
 		j.exits.Wait()
+		close(j.allExited)
 	}()
-	if err := <-started; err != nil {
-		j.kill()
-		return err
-	}
-	return nil
+	return <-started
 }
 
 func describeExit(err error) string {
@@ -283,8 +303,14 @@ func describeExit(err error) string {
 	return err.Error()
 }
 
-// kill ends every rank still alive.
+// kill ends every rank still alive. Once all are reaped it does nothing:
+// the group id may by then belong to someone else.
 func (j *running) kill() {
+	select {
+	case <-j.allExited:
+		return
+	default:
+	}
 	if j.pgid > 0 {
 		sys.KillGroup(j.pgid, syscall.SIGKILL)
 	}
@@ -344,16 +370,31 @@ func (j *running) serve(c net.Conn) {
 	for {
 		var m message
 		if err := rc.dec.Decode(&m); err != nil {
-			// The connection ends with the rank; its exit status (or a
-			// missing result) says what happened, better than the socket.
+			// The connection ends with the rank. If it said nothing, its
+			// peers may wait for it forever: fail the job now, with the
+			// exit status if there is one (it says more than the socket).
+			j.mu.Lock()
+			silent := !j.reported[r]
+			j.mu.Unlock()
+			if silent {
+				<-j.exited[r]
+				if e := j.exitErr[r]; e != nil {
+					j.fail(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(e)))
+				} else {
+					j.fail(fmt.Errorf("rank %d of %s closed its bootstrap connection without a result", r, j.job.Kind))
+				}
+			}
 			return
 		}
 		switch m.Op {
 		case "barrier":
-			j.barrier()
+			if first := j.barrier(); first && j.hooks.Ready != nil {
+				j.hooks.Ready(j.pids())
+			}
 		case "result":
 			j.mu.Lock()
 			j.results[r] = m.Result
+			j.reported[r] = true
 			j.finished++
 			if j.finished == j.size {
 				close(j.doneCh)
@@ -362,6 +403,9 @@ func (j *running) serve(c net.Conn) {
 		case "error":
 			// Record the cause before acknowledging: the rank exits only
 			// after the ack, so its exit status never hides the cause.
+			j.mu.Lock()
+			j.reported[r] = true
+			j.mu.Unlock()
 			err := fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, m.Error)
 			if m.NotSupported {
 				err = &sys.NotSupportedError{What: fmt.Sprintf("rank %d of %s", r, j.job.Kind), Reason: m.Error}
@@ -376,29 +420,48 @@ func (j *running) serve(c net.Conn) {
 	}
 }
 
-func (j *running) barrier() {
+// barrier counts a rank in; the last one in releases everybody. It
+// reports whether this call completed the job's first barrier (every rank
+// has mapped the segment).
+func (j *running) barrier() (first bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.waiting++
 	if j.waiting < j.size {
-		return
+		return false
 	}
 	j.waiting = 0
 	j.barriers++
-	if j.barriers == 1 {
-		// The first barrier follows mapping: the name has done its job.
-		if j.shmPath != "" {
-			os.Remove(j.shmPath)
-		}
-		if j.hooks.Ready != nil {
-			j.hooks.Ready(j.pids())
-		}
+	if j.barriers == 1 && j.shmPath != "" {
+		os.Remove(j.shmPath) // everyone has it mapped: the name has done its job
 	}
 	for r, x := range j.conns {
 		if err := x.enc.Encode(message{Op: "go"}); err != nil {
 			j.fail(fmt.Errorf("launch %s: release rank %d from barrier: %w", j.job.Kind, r, err))
 		}
 	}
+	return j.barriers == 1
+}
+
+// syncWriter serialises writes from the ranks' output copiers. exec copies
+// a non-file writer's input in one goroutine per command, and they would
+// race on a shared writer; an *os.File is handed to the children directly.
+func syncWriter(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func randomToken() (string, error) {

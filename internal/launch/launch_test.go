@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -28,6 +29,12 @@ func TestMain(m *testing.M) {
 		}
 		return map[string]any{"rank": r.ID, "pid": os.Getpid(), "word": atomic.LoadUint64(word)}, nil
 	})
+	Register("chatty", func(r *Rank) (any, error) {
+		for range 100 {
+			fmt.Fprintf(os.Stderr, "rank %d says hello\n", r.ID)
+		}
+		return nil, nil
+	})
 	Register("block", func(r *Rank) (any, error) {
 		var m message
 		return nil, r.dec.Decode(&m) // nothing ever comes: blocks until killed
@@ -42,6 +49,13 @@ func TestMain(m *testing.M) {
 	Register("vanish", func(r *Rank) (any, error) {
 		os.Exit(0)
 		return nil, nil
+	})
+	Register("vanish-rank1", func(r *Rank) (any, error) {
+		if r.ID == 1 {
+			os.Exit(0)
+		}
+		var m message
+		return nil, r.dec.Decode(&m) // waits for a peer that is gone
 	})
 	MaybeRunRank()
 	os.Exit(m.Run())
@@ -142,6 +156,30 @@ func TestRankWithoutResultIsAnError(t *testing.T) {
 	_, err := Run(context.Background(), Job{Kind: "vanish", Size: 2}, Hooks{})
 	if err == nil || !strings.Contains(err.Error(), "without a result") {
 		t.Fatalf("got %v, want an exit without result", err)
+	}
+}
+
+// One rank exits 0 without a result while its peer waits: the job fails at
+// once instead of hanging until a timeout.
+func TestRankVanishingWhileOthersWait(t *testing.T) {
+	var pids []int
+	_, err := Run(context.Background(), Job{Kind: "vanish-rank1", Size: 2}, Hooks{Started: func(p []int) { pids = p }})
+	if err == nil || !strings.Contains(err.Error(), "rank 1") || !strings.Contains(err.Error(), "without a result") {
+		t.Fatalf("got %v, want rank 1 gone without a result", err)
+	}
+	assertGone(t, pids)
+}
+
+// Ranks writing to one shared, non-file writer: nothing is lost.
+func TestSharedStderrWriter(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := Run(context.Background(), Job{Kind: "chatty", Size: 4}, Hooks{Stderr: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	for r := range 4 {
+		if got := strings.Count(buf.String(), fmt.Sprintf("rank %d says hello\n", r)); got != 100 {
+			t.Errorf("rank %d: %d of 100 lines arrived", r, got)
+		}
 	}
 }
 

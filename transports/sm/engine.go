@@ -2,6 +2,7 @@ package sm
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -75,11 +76,33 @@ type unexpected struct {
 	req      *request // receive matched while still arriving
 }
 
+// newUnexpected returns a cleared entry whose data holds size bytes, reusing
+// released entries and their buffers: with the collector off in ranks, a
+// fresh allocation per early message would grow the heap without bound.
+func (e *Endpoint) newUnexpected(size int) *unexpected {
+	var u *unexpected
+	if k := len(e.unexpFree); k > 0 {
+		u = e.unexpFree[k-1]
+		e.unexpFree = e.unexpFree[:k-1]
+		*u = unexpected{data: u.data[:0]}
+	} else {
+		u = new(unexpected)
+	}
+	if cap(u.data) < size {
+		u.data = make([]byte, size)
+	}
+	u.data, u.size = u.data[:size], size
+	return u
+}
+
+func (e *Endpoint) freeUnexpected(u *unexpected) { e.unexpFree = append(e.unexpFree, u) }
+
 // incoming is a pipelined message whose fragments are still arriving.
 type incoming struct {
-	size int
-	req  *request    // destination: a posted receive, or
-	unx  *unexpected // an unexpected-queue entry
+	active bool
+	size   int
+	req    *request    // destination: a posted receive, or
+	unx    *unexpected // an unexpected-queue entry
 }
 
 type ctrlMsg struct {
@@ -96,22 +119,23 @@ type peer struct {
 	sendq queue[*request]
 	recvq queue[*request]
 	unexp queue[*unexpected]
-	cur   *incoming
+	cur   incoming
 }
 
 // Endpoint is one rank's end of the sm transport.
 type Endpoint struct {
-	name   string
-	rank   int
-	params Params
-	single SingleCopy
-	peers  []*peer // indexed by rank; nil for self
-	active []*peer // the non-nil peers
-	rndv   map[uint64]*request
-	nextID uint64
-	free   []*request
-	abort  atomic.Pointer[error] // set by Abort; terminal
-	copy   func(dst, src []byte) int
+	name      string
+	rank      int
+	params    Params
+	single    SingleCopy
+	peers     []*peer // indexed by rank; nil for self
+	active    []*peer // the non-nil peers
+	rndv      map[uint64]*request
+	nextID    uint64
+	free      []*request
+	unexpFree []*unexpected
+	abort     atomic.Pointer[error] // set by Abort; terminal
+	copy      func(dst, src []byte) int
 }
 
 // New attaches rank env.Rank to the channels in env.Segment. single may be
@@ -154,12 +178,27 @@ func (e *Endpoint) Params() Params { return e.params }
 // completion) and fails if requests are still outstanding. The segment itself
 // belongs to the rank runtime.
 func (e *Endpoint) Close() error {
-	e.flushCtrl()
 	if err := e.abort.Load(); err != nil {
 		return *err
 	}
+	// A rendezvous nobody will receive must still release its sender.
+	var unreceived []error
 	for _, p := range e.active {
-		if p.sendq.len()+p.recvq.len() > 0 || p.cur != nil {
+		if n := p.unexp.len(); n > 0 {
+			unreceived = append(unreceived, fmt.Errorf("%s: close with %d unreceived messages from rank %d", e.name, n, p.rank))
+		}
+		for p.unexp.len() > 0 {
+			if u := p.unexp.pop(); u.rts {
+				e.queueCtrl(p, kindFIN, u.id, finFailed, 0, 0)
+			}
+		}
+	}
+	e.flushCtrl()
+	if len(unreceived) > 0 {
+		return errors.Join(unreceived...)
+	}
+	for _, p := range e.active {
+		if p.sendq.len()+p.recvq.len() > 0 || p.cur.active {
 			return fmt.Errorf("%s: close with %d sends and %d receives outstanding to rank %d", e.name, p.sendq.len(), p.recvq.len(), p.rank)
 		}
 	}
@@ -226,7 +265,9 @@ func (e *Endpoint) Send(to int, buf []byte) error {
 	r := e.isend(p, buf)
 	e.waitOne(r)
 	err = r.err
-	e.recycle(r)
+	if e.abort.Load() == nil {
+		e.recycle(r)
+	}
 	return err
 }
 
@@ -237,7 +278,7 @@ func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
 		return 0, err
 	}
 	// Fast path for two ranks: nothing pending, poll the one channel.
-	if len(e.active) == 1 && p.recvq.len() == 0 && p.unexp.len() == 0 && p.cur == nil && p.sendq.len() == 0 && p.ctrl.len() == 0 {
+	if len(e.active) == 1 && p.recvq.len() == 0 && p.unexp.len() == 0 && !p.cur.active && p.sendq.len() == 0 && p.ctrl.len() == 0 {
 		for spin := 0; ; spin++ {
 			h := p.rx.peek()
 			if h == nil {
@@ -258,7 +299,9 @@ func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
 	r := e.irecv(p, buf)
 	e.waitOne(r)
 	n, err := r.n, r.err
-	e.recycle(r)
+	if e.abort.Load() == nil {
+		e.recycle(r)
+	}
 	return n, err
 }
 
@@ -328,10 +371,12 @@ func (e *Endpoint) irecv(p *peer, buf []byte) *request {
 	switch {
 	case u.rts:
 		e.startRendezvousRecv(p, r, u.size, u.addr, u.id)
+		e.freeUnexpected(u)
 	case u.complete:
 		n := copy(r.buf, u.data)
 		r.complete(n, truncated(u.size, len(r.buf)))
-	default: // still arriving: finish when the last fragment lands
+		e.freeUnexpected(u)
+	default: // still arriving: finish (and free) when the last fragment lands
 		u.req = r
 	}
 	return r
@@ -358,8 +403,10 @@ func (e *Endpoint) Wait(reqs ...transports.Request) error {
 			first = r.err
 		}
 	}
-	for _, q := range reqs {
-		e.recycle(q.(*request))
+	if e.abort.Load() == nil { // after an abort, queues may still point at them
+		for _, q := range reqs {
+			e.recycle(q.(*request))
+		}
 	}
 	return first
 }
@@ -463,7 +510,7 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 		case kindCTS:
 			w := getWords(body)
 			p.rx.release()
-			e.pushRendezvous(p, w[0], w[1], uintptr(w[2]))
+			e.pushRendezvous(p, w[0], w[1], uintptr(w[2]), int(w[3]))
 		case kindFIN:
 			w := getWords(body)
 			p.rx.release()
@@ -473,7 +520,9 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 			if r := e.matchNew(p); r != nil {
 				r.complete(copy(r.buf, body[:n]), truncated(n, len(r.buf)))
 			} else {
-				p.unexp.push(&unexpected{data: append([]byte(nil), body[:n]...), got: n, size: n, complete: true})
+				u := e.newUnexpected(n)
+				u.got, u.complete = copy(u.data, body[:n]), true
+				p.unexp.push(u)
 			}
 			p.rx.release()
 		case kindRTS:
@@ -483,7 +532,9 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 			if r := e.matchNew(p); r != nil {
 				e.startRendezvousRecv(p, r, size, addr, id)
 			} else {
-				p.unexp.push(&unexpected{rts: true, size: size, addr: addr, id: id})
+				u := e.newUnexpected(0)
+				u.rts, u.size, u.addr, u.id = true, size, addr, id
+				p.unexp.push(u)
 			}
 		case kindFrag:
 			e.receiveFragment(p, int(h.length), int(binary.LittleEndian.Uint64(body)))
@@ -502,17 +553,16 @@ func (e *Endpoint) matchNew(p *peer) *request {
 }
 
 func (e *Endpoint) receiveFragment(p *peer, n, size int) {
-	if p.cur == nil {
-		in := &incoming{size: size}
+	if !p.cur.active {
+		p.cur = incoming{active: true, size: size}
 		if r := e.matchNew(p); r != nil {
-			in.req = r
+			p.cur.req = r
 		} else {
-			in.unx = &unexpected{data: make([]byte, size), size: size}
-			p.unexp.push(in.unx)
+			p.cur.unx = e.newUnexpected(size)
+			p.unexp.push(p.cur.unx)
 		}
-		p.cur = in
 	}
-	in := p.cur
+	in := &p.cur
 	src := p.rx.curFrag()[:n]
 	if in.req != nil {
 		e.copy(in.req.buf[min(in.req.off, len(in.req.buf)):], src)
@@ -526,59 +576,67 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int) {
 	switch {
 	case in.req != nil && in.req.off >= in.size:
 		in.req.complete(min(in.size, len(in.req.buf)), truncated(in.size, len(in.req.buf)))
-		p.cur = nil
+		p.cur = incoming{}
 	case in.unx != nil && in.unx.got >= in.size:
 		in.unx.complete = true
 		if r := in.unx.req; r != nil {
 			r.complete(copy(r.buf, in.unx.data), truncated(in.size, len(r.buf)))
+			e.freeUnexpected(in.unx)
 		}
-		p.cur = nil
+		p.cur = incoming{}
 	}
 }
 
+// FIN status words.
+const (
+	finOK     = 0
+	finFailed = 1
+)
+
+// startRendezvousRecv moves a matched rendezvous message. As with the
+// other protocols, a message longer than the buffer fills the buffer and
+// the receive fails with ErrTruncated; the sender completes normally.
 func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintptr, sendID uint64) {
-	if err := truncated(size, len(r.buf)); err != nil {
-		r.complete(0, err)
-		e.queueCtrl(p, kindFIN, sendID, 1, 0)
-		return
-	}
+	n := min(size, len(r.buf))
 	if e.single.Pull() {
-		err := e.single.Copy(p.pid, r.buf[:size], addr, true)
-		status := uint64(0)
+		err := e.single.Copy(p.pid, r.buf[:n], addr, true)
+		status := uint64(finOK)
 		if err != nil {
-			status = 1
+			status = finFailed
 			err = fmt.Errorf("%s rendezvous from rank %d: %w", e.name, p.rank, err)
+		} else {
+			err = truncated(size, len(r.buf))
 		}
-		r.complete(size, err)
-		e.queueCtrl(p, kindFIN, sendID, status, 0)
+		r.complete(n, err)
+		e.queueCtrl(p, kindFIN, sendID, status, 0, 0)
 		return
 	}
 	e.nextID++
 	r.id, r.waiting, r.n = e.nextID, true, size
 	e.rndv[r.id] = r
-	e.queueCtrl(p, kindCTS, sendID, r.id, uint64(addressOf(r.buf)))
+	e.queueCtrl(p, kindCTS, sendID, r.id, uint64(addressOf(r.buf)), uint64(len(r.buf)))
 }
 
-func (e *Endpoint) pushRendezvous(p *peer, sendID, recvID uint64, addr uintptr) {
+func (e *Endpoint) pushRendezvous(p *peer, sendID, recvID uint64, addr uintptr, capacity int) {
 	r := e.rndv[sendID]
 	if r == nil {
 		panic(fmt.Sprintf("%s: clear-to-send for unknown request %d", e.name, sendID))
 	}
 	delete(e.rndv, sendID)
-	err := e.single.Copy(p.pid, r.buf, addr, false)
-	status := uint64(0)
+	err := e.single.Copy(p.pid, r.buf[:min(len(r.buf), capacity)], addr, false)
+	status := uint64(finOK)
 	if err != nil {
-		status = 1
+		status = finFailed
 		err = fmt.Errorf("%s rendezvous to rank %d: %w", e.name, p.rank, err)
 	}
 	r.complete(len(r.buf), err)
-	e.queueCtrl(p, kindFIN, recvID, status, 0)
+	e.queueCtrl(p, kindFIN, recvID, status, 0, 0)
 }
 
 // queueCtrl sends a control cell now if the ring has room, else queues it
 // ahead of all data for the next progress call.
-func (e *Endpoint) queueCtrl(p *peer, kind uint8, w0, w1, w2 uint64) {
-	p.ctrl.push(ctrlMsg{kind: kind, words: [4]uint64{w0, w1, w2, 0}})
+func (e *Endpoint) queueCtrl(p *peer, kind uint8, w0, w1, w2, w3 uint64) {
+	p.ctrl.push(ctrlMsg{kind: kind, words: [4]uint64{w0, w1, w2, w3}})
 	e.progressSend(p)
 }
 
@@ -588,15 +646,16 @@ func (e *Endpoint) finishRendezvous(id, status uint64) {
 		panic(fmt.Sprintf("%s: completion for unknown request %d", e.name, id))
 	}
 	delete(e.rndv, id)
-	var err error
-	if status != 0 {
-		err = fmt.Errorf("%s: peer rank %d failed the single copy", e.name, r.peer.rank)
+	if status != finOK {
+		r.complete(0, fmt.Errorf("%s: peer rank %d failed the single copy", e.name, r.peer.rank))
+		return
 	}
-	n := r.n
 	if r.isSend {
-		n = len(r.buf)
+		r.complete(len(r.buf), nil)
+		return
 	}
-	r.complete(n, err)
+	// A pushed receive: r.n holds the message size from the RTS.
+	r.complete(min(r.n, len(r.buf)), truncated(r.n, len(r.buf)))
 }
 
 func copyRoutine(name string) func(dst, src []byte) int {

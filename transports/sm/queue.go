@@ -1,8 +1,9 @@
 package sm
 
-// queue is a FIFO that reuses its storage: popping advances a head index
-// and an emptied queue rewinds, so steady traffic allocates nothing (a
-// slice consumed from the front would reallocate on every wrap).
+// queue is a FIFO that reuses its storage: popping advances a head index,
+// an emptied queue rewinds and a half-consumed one compacts, so steady
+// traffic allocates nothing (a slice consumed from the front would
+// reallocate on every wrap).
 type queue[T any] struct {
 	items []T
 	head  int
@@ -19,8 +20,15 @@ func (q *queue[T]) pop() T {
 	var zero T
 	q.items[q.head] = zero
 	q.head++
-	if q.head == len(q.items) {
+	switch {
+	case q.head == len(q.items):
 		q.items, q.head = q.items[:0], 0
+	case q.head >= 64 && q.head >= len(q.items)/2:
+		// Never empty under sustained overlap: slide the live part down
+		// so the storage stops growing with total traffic.
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
 	}
 	return v
 }
