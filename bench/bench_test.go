@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/launch"
@@ -75,6 +76,35 @@ func init() {
 	})
 }
 
+// hanging wraps a transport whose 50th receive on rank 1 never returns: a
+// deadlock, as far as anyone outside can tell.
+type hanging struct {
+	transports.Transport
+	n int
+}
+
+//go:noinline
+func (h *hanging) Recv(peer int, buf []byte) (int, error) {
+	if h.n++; h.n == 50 {
+		select {} // a goroutine blocked forever, as in a lost wake-up
+	}
+	return h.Transport.Recv(peer, buf)
+}
+
+func init() {
+	base, _ := transports.Lookup("sm")
+	transports.Register(&transports.Driver{
+		Name: "sm-hang", Keys: base.Keys, SharedBytes: base.SharedBytes, Check: base.Check,
+		New: func(env transports.Env) (transports.Transport, error) {
+			t, err := base.New(env)
+			if err != nil || env.Rank != 1 {
+				return t, err
+			}
+			return &hanging{Transport: t}, nil
+		},
+	})
+}
+
 func TestMain(m *testing.M) {
 	launch.MaybeRunRank()
 	os.Exit(m.Run())
@@ -109,7 +139,7 @@ func inProcess(t *testing.T, spec bench.Spec, wrap func(rank int, t transports.T
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pts, err := bench.Measure(tr, r, spec)
+			pts, err := bench.Measure(tr, r, spec, nil)
 			errs[r] = err
 			if err != nil { // the peer would wait forever: stop it
 				eps[1-r].Abort(fmt.Errorf("peer rank %d failed", r))
@@ -198,7 +228,7 @@ func TestRunAcrossProcesses(t *testing.T) {
 		for _, pat := range bench.Patterns {
 			t.Run(tr+"/"+string(pat), func(t *testing.T) {
 				spec := bench.Spec{Transport: tr, Pattern: pat, Sizes: []int{8, 8192, 1 << 20}, Reps: 2, Iters: 5, Warmup: 1, Window: 4, Validate: true}
-				res, err := bench.Run(context.Background(), spec, launch.Hooks{})
+				res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -213,7 +243,7 @@ func TestRunAcrossProcesses(t *testing.T) {
 
 func TestRunCatchesCorruptionAcrossProcesses(t *testing.T) {
 	spec := bench.Spec{Transport: "sm-corrupt", Pattern: bench.Bandwidth, Sizes: []int{4096}, Reps: 1, Iters: 4, Warmup: 1, Window: 4, Validate: true}
-	_, err := bench.Run(context.Background(), spec, launch.Hooks{})
+	_, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
 	if err == nil || !strings.Contains(err.Error(), "payload validation failed") || !strings.Contains(err.Error(), "byte 3") {
 		t.Fatalf("got %v, want payload validation failure at byte 3", err)
 	}
@@ -284,7 +314,7 @@ func ladder(lo, hi int) []int {
 // the rank, and no segment survives in /dev/shm.
 func TestKilledBenchRankLeavesNoSegment(t *testing.T) {
 	spec := bench.Spec{Transport: "sm", Pattern: bench.Bandwidth, Sizes: []int{1 << 20}, Reps: 1000, Iters: 1000, Window: 64, Backend: launch.Posix}
-	_, err := bench.Run(context.Background(), spec, launch.Hooks{Ready: func(pids []int) {
+	_, err := bench.Run(context.Background(), spec, 0, launch.Hooks{Ready: func(pids []int) {
 		syscall.Kill(pids[0], syscall.SIGKILL)
 	}})
 	if err == nil || !strings.Contains(err.Error(), "rank 0") || !strings.Contains(err.Error(), "signal 9") {
@@ -294,6 +324,24 @@ func TestKilledBenchRankLeavesNoSegment(t *testing.T) {
 	for _, l := range left {
 		if strings.HasPrefix(filepath.Base(l), fmt.Sprintf("%s%d-", launch.ShmPrefix, os.Getpid())) {
 			t.Errorf("segment left in /dev/shm: %s", l)
+		}
+	}
+}
+
+// A rank that stops making progress is caught by the watchdog, with the
+// stacks that show where it hangs, and nothing of the run survives.
+func TestHangIsCaughtWithStacks(t *testing.T) {
+	spec := bench.Spec{Transport: "sm-hang", Pattern: bench.Latency, Sizes: []int{8}, Reps: 1000, Iters: 10, Warmup: 1}
+	var pids []int
+	_, err := bench.Run(context.Background(), spec, 500*time.Millisecond, launch.Hooks{
+		Started: func(p []int) { pids = p }, Stderr: &strings.Builder{}})
+	var se *launch.StallError
+	if !errors.As(err, &se) || !strings.Contains(se.Stacks[1], "(*hanging).Recv") {
+		t.Fatalf("got %v, want rank 1's stacks to show it stuck in (*hanging).Recv", err)
+	}
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) != syscall.ESRCH {
+			t.Errorf("rank pid %d survived", pid)
 		}
 	}
 }

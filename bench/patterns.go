@@ -293,11 +293,15 @@ func (l *loop) value(elapsedNS int64, n int) float64 {
 }
 
 // Measure runs spec's pattern at every size over t; rank 0 returns the
-// points, rank 1 nil. Each point is spec.Reps timed repetitions (OSU loops
+// points, rank 1 nil. beat, if not nil, is called between repetitions
+// (never inside a timed loop) to show the watchdog that the rank progresses. Each point is spec.Reps timed repetitions (OSU loops
 // without per-iteration clock reads) plus one distribution pass whose
 // per-iteration times, corrected for the cost of reading the clock, give the
 // percentiles.
-func Measure(t transports.Transport, rank int, spec Spec) ([]Point, error) {
+func Measure(t transports.Transport, rank int, spec Spec, beat func()) ([]Point, error) {
+	if beat == nil {
+		beat = func() {}
+	}
 	cost := clockCost()
 	a, err := newArena(spec)
 	if err != nil {
@@ -306,7 +310,7 @@ func Measure(t transports.Transport, rank int, spec Spec) ([]Point, error) {
 	defer a.free()
 	var points []Point
 	for _, size := range spec.Sizes {
-		p, err := newLoop(t, rank, spec, size, a).measure(spec.Reps, cost)
+		p, err := newLoop(t, rank, spec, size, a).measure(spec.Reps, cost, beat)
 		if err != nil {
 			return nil, err
 		}
@@ -317,9 +321,10 @@ func Measure(t transports.Transport, rank int, spec Spec) ([]Point, error) {
 	return points, nil
 }
 
-func (l *loop) measure(reps int, clockNS int64) (Point, error) {
+func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
 	samples := make([]float64, 0, reps)
 	for range reps {
+		beat()
 		if err := l.sync(); err != nil {
 			return Point{}, err
 		}
@@ -332,6 +337,7 @@ func (l *loop) measure(reps int, clockNS int64) (Point, error) {
 	if err := l.sync(); err != nil {
 		return Point{}, err
 	}
+	beat()
 	l.timeIterations = true
 	if _, err := l.run(); err != nil {
 		return Point{}, err

@@ -32,7 +32,7 @@ func probeMain(r *launch.Rank) (any, error) {
 		return nil, err
 	}
 	spec := Spec{Transport: p.Transport, Pattern: BiBandwidth, Sizes: probeSizes, Reps: 1, Iters: 2, Warmup: 1, Window: 4, Validate: true}
-	if _, err := Measure(t, r.ID, spec); err != nil {
+	if _, err := Measure(t, r.ID, spec, r.Beat); err != nil {
 		return nil, err
 	}
 	return true, t.Close()

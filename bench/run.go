@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
@@ -36,7 +37,7 @@ func rankMain(r *launch.Rank) (any, error) {
 	runtime.GC()
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(rankMemoryLimit)
-	points, err := Measure(t, r.ID, spec)
+	points, err := Measure(t, r.ID, spec, r.Beat)
 	if cerr := t.Close(); err == nil {
 		err = cerr
 	}
@@ -106,8 +107,17 @@ func DefaultCPUs(ranks int) []int {
 	return cpus[:ranks]
 }
 
-// Run measures spec between two fresh rank processes.
-func Run(ctx context.Context, spec Spec, hooks launch.Hooks) (Result, error) {
+// DefaultStall is how long a benchmark rank may go without finishing a
+// repetition before the watchdog takes its stacks and kills the run.
+const DefaultStall = 2 * time.Minute
+
+// Run measures spec between two fresh rank processes. A rank that completes
+// no repetition for stall (0: DefaultStall) is reported as a
+// *launch.StallError with its stacks.
+func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks) (Result, error) {
+	if stall <= 0 {
+		stall = DefaultStall
+	}
 	if err := spec.Normalize(); err != nil {
 		return Result{}, err
 	}
@@ -122,7 +132,7 @@ func Run(ctx context.Context, spec Spec, hooks launch.Hooks) (Result, error) {
 		return Result{}, err
 	}
 	out, err := launch.Run(ctx, launch.Job{Kind: jobKind, Size: ranks, SegmentBytes: seg,
-		Backend: spec.Backend, CPUs: spec.CPUs, Params: params}, hooks)
+		Backend: spec.Backend, CPUs: spec.CPUs, Params: params, Stall: stall}, hooks)
 	if err != nil {
 		return Result{}, err
 	}

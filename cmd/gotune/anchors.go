@@ -96,7 +96,7 @@ func contenders(anchorBin string, stderr io.Writer) []anchor.Contender {
 		return anchor.Contender{Label: "gotune " + transport, Ours: true,
 			Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
 				s.Transport = transport
-				return bench.Run(ctx, s, launch.Hooks{Stderr: stderr})
+				return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
 			}}
 	}
 	ompi := func(single string) anchor.Contender {

@@ -67,7 +67,7 @@ type benchFlags struct {
 	reps, iters, warmup, window                           int
 	validate                                              bool
 	opts                                                  []string
-	timeout                                               time.Duration
+	timeout, stall                                        time.Duration
 }
 
 func (f *benchFlags) register(cmd *cobra.Command) {
@@ -86,6 +86,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.opts, "opt", nil, "transport option KEY=VALUE (repeatable; see gotune doctor)")
 	fl.StringVar(&f.segment, "segment", launch.Memfd, "shared segment backend: memfd|posix")
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Minute, "kill the ranks and fail after this long")
+	fl.DurationVar(&f.stall, "stall", bench.DefaultStall, "a rank that finishes no repetition for this long is reported with its stacks and killed")
 }
 
 func (f *benchFlags) spec() (bench.Spec, error) {
@@ -190,7 +191,7 @@ func newBench() *cobra.Command {
 			}
 			ctx, cancel := jobContext(f.timeout)
 			defer cancel()
-			res, err := bench.Run(ctx, spec, launch.Hooks{Stderr: cmd.ErrOrStderr()})
+			res, err := bench.Run(ctx, spec, f.stall, launch.Hooks{Stderr: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}

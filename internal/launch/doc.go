@@ -10,6 +10,9 @@
 // segment is left behind.
 //
 // Inside a rank, the job's function (registered by kind) runs with a Rank
-// handle: identity, peers' pids, the mapped segment, a barrier and the job's
-// parameters.
+// handle: identity, peers' pids, the mapped segment, a barrier, the job's
+// parameters and a heartbeat. With Job.Stall set, the launcher's watchdog
+// treats a heartbeat that stays still past the deadline as a stall: it asks
+// the stalled ranks for their stacks (SIGQUIT), kills the job and returns a
+// *StallError carrying them.
 package launch

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/gotune/gotune/internal/sys"
 )
@@ -42,6 +43,10 @@ type Job struct {
 	Backend      string          // Memfd (default) or Posix
 	CPUs         []int           // CPU for each rank (empty: no pinning)
 	Params       json.RawMessage // handed to the rank function
+	// Stall arms the watchdog: a rank whose heartbeat (Rank.Beat) does not
+	// move for this long is asked for its stacks (SIGQUIT) and the job is
+	// killed with a *StallError. Zero disables it.
+	Stall time.Duration
 }
 
 // Hooks let callers observe a job; all are optional.
@@ -122,8 +127,14 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 	}
 	defer ln.Close()
 
-	// The segment.
-	var extra []*os.File
+	// Heartbeats first (fd 3), then the segment (fd 4).
+	hbFile, hb, err := newHeartbeats(job.Size)
+	if err != nil {
+		return nil, err
+	}
+	defer hbFile.Close()
+	defer sys.Unmap(hb)
+	extra := []*os.File{hbFile}
 	shmPath := ""
 	if job.SegmentBytes > 0 {
 		switch job.Backend {
@@ -151,9 +162,11 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 		conns: make([]*rankConn, job.Size), results: make(Result, job.Size),
 		reported: make([]bool, job.Size), exitErr: make([]error, job.Size),
 		exited: make([]chan struct{}, job.Size), allExited: make(chan struct{}),
-		doneCh: make(chan struct{}), failed: make(chan error, 1)}
+		stderrTail: make([]*tailBuffer, job.Size),
+		doneCh:     make(chan struct{}), failed: make(chan error, 1)}
 	for r := range j.exited {
 		j.exited[r] = make(chan struct{})
+		j.stderrTail[r] = &tailBuffer{max: 256 << 10}
 	}
 	if err := j.start(exe, sock, extra, syncWriter(stderr)); err != nil {
 		j.kill()
@@ -176,6 +189,11 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 	}()
 	if hooks.Started != nil {
 		hooks.Started(j.pids())
+	}
+	if job.Stall > 0 {
+		stopWatch := make(chan struct{})
+		defer close(stopWatch)
+		go j.watch(hb, stopWatch)
 	}
 	go func() { j.accept(ln); close(acceptDone) }()
 	go func() {
@@ -240,8 +258,11 @@ type running struct {
 	barriers int // barriers completed
 	results  Result
 	reported []bool // rank sent its result or error
-	finished int
-	doneCh   chan struct{} // closed when every rank has sent its result
+	stalling bool   // the watchdog is handling a stall
+
+	stderrTail []*tailBuffer // the last of each rank's stderr, for stacks
+	finished   int
+	doneCh     chan struct{} // closed when every rank has sent its result
 }
 
 func (j *running) pids() []int {
@@ -262,8 +283,9 @@ func (j *running) start(exe, sock string, extra []*os.File, stderr io.Writer) er
 			cmd := exec.Command(exe)
 			cmd.Env = append(os.Environ(),
 				envRank+"="+strconv.Itoa(r), envSize+"="+strconv.Itoa(j.size),
-				envBoot+"="+sock, envToken+"="+j.token)
-			cmd.Stdout, cmd.Stderr = stderr, stderr
+				envBoot+"="+sock, envToken+"="+j.token,
+				"GOTRACEBACK=all") // SIGQUIT dumps every goroutine
+			cmd.Stdout, cmd.Stderr = stderr, io.MultiWriter(stderr, j.stderrTail[r])
 			cmd.ExtraFiles = extra
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: j.pgid, Pdeathsig: syscall.SIGKILL}
 			if err := cmd.Start(); err != nil {
@@ -281,7 +303,7 @@ func (j *running) start(exe, sock string, extra []*os.File, stderr io.Writer) er
 				j.exitErr[r] = err
 				close(j.exited[r])
 				if err != nil {
-					j.fail(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(err)))
+					j.failUnlessStalling(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(err)))
 				}
 			}()
 		}
@@ -379,9 +401,9 @@ func (j *running) serve(c net.Conn) {
 			if silent {
 				<-j.exited[r]
 				if e := j.exitErr[r]; e != nil {
-					j.fail(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(e)))
+					j.failUnlessStalling(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(e)))
 				} else {
-					j.fail(fmt.Errorf("rank %d of %s closed its bootstrap connection without a result", r, j.job.Kind))
+					j.failUnlessStalling(fmt.Errorf("rank %d of %s closed its bootstrap connection without a result", r, j.job.Kind))
 				}
 			}
 			return

@@ -224,3 +224,5 @@ func TestStaleSegmentsOfDeadLaunchersAreRemoved(t *testing.T) {
 		t.Errorf("live launcher's segment removed: %v", err)
 	}
 }
+
+func jsonRaw(v any) (json.RawMessage, error) { return json.Marshal(v) }

@@ -41,6 +41,8 @@ type Rank struct {
 	Job      Job
 	enc      *json.Encoder
 	dec      *json.Decoder
+
+	heartbeats []byte
 }
 
 // IsRank reports whether this process was started by a launcher as a rank.
@@ -104,6 +106,13 @@ func (r *Rank) run(shmPath string) (any, error) {
 	if f == nil {
 		return nil, fmt.Errorf("unknown job kind %q", r.Job.Kind)
 	}
+	hb, err := sys.MapShared(heartbeatFD, heartbeatBytes(r.Size))
+	if err != nil {
+		return nil, fmt.Errorf("map heartbeats: %w", err)
+	}
+	defer sys.Unmap(hb)
+	r.heartbeats = hb
+	r.Beat()
 	if n := r.Job.SegmentBytes; n > 0 {
 		var fd uintptr
 		if shmPath != "" {
@@ -114,7 +123,7 @@ func (r *Rank) run(shmPath string) (any, error) {
 			defer f.Close()
 			fd = f.Fd()
 		} else {
-			fd = 3 // the launcher's memfd, first of ExtraFiles
+			fd = segmentFD // the launcher's memfd
 		}
 		seg, err := sys.MapShared(fd, n)
 		if err != nil {
@@ -138,6 +147,7 @@ func (r *Rank) run(shmPath string) (any, error) {
 
 // Barrier returns once every rank of the job has called it.
 func (r *Rank) Barrier() error {
+	r.Beat()
 	if err := r.enc.Encode(message{Op: "barrier"}); err != nil {
 		return fmt.Errorf("barrier: %w", err)
 	}
