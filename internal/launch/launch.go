@@ -207,7 +207,7 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 		defer j.mu.Unlock()
 		for r, res := range j.results {
 			if res == nil {
-				j.fail(fmt.Errorf("rank %d of %s exited without a result", r, job.Kind))
+				j.failUnlessStalling(fmt.Errorf("rank %d of %s exited without a result", r, job.Kind))
 				return
 			}
 		}
