@@ -31,6 +31,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(stderr, "gotune:", err)
+		if es := (*exitStatus)(nil); errors.As(err, &es) {
+			return es.code
+		}
 		return 1
 	}
 	return 0
@@ -45,7 +48,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newBench(), newDoctor(), newVersion(), newAnchors())
+	root.AddCommand(newBench(), newDoctor(), newVersion(), newAnchors(), newProbe())
 	return root
 }
 

@@ -103,3 +103,21 @@ func TestDoctorAndVersion(t *testing.T) {
 		t.Errorf("version: exit %d, %q", code, out)
 	}
 }
+
+// gotune probe's contract: one verdict line; exit 0 passed, 3 hazard.
+func TestProbeExitStatus(t *testing.T) {
+	out, e, code := run(t, "probe", "H5")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "H5 safe: passed") {
+		t.Errorf("safe: exit %d, stdout %q, stderr %q", code, out, e)
+	}
+	out, e, code = run(t, "probe", "H5", "--unsafe", "--deadline", "500ms")
+	if code != 3 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "H5 unsafe: hazard detected") {
+		t.Errorf("unsafe: exit %d, stdout %q, stderr %q", code, out, e)
+	}
+	if _, e, code = run(t, "probe", "H42"); code != 1 || !strings.Contains(e, `unknown probe "H42"`) {
+		t.Errorf("unknown probe: exit %d, stderr %q", code, e)
+	}
+	if out, _, code = run(t, "probe", "--list"); code != 0 || !strings.HasPrefix(out, "H5 ") {
+		t.Errorf("--list: exit %d, %q", code, out)
+	}
+}

@@ -412,8 +412,12 @@ func (e *Endpoint) Wait(reqs ...transports.Request) error {
 }
 
 func (e *Endpoint) waitOne(r *request) {
+	progress := e.Progress
+	if r.isSend && e.params.NoDrainOnSend {
+		progress = e.progressSendsOnly // hazard H5's unsafe variant
+	}
 	for spin := 0; !r.done; spin++ {
-		if !e.Progress() {
+		if !progress() {
 			if err := e.idle(spin); err != nil {
 				r.complete(0, err)
 				return
@@ -442,6 +446,18 @@ func (e *Endpoint) Progress() bool {
 		if e.progressRecv(p) {
 			moved = true
 		}
+		if e.progressSend(p) {
+			moved = true
+		}
+	}
+	return moved
+}
+
+// progressSendsOnly advances outgoing traffic and leaves incoming channels
+// alone (see Params.NoDrainOnSend).
+func (e *Endpoint) progressSendsOnly() bool {
+	moved := false
+	for _, p := range e.active {
 		if e.progressSend(p) {
 			moved = true
 		}

@@ -26,6 +26,10 @@ type Params struct {
 	// Copy selects the payload copy routine: "go" (Go's vector loop),
 	// "movsb" (REP MOVSB), or "auto" (movsb from MoveStringMin bytes up).
 	Copy string
+	// NoDrainOnSend makes a send blocked on a full ring stop draining the
+	// incoming channels: the deadlock of hazard H5, kept so that the probe
+	// can prove its detector works. Never set it for real traffic.
+	NoDrainOnSend bool
 }
 
 // MoveStringMin is where auto switches to REP MOVSB. Measured here (Zen 5,
@@ -46,6 +50,7 @@ var OptionKeys = map[string]string{
 	"sm.frag":  "fragment size for pipelined messages (multiple of 64)",
 	"sm.frags": "fragment slots per channel",
 	"sm.copy":  "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB)",
+	"sm.drain": "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)",
 }
 
 // ParseParams reads sm.* options over the defaults and checks them. When
@@ -75,6 +80,11 @@ func ParseParams(o transports.Options) (Params, error) {
 	if p.Copy, err = o.String("sm.copy", p.Copy, "auto", "go", "movsb"); err != nil {
 		return p, err
 	}
+	drain, err := o.String("sm.drain", "always", "always", "never")
+	if err != nil {
+		return p, err
+	}
+	p.NoDrainOnSend = drain == "never"
 	return p, p.Validate()
 }
 

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gotune/gotune/tuner/probe"
+)
+
+// exitStatus is an error that asks Main for a specific exit status.
+type exitStatus struct {
+	code int
+	err  error
+}
+
+func (e *exitStatus) Error() string { return e.err.Error() }
+
+// Exit statuses of gotune probe.
+const (
+	probeHazard = 3 // hazard detected: hang, stall or corrupted data
+)
+
+func newProbe() *cobra.Command {
+	var (
+		list, unsafe, stacks bool
+		deadline, timeout    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "probe [ID]",
+		Short: "Run a hazard probe (safe form, or --unsafe); exit 0 passed, 3 hazard detected, other: the probe failed",
+		Example: `  gotune probe --list
+  gotune probe H5
+  gotune probe H5 --unsafe   # must be caught: exits 3`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w := cmd.OutOrStdout()
+			if list {
+				for _, p := range probe.List() {
+					fmt.Fprintf(w, "%-4s %s\n     %s\n", p.ID, p.Hazard, p.Description)
+				}
+				return nil
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("name a probe (gotune probe --list)")
+			}
+			p, err := probe.Lookup(args[0])
+			if err != nil {
+				return err
+			}
+			ctx, cancel := jobContext(timeout)
+			defer cancel()
+			v := p.Run(ctx, unsafe, deadline)
+			fmt.Fprintln(w, v.Line())
+			if stacks {
+				for r, s := range v.Stacks {
+					fmt.Fprintf(cmd.ErrOrStderr(), "=== rank %d stacks ===\n%s\n", r, s)
+				}
+			}
+			switch v.Outcome {
+			case probe.Passed:
+				return nil
+			case probe.HazardDetected:
+				return &exitStatus{code: probeHazard, err: fmt.Errorf("%s: hazard detected", p.ID)}
+			default:
+				return fmt.Errorf("%s: probe failed", p.ID)
+			}
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&list, "list", false, "list the probes")
+	fl.BoolVar(&unsafe, "unsafe", false, "run the deliberately unsafe variant, which the watchdog must catch")
+	fl.BoolVar(&stacks, "stacks", false, "print the stalled ranks' stacks to stderr")
+	fl.DurationVar(&deadline, "deadline", 2*time.Second, "watchdog: a rank without progress for this long is a hang")
+	fl.DurationVar(&timeout, "timeout", 5*time.Minute, "give up on the probe after this long")
+	return cmd
+}

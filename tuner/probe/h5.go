@@ -1,0 +1,131 @@
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// H5: FIFO exhaustion. At the smallest FIFO (one cell, one fragment slot),
+// ranks send bursts to each other before receiving anything: two ranks head
+// to head, and a flood where rank 0 sends to every peer while they all send
+// to it. A sender blocked on a full FIFO must keep draining its incoming
+// channels; the unsafe variant (sm.drain=never) does not, and deadlocks.
+
+const h5Kind = "probe-h5"
+
+type h5Params struct {
+	Unsafe   bool `json:"unsafe"`
+	Messages int  `json:"messages"` // per direction per pair
+}
+
+// h5Sizes mix eager (≤ 64 B) and pipelined (> 64 B) messages.
+var h5Sizes = []int{8, 64, 65, 200}
+
+func h5Options(unsafe bool) transports.Options {
+	o := transports.Options{"sm.depth": "1", "sm.frags": "1", "sm.cell": "128", "sm.eager": "64", "sm.frag": "64"}
+	if unsafe {
+		o["sm.drain"] = "never"
+	}
+	return o
+}
+
+func init() {
+	launch.Register(h5Kind, h5Rank)
+	register(&Probe{
+		ID:          "H5",
+		Hazard:      "FIFO exhaustion: head-to-head sends, many-to-one floods (ompi#12979, mpich#7171)",
+		Description: "bursts both ways before any receive, 2 ranks and a 3-rank flood, at FIFO depth 1; unsafe: a blocked send stops draining (sm.drain=never)",
+		Run:         runH5,
+	})
+}
+
+func runH5(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
+	start := time.Now()
+	v := Verdict{ID: "H5", Unsafe: unsafe}
+	const messages = 500
+	for _, ranks := range []int{2, 3} {
+		p, err := sm.ParseParams(h5Options(unsafe))
+		if err != nil {
+			v.Outcome, v.Detail = ProbeFailed, err.Error()
+			break
+		}
+		params, _ := json.Marshal(h5Params{Unsafe: unsafe, Messages: messages})
+		_, err = launch.Run(ctx, launch.Job{Kind: h5Kind, Size: ranks, SegmentBytes: p.SegmentBytes(ranks),
+			Params: params, Stall: deadline}, launch.Hooks{})
+		scenario := "head-to-head"
+		if ranks > 2 {
+			scenario = fmt.Sprintf("%d-rank flood", ranks)
+		}
+		if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
+			v.Detail = scenario + ": " + v.Detail
+			break
+		}
+		v.Detail = fmt.Sprintf("head-to-head and 3-rank flood at FIFO depth 1, %d validated messages per direction per pair", messages)
+	}
+	v.Duration = time.Since(start)
+	return v
+}
+
+// h5Rank: rank 0 sends to every peer, then receives from every peer; every
+// other rank sends to rank 0, then receives from it. With two ranks that is
+// head to head; with more, rank 0 is flooded while it floods.
+func h5Rank(r *launch.Rank) (any, error) {
+	var par h5Params
+	if err := r.Params(&par); err != nil {
+		return nil, err
+	}
+	p, err := sm.ParseParams(h5Options(par.Unsafe))
+	if err != nil {
+		return nil, err
+	}
+	ep, err := sm.New(transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment}, p, nil, "sm")
+	if err != nil {
+		return nil, err
+	}
+	peers := []int{0}
+	if r.ID == 0 {
+		peers = nil
+		for q := 1; q < r.Size; q++ {
+			peers = append(peers, q)
+		}
+	}
+	buf := make([]byte, 256)
+	for i := range par.Messages {
+		for _, q := range peers {
+			n := h5Sizes[i%len(h5Sizes)]
+			fillH5(buf[:n], r.ID, q, i)
+			if err := ep.Send(q, buf[:n]); err != nil {
+				return nil, err
+			}
+			r.Beat()
+		}
+	}
+	want := make([]byte, 256)
+	for i := range par.Messages {
+		for _, q := range peers {
+			n := h5Sizes[i%len(h5Sizes)]
+			got, err := ep.Recv(q, buf)
+			if err != nil {
+				return nil, err
+			}
+			fillH5(want[:n], q, r.ID, i)
+			if got != n || string(buf[:n]) != string(want[:n]) {
+				return nil, fmt.Errorf("payload validation failed: message %d from rank %d", i, q)
+			}
+			r.Beat()
+		}
+	}
+	return nil, ep.Close()
+}
+
+func fillH5(b []byte, from, to, i int) {
+	for k := range b {
+		b[k] = byte(from*61 + to*17 + i*7 + k)
+	}
+}

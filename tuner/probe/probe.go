@@ -1,0 +1,98 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gotune/gotune/internal/launch"
+)
+
+// Outcome is a probe's result.
+type Outcome int
+
+const (
+	Passed         Outcome = iota
+	HazardDetected         // hang, stall or corrupted data
+	ProbeFailed            // the probe could not run or broke for another reason
+)
+
+func (o Outcome) String() string {
+	return [...]string{"passed", "hazard detected", "probe failed"}[o]
+}
+
+// Verdict is what a probe run concluded.
+type Verdict struct {
+	ID       string
+	Unsafe   bool
+	Outcome  Outcome
+	Detail   string
+	Stacks   map[int]string // of stalled ranks, when the watchdog fired
+	Duration time.Duration
+}
+
+// Line is the one-line summary the CLI prints.
+func (v Verdict) Line() string {
+	variant := "safe"
+	if v.Unsafe {
+		variant = "unsafe"
+	}
+	return fmt.Sprintf("%s %s: %s: %s (%v)", v.ID, variant, v.Outcome, v.Detail, v.Duration.Round(time.Millisecond))
+}
+
+// Probe is one hazard check.
+type Probe struct {
+	ID          string
+	Hazard      string
+	Description string
+	// Run executes the safe or unsafe variant; deadline is the watchdog's
+	// stall deadline for every rank job it starts.
+	Run func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict
+}
+
+var registry []*Probe
+
+func register(p *Probe) { registry = append(registry, p) }
+
+// List returns every probe, by ID.
+func List() []*Probe {
+	l := slices.Clone(registry)
+	slices.SortFunc(l, func(a, b *Probe) int { return strings.Compare(a.ID, b.ID) })
+	return l
+}
+
+// Lookup finds a probe by ID (case-insensitive).
+func Lookup(id string) (*Probe, error) {
+	for _, p := range registry {
+		if strings.EqualFold(p.ID, id) {
+			return p, nil
+		}
+	}
+	var ids []string
+	for _, p := range List() {
+		ids = append(ids, p.ID)
+	}
+	return nil, fmt.Errorf("unknown probe %q (have %s)", id, strings.Join(ids, ", "))
+}
+
+// corruptionMarker starts every payload-validation error (bench's and the
+// probes'); errors cross the process boundary as text.
+const corruptionMarker = "payload validation failed"
+
+// classify turns a rank job's error into an outcome.
+func classify(err error) (Outcome, string, map[int]string) {
+	var stall *launch.StallError
+	switch {
+	case err == nil:
+		return Passed, "", nil
+	case errors.As(err, &stall):
+		return HazardDetected, fmt.Sprintf("hang: %v", stall), stall.Stacks
+	case strings.Contains(err.Error(), corruptionMarker):
+		return HazardDetected, "corrupted data: " + err.Error(), nil
+	default:
+		return ProbeFailed, err.Error(), nil
+	}
+}

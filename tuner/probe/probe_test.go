@@ -1,0 +1,77 @@
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+func TestMain(m *testing.M) {
+	launch.MaybeRunRank()
+	os.Exit(m.Run())
+}
+
+// The safe form passes; the unsafe form is caught by the watchdog (not by
+// an outer timeout), with stacks from the deadlocked ranks.
+func TestH5SafePassesUnsafeIsCaught(t *testing.T) {
+	p, err := Lookup("h5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if v := p.Run(ctx, false, time.Second); v.Outcome != Passed {
+		t.Fatalf("safe H5: %s", v.Line())
+	}
+	v := p.Run(ctx, true, 500*time.Millisecond)
+	if v.Outcome != HazardDetected || !strings.Contains(v.Detail, "hang") {
+		t.Fatalf("unsafe H5: %s", v.Line())
+	}
+	if len(v.Stacks) == 0 {
+		t.Fatal("unsafe H5: no stacks")
+	}
+	for r, s := range v.Stacks {
+		if !strings.Contains(s, "(*Endpoint).waitOne") {
+			t.Errorf("rank %d's stacks do not show it waiting in the engine:\n%s", r, s)
+		}
+	}
+}
+
+// The flood on its own: three ranks, unsafe, deadlock too.
+func TestH5FloodUnsafeDeadlocks(t *testing.T) {
+	p, _ := sm.ParseParams(h5Options(true))
+	params, _ := json.Marshal(h5Params{Unsafe: true, Messages: 500})
+	_, err := launch.Run(context.Background(), launch.Job{Kind: h5Kind, Size: 3, SegmentBytes: p.SegmentBytes(3),
+		Params: params, Stall: 500 * time.Millisecond}, launch.Hooks{})
+	var se *launch.StallError
+	if !errors.As(err, &se) {
+		t.Fatalf("got %v, want a stall", err)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		err  error
+		want Outcome
+	}{
+		{nil, Passed},
+		{&launch.StallError{Kind: "x", Ranks: []int{1}}, HazardDetected},
+		{errors.New("rank 1 of bench: bw size 8 iteration 0: payload validation failed: byte 3"), HazardDetected},
+		{errors.New("launch: bootstrap socket: permission denied"), ProbeFailed},
+	}
+	for _, c := range cases {
+		if got, _, _ := classify(c.err); got != c.want {
+			t.Errorf("%v: %v, want %v", c.err, got, c.want)
+		}
+	}
+	if _, err := Lookup("H99"); err == nil || !strings.Contains(err.Error(), "H5") {
+		t.Errorf("unknown probe: %v", err)
+	}
+}
