@@ -106,6 +106,20 @@ func ParseSize(s string) (int, error) {
 	return n * mult, nil
 }
 
+// FormatSize writes a byte count the way ParseSize reads it: with the
+// largest K/M/G suffix that divides it exactly (65536 → "64K").
+func FormatSize(n int) string {
+	for _, u := range []struct {
+		shift  uint
+		suffix string
+	}{{30, "G"}, {20, "M"}, {10, "K"}} {
+		if unit := 1 << u.shift; n >= unit && n%unit == 0 {
+			return strconv.Itoa(n>>u.shift) + u.suffix
+		}
+	}
+	return strconv.Itoa(n)
+}
+
 // Driver is a registered transport.
 type Driver struct {
 	Name string

@@ -11,6 +11,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/transports"
 )
 
 // comparison is one size of a side-by-side table.
@@ -43,7 +44,7 @@ func Compare(w io.Writer, ours, theirs []bench.Result) error {
 		tablewriter.WithRowAlignment(tw.AlignRight))
 	t.Header(header)
 	for _, c := range rows {
-		row := []string{formatSize(c.size)}
+		row := []string{transports.FormatSize(c.size)}
 		for _, m := range c.medians {
 			row = append(row, formatValue(m))
 		}
@@ -140,20 +141,7 @@ func summary(rows []comparison, pattern bench.Pattern) string {
 		return fmt.Sprintf("%s: no size has a ratio (a best median is not positive)", pattern)
 	}
 	return fmt.Sprintf("%s (%s): min ratio %.3f at %s, geomean %.3f over %d sizes (> 1: ours better)",
-		pattern, pattern.Unit(), minRatio, formatSize(minSize), math.Exp(logSum/float64(n)), n)
-}
-
-// formatSize writes whole KiB, MiB and GiB with the suffixes bench.ParseSizes reads.
-func formatSize(n int) string {
-	for _, u := range []struct {
-		suffix string
-		bytes  int
-	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
-		if n >= u.bytes && n%u.bytes == 0 {
-			return fmt.Sprintf("%d%s", n/u.bytes, u.suffix)
-		}
-	}
-	return fmt.Sprint(n)
+		pattern, pattern.Unit(), minRatio, transports.FormatSize(minSize), math.Exp(logSum/float64(n)), n)
 }
 
 // formatValue keeps about four significant digits without exponents.

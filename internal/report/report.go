@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/gotune/gotune/bench"
@@ -50,18 +49,4 @@ var names = map[bench.Pattern]struct{ osu, gobench string }{
 	bench.Bandwidth:   {"Bandwidth Test", "BW"},
 	bench.BiBandwidth: {"Bi-Directional Bandwidth Test", "BiBW"},
 	bench.MsgRate:     {"Multiple Bandwidth / Message Rate Test", "MsgRate"},
-}
-
-// humanSize writes a byte count with a K, M or G suffix (powers of 1024)
-// when the count is an exact multiple: 8, 4K, 1M, 1536.
-func humanSize(n int) string {
-	for _, u := range []struct {
-		shift  uint
-		suffix string
-	}{{30, "G"}, {20, "M"}, {10, "K"}} {
-		if unit := 1 << u.shift; n >= unit && n%unit == 0 {
-			return strconv.Itoa(n>>u.shift) + u.suffix
-		}
-	}
-	return strconv.Itoa(n)
 }

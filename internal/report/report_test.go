@@ -135,24 +135,3 @@ func TestUnknownPattern(t *testing.T) {
 		}
 	}
 }
-
-func TestHumanSize(t *testing.T) {
-	for _, tc := range []struct {
-		n    int
-		want string
-	}{
-		{0, "0"},
-		{8, "8"},
-		{1000, "1000"},
-		{1024, "1K"},
-		{1536, "1536"},
-		{4096, "4K"},
-		{1 << 20, "1M"},
-		{1<<20 + 1<<10, "1025K"},
-		{3 << 30, "3G"},
-	} {
-		if got := humanSize(tc.n); got != tc.want {
-			t.Errorf("humanSize(%d) = %q, want %q", tc.n, got, tc.want)
-		}
-	}
-}

@@ -9,6 +9,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/transports"
 )
 
 // writeTable writes per result a title line, a table of its points and the
@@ -24,7 +25,7 @@ func writeTable(w io.Writer, results []bench.Result) error {
 		}
 		for _, p := range r.Points {
 			for _, warning := range p.Warnings {
-				fmt.Fprintf(w, "warning: size %s: %s\n", humanSize(p.Size), warning)
+				fmt.Fprintf(w, "warning: size %s: %s\n", transports.FormatSize(p.Size), warning)
 			}
 		}
 	}
@@ -62,7 +63,7 @@ func table(w io.Writer, r bench.Result) error {
 	}
 	num := func(v float64) string { return strconv.FormatFloat(v, 'f', decimals, 64) }
 	for _, p := range r.Points {
-		err := t.Append(humanSize(p.Size), num(p.Median), num(p.CILow)+" – "+num(p.CIHigh),
+		err := t.Append(transports.FormatSize(p.Size), num(p.Median), num(p.CILow)+" – "+num(p.CIHigh),
 			num(p.P50), num(p.P90), num(p.P99), strconv.Itoa(len(p.Samples)))
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package cma
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 
@@ -124,7 +125,7 @@ func Check(t transports.Transport, env transports.Env) error {
 		return err
 	}
 	defer sys.Unmap(addr)
-	putAddr(addr, sys.AddressOf(marker))
+	binary.LittleEndian.PutUint64(addr, uint64(sys.AddressOf(marker)))
 	if err := t.Send(next, addr); err != nil {
 		return fmt.Errorf("cma check: %w", err)
 	}
@@ -136,7 +137,7 @@ func Check(t transports.Transport, env transports.Env) error {
 		return err
 	}
 	defer sys.Unmap(got)
-	_, cerr := sys.CopyFromProcess(env.PIDs[prev], [][]byte{got}, []sys.RemoteSegment{{Addr: getAddr(addr), Len: 8}})
+	_, cerr := sys.CopyFromProcess(env.PIDs[prev], [][]byte{got}, []sys.RemoteSegment{{Addr: uintptr(binary.LittleEndian.Uint64(addr)), Len: 8}})
 	if cerr == nil && string(got) != string(marker) {
 		cerr = fmt.Errorf("cma check: read %q from rank %d, want %q", got, prev, marker)
 	}
@@ -149,18 +150,4 @@ func Check(t transports.Transport, env transports.Env) error {
 		return err
 	}
 	return cerr
-}
-
-func putAddr(b []byte, a uintptr) {
-	for i := range 8 {
-		b[i] = byte(a >> (8 * i))
-	}
-}
-
-func getAddr(b []byte) uintptr {
-	var a uintptr
-	for i := range 8 {
-		a |= uintptr(b[i]) << (8 * i)
-	}
-	return a
 }
