@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -207,7 +208,7 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 		defer j.mu.Unlock()
 		for r, res := range j.results {
 			if res == nil {
-				j.failUnlessStalling(fmt.Errorf("rank %d of %s exited without a result", r, job.Kind))
+				j.fail(fmt.Errorf("rank %d of %s exited without a result", r, job.Kind))
 				return
 			}
 		}
@@ -251,6 +252,7 @@ type running struct {
 	exits     sync.WaitGroup  // one per started rank
 	serving   sync.WaitGroup  // one per bootstrap connection
 	failed    chan error      // first failure wins
+	stalling  atomic.Bool     // the watchdog is handling a stall
 
 	mu       sync.Mutex
 	conns    []*rankConn
@@ -258,7 +260,6 @@ type running struct {
 	barriers int // barriers completed
 	results  Result
 	reported []bool // rank sent its result or error
-	stalling bool   // the watchdog is handling a stall
 
 	stderrTail []*tailBuffer // the last of each rank's stderr, for stacks
 	finished   int
@@ -303,7 +304,7 @@ func (j *running) start(exe, sock string, extra []*os.File, stderr io.Writer) er
 				j.exitErr[r] = err
 				close(j.exited[r])
 				if err != nil {
-					j.failUnlessStalling(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(err)))
+					j.fail(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(err)))
 				}
 			}()
 		}
@@ -338,7 +339,17 @@ func (j *running) kill() {
 	}
 }
 
+// fail reports a failure; the first one wins. While the watchdog handles a
+// stall, failures are its consequences (the SIGQUIT exit status, closed
+// connections, missing results) and are dropped: the stall reports itself.
 func (j *running) fail(err error) {
+	if j.stalling.Load() {
+		return
+	}
+	j.report(err)
+}
+
+func (j *running) report(err error) {
 	select {
 	case j.failed <- err:
 	default:
@@ -401,9 +412,9 @@ func (j *running) serve(c net.Conn) {
 			if silent {
 				<-j.exited[r]
 				if e := j.exitErr[r]; e != nil {
-					j.failUnlessStalling(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(e)))
+					j.fail(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(e)))
 				} else {
-					j.failUnlessStalling(fmt.Errorf("rank %d of %s closed its bootstrap connection without a result", r, j.job.Kind))
+					j.fail(fmt.Errorf("rank %d of %s closed its bootstrap connection without a result", r, j.job.Kind))
 				}
 			}
 			return

@@ -112,9 +112,7 @@ func (j *running) watch(hb []byte, stop <-chan struct{}) {
 // failures the dying rank causes (its exit status, its closed connection)
 // are ignored from now on: the stall is the cause.
 func (j *running) stall(ranks []int, quiet time.Duration) {
-	j.mu.Lock()
-	j.stalling = true
-	j.mu.Unlock()
+	j.stalling.Store(true) // from now on, fail ignores the stall's consequences
 	for _, r := range ranks {
 		syscall.Kill(j.cmds[r].Process.Pid, syscall.SIGQUIT)
 	}
@@ -127,18 +125,7 @@ func (j *running) stall(ranks []int, quiet time.Duration) {
 		}
 		stacks[r] = j.stderrTail[r].String()
 	}
-	j.fail(&StallError{Kind: j.job.Kind, Ranks: ranks, Quiet: quiet, Stacks: stacks})
-}
-
-// failUnlessStalling reports a failure unless the watchdog is already
-// handling a stall (whose consequences these failures are).
-func (j *running) failUnlessStalling(err error) {
-	j.mu.Lock()
-	stalling := j.stalling
-	j.mu.Unlock()
-	if !stalling {
-		j.fail(err)
-	}
+	j.report(&StallError{Kind: j.job.Kind, Ranks: ranks, Quiet: quiet, Stacks: stacks})
 }
 
 // tailBuffer keeps the last max bytes written to it.

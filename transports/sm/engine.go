@@ -248,7 +248,13 @@ func (e *Endpoint) newRequest(p *peer, buf []byte, send bool) *request {
 	return r
 }
 
-func (e *Endpoint) recycle(r *request) { e.free = append(e.free, r) }
+// recycle makes a finished request reusable, except after an abort, when
+// queues may still point at it.
+func (e *Endpoint) recycle(r *request) {
+	if e.abort.Load() == nil {
+		e.free = append(e.free, r)
+	}
+}
 
 // Send blocks until buf may be reused.
 func (e *Endpoint) Send(to int, buf []byte) error {
@@ -265,9 +271,7 @@ func (e *Endpoint) Send(to int, buf []byte) error {
 	r := e.isend(p, buf)
 	e.waitOne(r)
 	err = r.err
-	if e.abort.Load() == nil {
-		e.recycle(r)
-	}
+	e.recycle(r)
 	return err
 }
 
@@ -299,9 +303,7 @@ func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
 	r := e.irecv(p, buf)
 	e.waitOne(r)
 	n, err := r.n, r.err
-	if e.abort.Load() == nil {
-		e.recycle(r)
-	}
+	e.recycle(r)
 	return n, err
 }
 
@@ -403,10 +405,8 @@ func (e *Endpoint) Wait(reqs ...transports.Request) error {
 			first = r.err
 		}
 	}
-	if e.abort.Load() == nil { // after an abort, queues may still point at them
-		for _, q := range reqs {
-			e.recycle(q.(*request))
-		}
+	for _, q := range reqs {
+		e.recycle(q.(*request))
 	}
 	return first
 }
