@@ -285,7 +285,7 @@ func (j *running) start(exe, sock string, extra []*os.File, stderr io.Writer) er
 			cmd.Env = append(os.Environ(),
 				envRank+"="+strconv.Itoa(r), envSize+"="+strconv.Itoa(j.size),
 				envBoot+"="+sock, envToken+"="+j.token,
-				"GOTRACEBACK=all") // SIGQUIT dumps every goroutine
+				"GOTRACEBACK=all") // every goroutine, should SIGQUIT come before the rank's own handler
 			cmd.Stdout, cmd.Stderr = stderr, io.MultiWriter(stderr, j.stderrTail[r])
 			cmd.ExtraFiles = extra
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: j.pgid, Pdeathsig: syscall.SIGKILL}

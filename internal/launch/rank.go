@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"github.com/gotune/gotune/internal/sys"
 )
@@ -62,6 +64,7 @@ func MaybeRunRank() {
 }
 
 func runRank() error {
+	dumpStacksOnQuit()
 	id, err := strconv.Atoi(os.Getenv(envRank))
 	if err != nil {
 		return fmt.Errorf("bad %s: %w", envRank, err)
@@ -143,6 +146,31 @@ func (r *Rank) run(shmPath string) (any, error) {
 		return nil, err
 	}
 	return f(r)
+}
+
+// dumpStacksOnQuit makes the watchdog's SIGQUIT print every goroutine's
+// stack and exit. The runtime's own SIGQUIT traceback cannot unwind a
+// goroutine that is running on another thread, or inside the race
+// detector's C code, at the moment of the signal: a spinning rank's stack
+// came out empty. runtime.Stack stops the world first, which preempts the
+// spinner at a Go instruction, so its stack is always there.
+func dumpStacksOnQuit() {
+	quit := make(chan os.Signal, 1)
+	signal.Notify(quit, syscall.SIGQUIT)
+	go func() {
+		<-quit
+		buf := make([]byte, 1<<20)
+		for {
+			n := runtime.Stack(buf, true)
+			if n < len(buf) {
+				buf = buf[:n]
+				break
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+		fmt.Fprintf(os.Stderr, "SIGQUIT: gotune rank %s, every goroutine:\n%s\n", os.Getenv(envRank), buf)
+		os.Exit(2)
+	}()
 }
 
 // Barrier returns once every rank of the job has called it.

@@ -41,7 +41,7 @@ type StallError struct {
 	Kind   string
 	Ranks  []int          // the stalled ranks
 	Quiet  time.Duration  // how long the first one's heartbeat had not moved
-	Stacks map[int]string // by rank: what it printed after SIGQUIT (Go: every goroutine)
+	Stacks map[int]string // by rank: what it printed after SIGQUIT (every goroutine's stack)
 }
 
 func (e *StallError) Error() string {

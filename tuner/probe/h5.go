@@ -57,7 +57,7 @@ func runH5(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
 		}
 		params, _ := json.Marshal(h5Params{Unsafe: unsafe, Messages: messages})
 		_, err = launch.Run(ctx, launch.Job{Kind: h5Kind, Size: ranks, SegmentBytes: p.SegmentBytes(ranks),
-			Params: params, Stall: deadline}, launch.Hooks{})
+			Params: params, Stall: deadline}, quiet)
 		scenario := "head-to-head"
 		if ranks > 2 {
 			scenario = fmt.Sprintf("%d-rank flood", ranks)
