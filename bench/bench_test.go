@@ -61,19 +61,29 @@ func (c *corrupting) Wait(reqs ...transports.Request) error {
 	return err
 }
 
-func init() {
-	// "sm-corrupt": sm whose rank 1 corrupts byte 3 of its 5th received message.
+// registerFaulty registers name: sm, except that rank 1's transport is
+// wrapped with a planted fault, so the fault runs in real rank processes.
+func registerFaulty(name string, wrap func(transports.Transport) transports.Transport) {
 	base, _ := transports.Lookup("sm")
 	transports.Register(&transports.Driver{
-		Name: "sm-corrupt", Keys: base.Keys, SharedBytes: base.SharedBytes, Check: base.Check,
+		Name: name, Keys: base.Keys, SharedBytes: base.SharedBytes, Check: base.Check,
 		New: func(env transports.Env) (transports.Transport, error) {
 			t, err := base.New(env)
 			if err != nil || env.Rank != 1 {
 				return t, err
 			}
-			return &corrupting{Transport: t, n: 5, offset: 3, pending: map[transports.Request][]byte{}}, nil
+			return wrap(t), nil
 		},
 	})
+}
+
+func init() {
+	// rank 1 corrupts byte 3 of its 5th received message
+	registerFaulty("sm-corrupt", func(t transports.Transport) transports.Transport {
+		return &corrupting{Transport: t, n: 5, offset: 3, pending: map[transports.Request][]byte{}}
+	})
+	// rank 1's 50th receive never returns
+	registerFaulty("sm-hang", func(t transports.Transport) transports.Transport { return &hanging{Transport: t} })
 }
 
 // hanging wraps a transport whose 50th receive on rank 1 never returns: a
@@ -89,20 +99,6 @@ func (h *hanging) Recv(peer int, buf []byte) (int, error) {
 		select {} // a goroutine blocked forever, as in a lost wake-up
 	}
 	return h.Transport.Recv(peer, buf)
-}
-
-func init() {
-	base, _ := transports.Lookup("sm")
-	transports.Register(&transports.Driver{
-		Name: "sm-hang", Keys: base.Keys, SharedBytes: base.SharedBytes, Check: base.Check,
-		New: func(env transports.Env) (transports.Transport, error) {
-			t, err := base.New(env)
-			if err != nil || env.Rank != 1 {
-				return t, err
-			}
-			return &hanging{Transport: t}, nil
-		},
-	})
 }
 
 func TestMain(m *testing.M) {
