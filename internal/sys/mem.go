@@ -83,3 +83,36 @@ func CreateShmFile(path string, size int) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// HugePage is the transparent huge page size on amd64 and arm64 (4 KiB base pages).
+const HugePage = 2 << 20
+
+// MapAnonHuge is MapAnon for memory the kernel should back with transparent
+// huge pages: the mapping is aligned to HugePage and advised MADV_HUGEPAGE
+// before it is faulted in, so THP in "madvise" mode applies to it.
+func MapAnonHuge(size int) ([]byte, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("map anonymous memory: size %d", size)
+	}
+	n := RoundUp(size, HugePage)
+	raw, err := unix.Mmap(-1, 0, n+HugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("map %d bytes of anonymous memory: %w", size, err)
+	}
+	off := RoundUp(int(AddressOf(raw)), HugePage) - int(AddressOf(raw))
+	if off > 0 {
+		unix.Munmap(raw[:off])
+	}
+	if tail := raw[off+n:]; len(tail) > 0 {
+		unix.Munmap(tail)
+	}
+	b := raw[off : off+n : off+n]
+	if err := unix.Madvise(b, unix.MADV_HUGEPAGE); err != nil {
+		unix.Munmap(b)
+		return nil, fmt.Errorf("advise huge pages: %w", err)
+	}
+	for i := 0; i < n; i += PageSize {
+		b[i] = 0
+	}
+	return b[:size], nil
+}

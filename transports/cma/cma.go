@@ -44,14 +44,27 @@ func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
 }
 
 // Copier is the CMA single-copy mechanism.
-type Copier struct{ p Params }
+type Copier struct {
+	p     Params
+	route func(n int) bool
+}
 
-// NewCopier returns a mechanism with these parameters.
+// NewCopier returns a mechanism with these parameters: messages from
+// p.Threshold up go by single copy.
 func NewCopier(p Params) *Copier { return &Copier{p: p} }
 
-func (c *Copier) Name() string   { return "cma" }
-func (c *Copier) Pull() bool     { return c.p.Pull }
-func (c *Copier) Threshold() int { return c.p.Threshold }
+// NewRoutedCopier returns a mechanism that takes exactly the messages route
+// accepts (a profile's size ranges, say); p.Threshold is not used.
+func NewRoutedCopier(p Params, route func(n int) bool) *Copier { return &Copier{p: p, route: route} }
+
+func (c *Copier) Name() string { return "cma" }
+func (c *Copier) Pull() bool   { return c.p.Pull }
+func (c *Copier) Rendezvous(n int) bool {
+	if c.route != nil {
+		return c.route(n)
+	}
+	return n >= c.p.Threshold
+}
 
 // Copy moves len(local) bytes between local and [remote, remote+len) of pid.
 func (c *Copier) Copy(pid int, local []byte, remote uintptr, pull bool) error {

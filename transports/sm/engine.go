@@ -27,8 +27,10 @@ type SingleCopy interface {
 	Name() string
 	// Pull reports whether the receiver reads (true) or the sender writes.
 	Pull() bool
-	// Threshold is the smallest message size sent by rendezvous.
-	Threshold() int
+	// Rendezvous reports whether a message of n bytes, larger than the
+	// eager limit, moves by single copy (else it is pipelined). Both sides
+	// of a channel must answer alike.
+	Rendezvous(n int) bool
 	// Copy reads process pid's memory at remote into local (pull) or writes
 	// local there (push).
 	Copy(pid int, local []byte, remote uintptr, pull bool) error
@@ -228,7 +230,7 @@ func (e *Endpoint) protoFor(n int) proto {
 	switch {
 	case n <= e.params.EagerLimit:
 		return protoEager
-	case e.single != nil && n >= e.single.Threshold():
+	case e.single != nil && e.single.Rendezvous(n):
 		return protoRendezvous
 	default:
 		return protoPipeline

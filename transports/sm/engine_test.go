@@ -298,9 +298,9 @@ func TestParamsValidation(t *testing.T) {
 // failingCopy is a single-copy mechanism whose every copy fails.
 type failingCopy struct{ pull bool }
 
-func (f failingCopy) Name() string   { return "failing" }
-func (f failingCopy) Pull() bool     { return f.pull }
-func (f failingCopy) Threshold() int { return 65 }
+func (f failingCopy) Name() string          { return "failing" }
+func (f failingCopy) Pull() bool            { return f.pull }
+func (f failingCopy) Rendezvous(n int) bool { return n >= 65 }
 func (f failingCopy) Copy(int, []byte, uintptr, bool) error {
 	return sys.NotSupported("process_vm_readv", "planted", nil)
 }
