@@ -37,11 +37,12 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./transports/... ./bench/...
 
 # Until the tuner lands: a quick measurement of every transport here.
+# sweep tunes this node with the quick built-in plan (under 5 minutes):
+# results/<host>/<run-id>/ gets meta.json, measurements, summary and
+# profile.yaml. PLAN=full or PLAN=file.yaml, RESUME=dir continue.
+PLAN ?= quick
 sweep: build
-	@for t in $$($(BIN) doctor | awk '$$2=="available"{print $$1}'); do \
-		$(BIN) bench -t $$t -p latency -s 1:64K --reps 10; \
-		$(BIN) bench -t $$t -p bw -s 4K:16M --reps 10; \
-	done
+	$(BIN) sweep $(if $(RESUME),--resume $(RESUME),--plan $(PLAN))
 
 # Side by side with Debian's Open MPI (vader, single copy cma and none);
 # the numbers of record go under results/anchors/.

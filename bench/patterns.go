@@ -6,6 +6,7 @@ import (
 
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/hostmem"
 )
 
 // loop runs one pattern at one size between rank 0 (which times) and rank 1.
@@ -22,6 +23,7 @@ type loop struct {
 	reqs           []transports.Request
 	iterNS         []int64 // per-iteration times of the distribution pass (rank 0)
 	timeIterations bool
+	churn          *churn // alloc pattern: per-message buffers (alloc.go)
 }
 
 // arena holds a rank's message buffers for a whole run, allocated once for
@@ -31,9 +33,13 @@ type loop struct {
 type arena struct {
 	send, recv [][]byte // one buffer each (as OSU), or one per window slot when validating
 	ack        []byte
+	heap       *hostmem.Allocator // alloc pattern only
 }
 
 func newArena(spec Spec) (*arena, error) {
+	if spec.Pattern == AllocChurn {
+		return newChurnArena(spec)
+	}
 	largest := slices.Max(spec.Sizes)
 	slots := 1
 	if spec.Validate && spec.Pattern != Latency {
@@ -60,6 +66,9 @@ func newArena(spec Spec) (*arena, error) {
 }
 
 func (a *arena) free() {
+	if a.heap != nil {
+		a.heap.Close()
+	}
 	for _, b := range slices.Concat(a.send, a.recv, [][]byte{a.ack}) {
 		Free(b)
 	}
@@ -78,13 +87,28 @@ func newLoop(t transports.Transport, rank int, spec Spec, size int, a *arena) *l
 	if l.pattern == Latency || l.window < 1 {
 		l.window = 1
 	}
+	if spec.RepBytes > 0 && spec.Iters <= 0 {
+		l.iters, l.warmup = capIterations(spec.RepBytes, size, l.window, l.iters, l.warmup)
+	}
 	for k := range a.send {
 		l.sbuf = append(l.sbuf, a.send[k][:size])
 		l.rbuf = append(l.rbuf, a.recv[k][:size])
 	}
+	if a.heap != nil {
+		l.churn = &churn{heap: a.heap}
+	}
 	l.reqs = make([]transports.Request, 0, 2*l.window)
 	l.iterNS = make([]int64, l.iters)
 	return l
+}
+
+// capIterations lowers iters so that iters windows of size-byte messages
+// move about budget bytes, keeping at least 2 iterations and a warm-up of
+// about a tenth.
+func capIterations(budget, size, window, iters, warmup int) (int, int) {
+	per := max(size, 1) * max(window, 1)
+	n := min(max(budget/per, 2), iters)
+	return n, min(warmup, max(n/10, 1))
 }
 
 // Alloc returns n bytes of page-aligned, pre-faulted memory outside the Go heap.
@@ -120,6 +144,8 @@ func (l *loop) run() (int64, error) {
 			err = l.pingPong(i)
 		case BiBandwidth:
 			err = l.exchangeWindows(i)
+		case AllocChurn:
+			err = l.churnWindow(i)
 		default:
 			err = l.streamWindow(i)
 		}

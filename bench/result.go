@@ -15,10 +15,11 @@ const (
 	Bandwidth   Pattern = "bw"      // window of sends, then a 4-byte ack
 	BiBandwidth Pattern = "bibw"    // windows in both directions at once
 	MsgRate     Pattern = "msgrate" // messages per second through a window
+	AllocChurn  Pattern = "alloc"   // bw with every buffer allocated and freed per message (alloc.go)
 )
 
 // Patterns lists every pattern.
-var Patterns = []Pattern{Latency, Bandwidth, BiBandwidth, MsgRate}
+var Patterns = []Pattern{Latency, Bandwidth, BiBandwidth, MsgRate, AllocChurn}
 
 // ParsePattern checks a pattern name.
 func ParsePattern(s string) (Pattern, error) {
@@ -27,7 +28,7 @@ func ParsePattern(s string) (Pattern, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("unknown pattern %q (want latency, bw, bibw or msgrate)", s)
+	return "", fmt.Errorf("unknown pattern %q (want latency, bw, bibw, msgrate or alloc)", s)
 }
 
 // Unit is the unit of a pattern's primary metric.
@@ -58,6 +59,11 @@ type Spec struct {
 	Validate  bool               `json:"validate,omitempty"`
 	CPUs      []int              `json:"cpus,omitempty"`
 	Backend   string             `json:"segment_backend,omitempty"`
+	// RepBytes, when positive, lowers a size's iteration count (never below
+	// 2) so that one repetition moves about this many payload bytes: the
+	// tuner's quick mode, which trades per-repetition length for more
+	// interleaved repetitions.
+	RepBytes int `json:"rep_bytes,omitempty"`
 }
 
 // Point is the measurement of one message size.

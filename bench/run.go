@@ -66,7 +66,7 @@ func (s *Spec) Normalize() error {
 	if _, err := transports.Lookup(s.Transport); err != nil {
 		return err
 	}
-	if err := transports.CheckKeys(s.Options); err != nil {
+	if err := checkOptions(s.Options); err != nil {
 		return err
 	}
 	if _, err := ParsePattern(string(s.Pattern)); err != nil {

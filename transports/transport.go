@@ -44,6 +44,25 @@ type Transport interface {
 	Close() error
 }
 
+// PersistentRequest is a communication set up once and started many times
+// (MPI_Send_init/MPI_Recv_init and MPI_Start). Between a completion and the
+// next Start it is inactive.
+type PersistentRequest interface {
+	Request
+	// Start begins one operation; the request must be inactive. The
+	// transport's Wait completes it and makes it inactive again (without
+	// releasing it); waiting for an inactive request returns at once.
+	Start() error
+	// Free releases an inactive request and whatever it reserved.
+	Free() error
+}
+
+// Persistent is implemented by transports that offer persistent requests.
+type Persistent interface {
+	SendInit(to int, buf []byte) (PersistentRequest, error)
+	RecvInit(from int, buf []byte) (PersistentRequest, error)
+}
+
 // Env is what a rank offers a transport when it starts.
 type Env struct {
 	Rank, Size int

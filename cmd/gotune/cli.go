@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"github.com/gotune/gotune/internal/report"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/profile"
 	_ "github.com/gotune/gotune/transports/all"
 )
 
@@ -48,7 +50,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newBench(), newDoctor(), newVersion(), newAnchors(), newProbe())
+	root.AddCommand(newBench(), newDoctor(), newVersion(), newAnchors(), newProbe(), newSweep(), newTune(), newProfile())
 	return root
 }
 
@@ -67,6 +69,8 @@ func newVersion() *cobra.Command {
 // benchFlags are the flags shared by commands that measure.
 type benchFlags struct {
 	transport, pattern, sizes, cpus, format, out, segment string
+	profile                                               string
+	transportSet                                          bool // --transport given explicitly
 	reps, iters, warmup, window                           int
 	validate                                              bool
 	opts                                                  []string
@@ -76,7 +80,7 @@ type benchFlags struct {
 func (f *benchFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.transport, "transport", "t", "sm", "transport: "+strings.Join(transports.Names(), "|"))
-	fl.StringVarP(&f.pattern, "pattern", "p", "latency", "pattern: latency|bw|bibw|msgrate")
+	fl.StringVarP(&f.pattern, "pattern", "p", "latency", "pattern: latency|bw|bibw|msgrate|alloc (bw, allocating every buffer per message: --opt alloc.*)")
 	fl.StringVarP(&f.sizes, "sizes", "s", "1:4M", "message sizes: a power-of-two ladder MIN:MAX or a list (K/M/G suffixes)")
 	fl.IntVar(&f.reps, "reps", bench.DefaultReps, "repetitions of every point")
 	fl.IntVar(&f.iters, "iters", 0, "timed iterations per repetition (0: OSU's default for the size)")
@@ -87,6 +91,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.StringVarP(&f.format, "format", "f", "table", "output: "+strings.Join(report.Formats, "|"))
 	fl.StringVarP(&f.out, "out", "o", "", "append the output to FILE instead of printing it")
 	fl.StringArrayVar(&f.opts, "opt", nil, "transport option KEY=VALUE (repeatable; see gotune doctor)")
+	fl.StringVar(&f.profile, "profile", "", "route every message by this profile's decisions (transport auto)")
 	fl.StringVar(&f.segment, "segment", launch.Memfd, "shared segment backend: memfd|posix")
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Minute, "kill the ranks and fail after this long")
 	fl.DurationVar(&f.stall, "stall", bench.DefaultStall, "a rank that finishes no repetition for this long is reported with its stacks and killed")
@@ -109,7 +114,28 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 	if err != nil {
 		return bench.Spec{}, err
 	}
-	s := bench.Spec{Transport: f.transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
+	transport := f.transport
+	if f.profile != "" || transport == "auto" {
+		if transport != "auto" && f.transportSet {
+			return bench.Spec{}, fmt.Errorf("--profile routes by the profile: use --transport auto or leave --transport out (got %q)", transport)
+		}
+		if f.profile == "" {
+			return bench.Spec{}, fmt.Errorf("--transport auto needs --profile FILE")
+		}
+		p, err := profile.Load(f.profile)
+		if err != nil {
+			return bench.Spec{}, fmt.Errorf("--profile: %w", err)
+		}
+		abs, err := filepath.Abs(f.profile)
+		if err != nil {
+			return bench.Spec{}, fmt.Errorf("--profile: %w", err)
+		}
+		if opts == nil {
+			opts = transports.Options{}
+		}
+		opts["auto.profile"], opts["auto.hash"], transport = abs, p.Hash, "auto"
+	}
+	s := bench.Spec{Transport: transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
 		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, CPUs: cpus, Backend: f.segment}
 	if err := s.Normalize(); err != nil {
 		return s, err
@@ -188,6 +214,7 @@ func newBench() *cobra.Command {
 			if !slices.Contains(report.Formats, f.format) {
 				return fmt.Errorf("--format %q: want one of %s", f.format, strings.Join(report.Formats, ", "))
 			}
+			f.transportSet = cmd.Flags().Changed("transport")
 			spec, err := f.spec()
 			if err != nil {
 				return err
@@ -237,6 +264,10 @@ func newDoctor() *cobra.Command {
 			defer cancel()
 			failed := 0
 			for _, name := range transports.Names() {
+				if name == "auto" {
+					fmt.Fprintf(w, "%-6s the profile's routes over sm and cma (gotune bench --profile FILE)\n", name)
+					continue
+				}
 				err := bench.Probe(ctx, name, nil)
 				switch {
 				case err == nil:

@@ -49,4 +49,5 @@ var names = map[bench.Pattern]struct{ osu, gobench string }{
 	bench.Bandwidth:   {"Bandwidth Test", "BW"},
 	bench.BiBandwidth: {"Bi-Directional Bandwidth Test", "BiBW"},
 	bench.MsgRate:     {"Multiple Bandwidth / Message Rate Test", "MsgRate"},
+	bench.AllocChurn:  {"Bandwidth Test, buffers allocated per message", "AllocBW"},
 }

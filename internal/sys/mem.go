@@ -3,6 +3,7 @@ package sys
 import (
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -44,7 +45,13 @@ func Unmap(b []byte) error {
 	if b == nil {
 		return nil
 	}
-	if err := unix.Munmap(b[:cap(b)]); err != nil {
+	err := unix.Munmap(b[:cap(b)])
+	if err == unix.EINVAL {
+		// Not a whole mapping of x/sys's Mmap (MapAnonHuge trims its own):
+		// unmap the range itself.
+		err = unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(cap(b)))
+	}
+	if err != nil {
 		return fmt.Errorf("unmap %d bytes: %w", cap(b), err)
 	}
 	return nil
@@ -95,20 +102,24 @@ func MapAnonHuge(size int) ([]byte, error) {
 		return nil, fmt.Errorf("map anonymous memory: size %d", size)
 	}
 	n := RoundUp(size, HugePage)
-	raw, err := unix.Mmap(-1, 0, n+HugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	// Raw mmap/munmap: x/sys's Munmap only takes back whole mappings its
+	// Mmap made, so it can neither trim this one nor unmap the trimmed
+	// result (Unmap falls back to munmap for it).
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(n+HugePage), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, fmt.Errorf("map %d bytes of anonymous memory: %w", size, err)
 	}
+	raw := unsafe.Slice((*byte)(p), n+HugePage)
 	off := RoundUp(int(AddressOf(raw)), HugePage) - int(AddressOf(raw))
 	if off > 0 {
-		unix.Munmap(raw[:off])
+		unix.MunmapPtr(p, uintptr(off))
 	}
 	if tail := raw[off+n:]; len(tail) > 0 {
-		unix.Munmap(tail)
+		unix.MunmapPtr(unsafe.Pointer(&tail[0]), uintptr(len(tail)))
 	}
 	b := raw[off : off+n : off+n]
 	if err := unix.Madvise(b, unix.MADV_HUGEPAGE); err != nil {
-		unix.Munmap(b)
+		unix.MunmapPtr(unsafe.Pointer(&b[0]), uintptr(n))
 		return nil, fmt.Errorf("advise huge pages: %w", err)
 	}
 	for i := 0; i < n; i += PageSize {

@@ -2,6 +2,7 @@
 package all
 
 import (
+	_ "github.com/gotune/gotune/transports/auto"
 	_ "github.com/gotune/gotune/transports/cma"
 	_ "github.com/gotune/gotune/transports/sm"
 )

@@ -15,6 +15,11 @@ type Params struct {
 	Pull      bool // receiver reads (true) or sender writes (false)
 	Chunk     int  // bytes per system call; 0 means the whole message
 	Threshold int  // smallest message sent by rendezvous
+	// IgnoreErrors treats a failed or short copy as done, as code that
+	// does not check what process_vm_readv returned does: hazard H6's
+	// unsafe variant (cma.onerror=ignore). The receiver is left with
+	// whatever its buffer held. Never set it for real traffic.
+	IgnoreErrors bool
 }
 
 // OptionKeys documents the options ParseParams reads (besides sm.*).
@@ -22,6 +27,7 @@ var OptionKeys = map[string]string{
 	"cma.mode":      "pull (receiver process_vm_readv) or push (sender process_vm_writev)",
 	"cma.chunk":     "bytes per process_vm_* call (0: whole message)",
 	"cma.threshold": "smallest message sent by single copy (default: sm.eager+1)",
+	"cma.onerror":   "fallback (a refused copy goes by copy-in/copy-out, other failures are errors on both sides) or ignore (UNSAFE: a failed copy counts as done, hazard H6's corruption, for probes only)",
 }
 
 // ParseParams reads cma.* options; eagerLimit is the sm eager limit in force.
@@ -40,6 +46,11 @@ func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
 	if p.Threshold <= eagerLimit {
 		return p, fmt.Errorf("cma.threshold=%d: must exceed the eager limit %d", p.Threshold, eagerLimit)
 	}
+	onError, err := o.String("cma.onerror", "fallback", "fallback", "ignore")
+	if err != nil {
+		return p, err
+	}
+	p.IgnoreErrors = onError == "ignore"
 	return p, nil
 }
 
@@ -66,8 +77,19 @@ func (c *Copier) Rendezvous(n int) bool {
 	return n >= c.p.Threshold
 }
 
-// Copy moves len(local) bytes between local and [remote, remote+len) of pid.
+// Copy moves len(local) bytes between local and [remote, remote+len) of
+// pid. Errors matching ErrNotSupported (EPERM: ptrace rules; ENOSYS) make
+// the sm engine fall back to copy-in/copy-out; others (ESRCH: the peer has
+// exited) fail the message. With IgnoreErrors every error is dropped.
 func (c *Copier) Copy(pid int, local []byte, remote uintptr, pull bool) error {
+	err := c.copy(pid, local, remote, pull)
+	if c.p.IgnoreErrors {
+		return nil // hazard H6: the classic unchecked return
+	}
+	return err
+}
+
+func (c *Copier) copy(pid int, local []byte, remote uintptr, pull bool) error {
 	chunk := c.p.Chunk
 	if chunk <= 0 {
 		chunk = len(local)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 
 	"github.com/gotune/gotune/internal/sys"
@@ -12,17 +13,26 @@ import (
 
 // Cell kinds.
 const (
-	kindEager uint8 = iota + 1 // payload inline
-	kindFrag                   // payload in the next fragment slot; word 0 = message size
-	kindRTS                    // rendezvous request: size, sender address, sender request id
-	kindCTS                    // push rendezvous: sender id, receiver id, receiver address
-	kindFIN                    // rendezvous completion: request id, status
+	kindEager    uint8 = iota + 1 // payload inline
+	kindFrag                      // payload in the next fragment slot; word 0 = message size
+	kindRTS                       // rendezvous request: size, sender address, sender request id
+	kindCTS                       // push rendezvous: sender id, receiver id, receiver address, capacity
+	kindFIN                       // rendezvous completion: request id, status, errno
+	kindResend                    // pull receiver could not single-copy: sender id, receiver id, errno
+	kindFallback                  // push sender could not single-copy: receiver id, errno
+	kindFragTo                    // payload in the next fragment slot for receive request word 0
 )
 
 const ctrlPayload = 32 // four little-endian words
 
 // SingleCopy is a mechanism that moves a rendezvous message with one copy
 // between address spaces (CMA, XPMEM, KNEM, ...).
+//
+// A copy that fails with an error matching ErrNotSupported (no permission,
+// no kernel support) is not fatal: the engine delivers that message through
+// the copy-in/copy-out fragments instead and stops using single copy with
+// that peer (Endpoint.Fallbacks says why). Any other error fails the
+// message on both sides.
 type SingleCopy interface {
 	Name() string
 	// Pull reports whether the receiver reads (true) or the sender writes.
@@ -42,6 +52,7 @@ const (
 	protoEager proto = iota
 	protoPipeline
 	protoRendezvous
+	protoFallback // a rendezvous send re-routed through the fragments to receive id
 )
 
 type request struct {
@@ -50,20 +61,56 @@ type request struct {
 	buf     []byte
 	isSend  bool
 	proto   proto
-	off     int    // bytes moved so far (pipeline)
-	id      uint64 // rendezvous id
+	off     int    // bytes moved so far (pipeline, fallback)
+	id      uint64 // rendezvous id (own, or the receiver's for protoFallback)
 	done    bool
 	n       int
 	err     error
 	waiting bool // rendezvous control sent, completion pending
+	// orphan marks a request failed while the engine's queues may still
+	// point at it (abort, peer gone): it is never recycled.
+	orphan bool
+
+	// Persistent requests (SendInit, RecvInit) only.
+	persistent bool
+	active     bool // started and not yet waited for
+	credit     bool // holds one of its channel's persistent credits
+	freed      bool
 }
 
-func (r *request) Done() bool { return r.done }
+// Done reports completion; it does not drive progress. With the progress
+// thread it takes the engine for a moment, so that the progress thread's
+// writes are visible.
+func (r *request) Done() bool {
+	if r.ep.async {
+		r.ep.enter()
+		d := r.done
+		r.ep.exit()
+		return d
+	}
+	return r.done
+}
+
 func (r *request) Len() int   { return r.n }
 func (r *request) Err() error { return r.err }
 
 func (r *request) complete(n int, err error) {
 	r.n, r.err, r.done = n, err, true
+}
+
+// describe names the operation for error messages.
+func (r *request) describe() string {
+	if r.isSend {
+		what := "send"
+		if r.proto == protoRendezvous || r.proto == protoFallback {
+			what = "rendezvous send"
+		}
+		return fmt.Sprintf("%s of %d bytes to rank %d", what, len(r.buf), r.peer.rank)
+	}
+	if r.proto == protoRendezvous {
+		return fmt.Sprintf("rendezvous receive of %d bytes from rank %d", r.n, r.peer.rank)
+	}
+	return fmt.Sprintf("receive of up to %d bytes from rank %d", len(r.buf), r.peer.rank)
 }
 
 // unexpected is a message that arrived before its receive was posted.
@@ -122,6 +169,22 @@ type peer struct {
 	recvq queue[*request]
 	unexp queue[*unexpected]
 	cur   incoming
+
+	// fallq holds rendezvous sends whose single copy was refused, on their
+	// way through the fragments to the receive that matched them.
+	fallq queue[*request]
+	// noSingle stops single copy with this peer, for the reason in fallback.
+	noSingle bool
+	fallback error
+
+	watch *sys.ProcessWatch // nil for a peer in this very process
+	gone  error             // set once the peer is known to have exited
+
+	// Persistent sends on this channel: credits is how many of the
+	// channel's Depth credits nobody holds; persist lists the live
+	// persistent sends (holders, and those waiting for a credit).
+	credits int
+	persist []*request
 }
 
 // Endpoint is one rank's end of the sm transport.
@@ -138,6 +201,16 @@ type Endpoint struct {
 	unexpFree []*unexpected
 	abort     atomic.Pointer[error] // set by Abort; terminal
 	copy      func(dst, src []byte) int
+	closed    bool
+	// livePersistent counts persistent requests not yet freed.
+	livePersistent int
+
+	// async is set with sm.progress=thread: every entry point takes the
+	// owner word, which the progress goroutine takes when it is free.
+	async        bool
+	owner        atomic.Uint32
+	stopProgress chan struct{}
+	progressDone chan struct{}
 }
 
 // New attaches rank env.Rank to the channels in env.Segment. single may be
@@ -151,23 +224,43 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 	}
 	e := &Endpoint{name: name, rank: env.Rank, params: p, single: single,
 		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}, copy: copyRoutine(p.Copy)}
+	self := os.Getpid()
 	for r := 0; r < env.Size; r++ {
 		if r == env.Rank {
 			continue
 		}
 		out, err := openChannel(env.Segment, env.Rank, r, env.Size, p)
 		if err != nil {
+			e.closeWatches()
 			return nil, err
 		}
 		in, err := openChannel(env.Segment, r, env.Rank, env.Size, p)
 		if err != nil {
+			e.closeWatches()
 			return nil, err
 		}
-		pr := &peer{rank: r, pid: env.PIDs[r], tx: producer{channel: out}, rx: consumer{channel: in}}
+		pr := &peer{rank: r, pid: env.PIDs[r], tx: producer{channel: out}, rx: consumer{channel: in}, credits: p.Depth}
+		if pr.pid != self {
+			if pr.watch, err = sys.WatchProcess(pr.pid); err != nil {
+				e.closeWatches()
+				return nil, fmt.Errorf("%s: watch rank %d: %w", name, r, err)
+			}
+		}
 		e.peers[r] = pr
 		e.active = append(e.active, pr)
 	}
+	if p.Progress == "thread" {
+		e.startProgressThread()
+	}
 	return e, nil
+}
+
+func (e *Endpoint) closeWatches() {
+	for _, p := range e.peers {
+		if p != nil && p.watch != nil {
+			p.watch.Close()
+		}
+	}
 }
 
 // Name is the transport name the endpoint was registered under.
@@ -176,10 +269,35 @@ func (e *Endpoint) Name() string { return e.name }
 // Params returns the channel parameters in force.
 func (e *Endpoint) Params() Params { return e.params }
 
-// Close delivers queued control cells (a peer may be waiting on a
-// completion) and fails if requests are still outstanding. The segment itself
-// belongs to the rank runtime.
+// Fallbacks reports, by peer rank, why single copy with that peer was
+// given up for copy-in/copy-out. It is empty while single copy works (or
+// was never used).
+func (e *Endpoint) Fallbacks() map[int]error {
+	if e.async {
+		e.enter()
+		defer e.exit()
+	}
+	m := map[int]error{}
+	for _, p := range e.active {
+		if p.noSingle {
+			m[p.rank] = p.fallback
+		}
+	}
+	return m
+}
+
+// Close stops the progress thread, delivers queued control cells (a peer
+// may be waiting on a completion) and fails if requests are still
+// outstanding. The segment itself belongs to the rank runtime.
 func (e *Endpoint) Close() error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	if e.async {
+		e.stopProgressThread() // from here on this goroutine is the only user
+	}
+	defer e.closeWatches()
 	if err := e.abort.Load(); err != nil {
 		return *err
 	}
@@ -200,12 +318,15 @@ func (e *Endpoint) Close() error {
 		return errors.Join(unreceived...)
 	}
 	for _, p := range e.active {
-		if p.sendq.len()+p.recvq.len() > 0 || p.cur.active {
-			return fmt.Errorf("%s: close with %d sends and %d receives outstanding to rank %d", e.name, p.sendq.len(), p.recvq.len(), p.rank)
+		if p.sendq.len()+p.recvq.len()+p.fallq.len() > 0 || p.cur.active {
+			return fmt.Errorf("%s: close with %d sends and %d receives outstanding to rank %d", e.name, p.sendq.len()+p.fallq.len(), p.recvq.len(), p.rank)
 		}
 	}
 	if len(e.rndv) > 0 {
 		return fmt.Errorf("%s: close with %d rendezvous outstanding", e.name, len(e.rndv))
+	}
+	if e.livePersistent > 0 {
+		return fmt.Errorf("%s: close with %d persistent requests not freed", e.name, e.livePersistent)
 	}
 	return nil
 }
@@ -226,11 +347,11 @@ func (e *Endpoint) peer(r int) (*peer, error) {
 	return e.peers[r], nil
 }
 
-func (e *Endpoint) protoFor(n int) proto {
+func (e *Endpoint) protoFor(p *peer, n int) proto {
 	switch {
 	case n <= e.params.EagerLimit:
 		return protoEager
-	case e.single != nil && e.single.Rendezvous(n):
+	case e.single != nil && !p.noSingle && e.single.Rendezvous(n):
 		return protoRendezvous
 	default:
 		return protoPipeline
@@ -250,16 +371,27 @@ func (e *Endpoint) newRequest(p *peer, buf []byte, send bool) *request {
 	return r
 }
 
-// recycle makes a finished request reusable, except after an abort, when
-// queues may still point at it.
+// recycle makes a finished request reusable, except after an abort or a
+// failure that left queues pointing at it, and except persistent requests,
+// which live until freed.
 func (e *Endpoint) recycle(r *request) {
-	if e.abort.Load() == nil {
+	if !r.orphan && !r.persistent && e.abort.Load() == nil {
 		e.free = append(e.free, r)
 	}
 }
 
 // Send blocks until buf may be reused.
 func (e *Endpoint) Send(to int, buf []byte) error {
+	if e.async {
+		e.enter()
+		err := e.send(to, buf)
+		e.exit()
+		return err
+	}
+	return e.send(to, buf)
+}
+
+func (e *Endpoint) send(to int, buf []byte) error {
 	p, err := e.peer(to)
 	if err != nil {
 		return err
@@ -279,6 +411,16 @@ func (e *Endpoint) Send(to int, buf []byte) error {
 
 // Recv blocks until a message from peer has arrived in buf.
 func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
+	if e.async {
+		e.enter()
+		n, err := e.recv(from, buf)
+		e.exit()
+		return n, err
+	}
+	return e.recv(from, buf)
+}
+
+func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 	p, err := e.peer(from)
 	if err != nil {
 		return 0, err
@@ -290,6 +432,9 @@ func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
 			if h == nil {
 				if err := e.idle(spin); err != nil {
 					return 0, err
+				}
+				if spin&livenessMask == livenessMask && e.peerExited(p) {
+					break // the general path below reports it
 				}
 				continue
 			}
@@ -333,6 +478,23 @@ func (e *Endpoint) idle(spin int) error {
 // does not starve a hyper-thread sibling doing the copying.
 const tightSpins = 128
 
+// livenessMask: a waiter that has made no progress checks every 4096 polls
+// (one system call, when it yields anyway) whether the peer it waits for
+// is still alive.
+const livenessMask = 4095
+
+// peerExited reports whether p's process has exited, remembering it.
+func (e *Endpoint) peerExited(p *peer) bool {
+	if p.gone != nil {
+		return true
+	}
+	if p.watch == nil || !p.watch.Exited() {
+		return false
+	}
+	p.gone = fmt.Errorf("peer rank %d (pid %d) has exited", p.rank, p.pid)
+	return true
+}
+
 // Abort makes every wait in progress, and every later one, fail with err.
 // It may be called from any goroutine; the endpoint is unusable afterwards.
 // It is how a supervisor stops a rank whose peer is gone.
@@ -340,6 +502,10 @@ func (e *Endpoint) Abort(err error) { e.abort.Store(&err) }
 
 // Isend starts a send.
 func (e *Endpoint) Isend(to int, buf []byte) (transports.Request, error) {
+	if e.async {
+		e.enter()
+		defer e.exit()
+	}
 	p, err := e.peer(to)
 	if err != nil {
 		return nil, err
@@ -349,7 +515,7 @@ func (e *Endpoint) Isend(to int, buf []byte) (transports.Request, error) {
 
 func (e *Endpoint) isend(p *peer, buf []byte) *request {
 	r := e.newRequest(p, buf, true)
-	r.proto = e.protoFor(len(buf))
+	r.proto = e.protoFor(p, len(buf))
 	p.sendq.push(r)
 	e.progressSend(p)
 	return r
@@ -357,6 +523,10 @@ func (e *Endpoint) isend(p *peer, buf []byte) *request {
 
 // Irecv posts a receive.
 func (e *Endpoint) Irecv(from int, buf []byte) (transports.Request, error) {
+	if e.async {
+		e.enter()
+		defer e.exit()
+	}
 	p, err := e.peer(from)
 	if err != nil {
 		return nil, err
@@ -366,10 +536,16 @@ func (e *Endpoint) Irecv(from int, buf []byte) (transports.Request, error) {
 
 func (e *Endpoint) irecv(p *peer, buf []byte) *request {
 	r := e.newRequest(p, buf, false)
+	e.postRecv(p, r)
+	return r
+}
+
+// postRecv matches r with the oldest early arrival from p, or queues it.
+func (e *Endpoint) postRecv(p *peer, r *request) {
 	if p.unexp.len() == 0 {
 		p.recvq.push(r)
 		e.progressRecv(p)
-		return r
+		return
 	}
 	u := p.unexp.pop()
 	switch {
@@ -383,7 +559,6 @@ func (e *Endpoint) irecv(p *peer, buf []byte) *request {
 	default: // still arriving: finish (and free) when the last fragment lands
 		u.req = r
 	}
-	return r
 }
 
 func truncated(size, capacity int) error {
@@ -394,35 +569,71 @@ func truncated(size, capacity int) error {
 }
 
 // Wait drives progress until all requests complete, then recycles them: a
-// request must not be used after Wait returns.
+// request must not be used after Wait returns. A persistent request is not
+// recycled but made inactive, ready for its next Start; waiting for an
+// inactive one returns at once.
 func (e *Endpoint) Wait(reqs ...transports.Request) error {
+	if e.async {
+		e.enter()
+		defer e.exit()
+	}
 	var first error
 	for _, q := range reqs {
-		r, ok := q.(*request)
-		if !ok || r.ep != e {
-			return fmt.Errorf("%s: foreign request %T", e.name, q)
+		r, err := e.own(q)
+		if err != nil {
+			return err
+		}
+		if r.persistent && !r.active {
+			continue
 		}
 		e.waitOne(r)
+		r.active = false
 		if r.err != nil && first == nil {
 			first = r.err
 		}
 	}
 	for _, q := range reqs {
-		e.recycle(q.(*request))
+		r, _ := e.own(q)
+		e.recycle(r)
 	}
 	return first
 }
 
+// own returns the engine's request behind q, or an error if q belongs to
+// another endpoint or transport.
+func (e *Endpoint) own(q transports.Request) (*request, error) {
+	var r *request
+	switch q := q.(type) {
+	case *request:
+		r = q
+	case *persistentRequest:
+		r = &q.request
+	}
+	if r == nil || r.ep != e {
+		return nil, fmt.Errorf("%s: foreign request %T", e.name, q)
+	}
+	return r, nil
+}
+
 func (e *Endpoint) waitOne(r *request) {
-	progress := e.Progress
+	progress := e.progress
 	if r.isSend && e.params.NoDrainOnSend {
 		progress = e.progressSendsOnly // hazard H5's unsafe variant
 	}
 	for spin := 0; !r.done; spin++ {
-		if !progress() {
-			if err := e.idle(spin); err != nil {
-				r.complete(0, err)
-				return
+		if progress() {
+			continue
+		}
+		if err := e.idle(spin); err != nil {
+			r.orphan = true
+			r.complete(0, err)
+			return
+		}
+		if spin&livenessMask == livenessMask && e.peerExited(r.peer) {
+			progress() // it may have published its last cells just before exiting
+			if !r.done {
+				r.orphan = true
+				r.complete(0, fmt.Errorf("%s: %s: %w", e.name, r.describe(), r.peer.gone))
 			}
 		}
 	}
@@ -432,17 +643,35 @@ func (e *Endpoint) waitOne(r *request) {
 // flushCtrl delivers every queued control cell. A completed operation may
 // still owe its peer a completion (a push FIN, a pull FIN behind a full
 // ring); returning before it is delivered would leave the peer waiting on a
-// rank that has moved on.
+// rank that has moved on. Cells for a peer that has exited are dropped.
 func (e *Endpoint) flushCtrl() {
 	for spin := 0; e.ctrlPending(); spin++ {
-		if !e.Progress() && e.idle(spin) != nil {
+		if e.progress() {
+			continue
+		}
+		if e.idle(spin) != nil {
 			return
+		}
+		if spin&livenessMask == livenessMask {
+			for _, p := range e.active {
+				if p.ctrl.len() > 0 && e.peerExited(p) {
+					p.ctrl = queue[ctrlMsg]{}
+				}
+			}
 		}
 	}
 }
 
 // Progress advances every channel once and reports whether anything moved.
 func (e *Endpoint) Progress() bool {
+	if e.async {
+		e.enter()
+		defer e.exit()
+	}
+	return e.progress()
+}
+
+func (e *Endpoint) progress() bool {
 	moved := false
 	for _, p := range e.active {
 		if e.progressRecv(p) {
@@ -478,8 +707,14 @@ func (e *Endpoint) progressSend(p *peer) bool {
 	if p.ctrl.len() > 0 {
 		return moved
 	}
+	if p.fallq.len() > 0 && e.progressFallback(p) {
+		moved = true
+	}
 	for p.sendq.len() > 0 {
 		r := p.sendq.front()
+		if r.persistent && !r.credit && !e.takeCredit(p, r) {
+			return moved // every credit is in flight: wait for a completion
+		}
 		switch r.proto {
 		case protoEager:
 			if !p.tx.cellFree() {
@@ -491,7 +726,7 @@ func (e *Endpoint) progressSend(p *peer) bool {
 		case protoPipeline:
 			for r.off < len(r.buf) && p.tx.cellFree() && p.tx.fragFree() {
 				n := e.copy(p.tx.nextFrag(), r.buf[r.off:])
-				p.tx.publishFrag(n, len(r.buf))
+				p.tx.publishFrag(kindFrag, n, uint64(len(r.buf)))
 				r.off += n
 				moved = true
 			}
@@ -500,6 +735,10 @@ func (e *Endpoint) progressSend(p *peer) bool {
 			}
 			r.complete(len(r.buf), nil)
 		case protoRendezvous:
+			if p.noSingle { // refused since this send was queued
+				r.proto = protoPipeline
+				continue
+			}
 			if !p.tx.cellFree() {
 				return moved
 			}
@@ -532,7 +771,7 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 		case kindFIN:
 			w := getWords(body)
 			p.rx.release()
-			e.finishRendezvous(w[0], w[1])
+			e.finishRendezvous(w[0], w[1], w[2])
 		case kindEager:
 			n := int(h.length)
 			if r := e.matchNew(p); r != nil {
@@ -556,6 +795,16 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 			}
 		case kindFrag:
 			e.receiveFragment(p, int(h.length), int(binary.LittleEndian.Uint64(body)))
+		case kindFragTo:
+			e.receiveFragmentTo(p, int(h.length), binary.LittleEndian.Uint64(body))
+		case kindResend:
+			w := getWords(body)
+			p.rx.release()
+			e.resend(p, w[0], w[1], w[2])
+		case kindFallback:
+			w := getWords(body)
+			p.rx.release()
+			e.disableSingle(p, e.peerRefused(p, "into", w[1]))
 		default:
 			panic(fmt.Sprintf("%s: corrupt channel %d->%d: cell kind %d", e.name, p.rank, e.rank, h.kind))
 		}
@@ -603,77 +852,6 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int) {
 		}
 		p.cur = incoming{}
 	}
-}
-
-// FIN status words.
-const (
-	finOK     = 0
-	finFailed = 1
-)
-
-// startRendezvousRecv moves a matched rendezvous message. As with the
-// other protocols, a message longer than the buffer fills the buffer and
-// the receive fails with ErrTruncated; the sender completes normally.
-func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintptr, sendID uint64) {
-	n := min(size, len(r.buf))
-	if e.single.Pull() {
-		err := e.single.Copy(p.pid, r.buf[:n], addr, true)
-		status := uint64(finOK)
-		if err != nil {
-			status = finFailed
-			err = fmt.Errorf("%s rendezvous from rank %d: %w", e.name, p.rank, err)
-		} else {
-			err = truncated(size, len(r.buf))
-		}
-		r.complete(n, err)
-		e.queueCtrl(p, kindFIN, sendID, status, 0, 0)
-		return
-	}
-	e.nextID++
-	r.id, r.waiting, r.n = e.nextID, true, size
-	e.rndv[r.id] = r
-	e.queueCtrl(p, kindCTS, sendID, r.id, uint64(addressOf(r.buf)), uint64(len(r.buf)))
-}
-
-func (e *Endpoint) pushRendezvous(p *peer, sendID, recvID uint64, addr uintptr, capacity int) {
-	r := e.rndv[sendID]
-	if r == nil {
-		panic(fmt.Sprintf("%s: clear-to-send for unknown request %d", e.name, sendID))
-	}
-	delete(e.rndv, sendID)
-	err := e.single.Copy(p.pid, r.buf[:min(len(r.buf), capacity)], addr, false)
-	status := uint64(finOK)
-	if err != nil {
-		status = finFailed
-		err = fmt.Errorf("%s rendezvous to rank %d: %w", e.name, p.rank, err)
-	}
-	r.complete(len(r.buf), err)
-	e.queueCtrl(p, kindFIN, recvID, status, 0, 0)
-}
-
-// queueCtrl sends a control cell now if the ring has room, else queues it
-// ahead of all data for the next progress call.
-func (e *Endpoint) queueCtrl(p *peer, kind uint8, w0, w1, w2, w3 uint64) {
-	p.ctrl.push(ctrlMsg{kind: kind, words: [4]uint64{w0, w1, w2, w3}})
-	e.progressSend(p)
-}
-
-func (e *Endpoint) finishRendezvous(id, status uint64) {
-	r := e.rndv[id]
-	if r == nil {
-		panic(fmt.Sprintf("%s: completion for unknown request %d", e.name, id))
-	}
-	delete(e.rndv, id)
-	if status != finOK {
-		r.complete(0, fmt.Errorf("%s: peer rank %d failed the single copy", e.name, r.peer.rank))
-		return
-	}
-	if r.isSend {
-		r.complete(len(r.buf), nil)
-		return
-	}
-	// A pushed receive: r.n holds the message size from the RTS.
-	r.complete(min(r.n, len(r.buf)), truncated(r.n, len(r.buf)))
 }
 
 func copyRoutine(name string) func(dst, src []byte) int {

@@ -2,6 +2,7 @@ package sm_test
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -17,19 +18,29 @@ import (
 
 // pair builds two endpoints of one process over an anonymous mapping.
 func pair(t testing.TB, p sm.Params, single sm.SingleCopy) (*sm.Endpoint, *sm.Endpoint) {
+	return pairWith(t, p, p, single)
+}
+
+// pairWith builds two endpoints with their own parameters (same geometry,
+// different local settings such as the progress mode).
+func pairWith(t testing.TB, p0, p1 sm.Params, single sm.SingleCopy) (*sm.Endpoint, *sm.Endpoint) {
 	t.Helper()
-	seg, err := sys.MapAnon(p.SegmentBytes(2), true)
+	seg, err := sys.MapAnon(p0.SegmentBytes(2), true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sys.Unmap(seg) })
 	pid := os.Getpid()
 	var eps [2]*sm.Endpoint
-	for r := range eps {
+	for r, p := range []sm.Params{p0, p1} {
 		env := transports.Env{Rank: r, Size: 2, PIDs: []int{pid, pid}, Segment: seg}
 		if eps[r], err = sm.New(env, p, single, "sm"); err != nil {
 			t.Fatal(err)
 		}
+		ep := eps[r]
+		// Before the segment goes: stop a progress thread (Close after an
+		// abort skips delivering anything a test left queued).
+		t.Cleanup(func() { ep.Abort(errors.New("test over")); ep.Close() })
 	}
 	return eps[0], eps[1]
 }
@@ -74,8 +85,10 @@ func TestOrderedDeliveryAcrossWrapAround(t *testing.T) {
 	sizes := []int{0, 1, 63, 64, 65, 127, 128, 129, 1000, 4096}
 	movsb := small(3, 2)
 	movsb.Copy = "movsb"
-	for _, p := range []sm.Params{small(1, 1), small(2, 1), small(3, 2), movsb, sm.DefaultParams()} {
-		t.Run(fmt.Sprintf("depth%d_frags%d_%s", p.Depth, p.FragSlots, p.Copy), func(t *testing.T) {
+	threaded := small(1, 1)
+	threaded.Progress = "thread"
+	for _, p := range []sm.Params{small(1, 1), small(2, 1), small(3, 2), movsb, sm.DefaultParams(), threaded} {
+		t.Run(fmt.Sprintf("depth%d_frags%d_%s_%s", p.Depth, p.FragSlots, p.Copy, cmp.Or(p.Progress, "poll")), func(t *testing.T) {
 			a, b := pair(t, p, nil)
 			const rounds = 50
 			sbuf, rbuf := buffer(t, 4096), buffer(t, 4096)
@@ -281,6 +294,10 @@ func TestParamsValidation(t *testing.T) {
 		{transports.Options{"sm.frags": "0"}, "sm.frags=0"},
 		{transports.Options{"sm.copy": "memcpy"}, `sm.copy="memcpy"`},
 		{transports.Options{"sm.copy": "movsb"}, ""},
+		{transports.Options{"sm.progress": "thread"}, ""},
+		{transports.Options{"sm.progress": "interrupt"}, `sm.progress="interrupt"`},
+		{transports.Options{"sm.persist": "leak"}, ""},
+		{transports.Options{"sm.persist": "keep"}, `sm.persist="keep"`},
 	}
 	for _, c := range cases {
 		p, err := sm.ParseParams(c.opts)
@@ -295,35 +312,3 @@ func TestParamsValidation(t *testing.T) {
 	}
 }
 
-// failingCopy is a single-copy mechanism whose every copy fails.
-type failingCopy struct{ pull bool }
-
-func (f failingCopy) Name() string          { return "failing" }
-func (f failingCopy) Pull() bool            { return f.pull }
-func (f failingCopy) Rendezvous(n int) bool { return n >= 65 }
-func (f failingCopy) Copy(int, []byte, uintptr, bool) error {
-	return sys.NotSupported("process_vm_readv", "planted", nil)
-}
-
-// A failed single copy fails both sides' requests, with no hang.
-func TestFailedSingleCopyFailsBothSides(t *testing.T) {
-	for _, pull := range []bool{true, false} {
-		a, b := pair(t, small(2, 2), failingCopy{pull: pull})
-		both(t, func() error {
-			err := a.Send(1, buffer(t, 1000))
-			if err == nil {
-				return fmt.Errorf("pull=%v: sender saw no error", pull)
-			}
-			return a.Close()
-		}, func() error {
-			_, err := b.Recv(0, buffer(t, 1000))
-			if err == nil {
-				return fmt.Errorf("pull=%v: receiver saw no error", pull)
-			}
-			if pull && !errors.Is(err, transports.ErrNotSupported) {
-				return fmt.Errorf("pull=%v: receiver error %v does not match ErrNotSupported", pull, err)
-			}
-			return b.Close()
-		})
-	}
-}

@@ -30,6 +30,14 @@ type Params struct {
 	// incoming channels: the deadlock of hazard H5, kept so that the probe
 	// can prove its detector works. Never set it for real traffic.
 	NoDrainOnSend bool
+	// Progress is "poll" (channels advance only inside engine calls; "" is
+	// the same) or "thread": a progress goroutine on its own OS thread also
+	// advances them while the application is away from the engine.
+	Progress string
+	// LeakPersistent makes freeing a persistent send forget to return its
+	// credit: hazard H3's leak (nccl#1251's shape), kept so that the probe
+	// can prove its detector works. Never set it for real traffic.
+	LeakPersistent bool
 }
 
 // MoveStringMin is where auto switches to REP MOVSB. Measured here (Zen 5,
@@ -39,7 +47,7 @@ const MoveStringMin = 64 << 10
 
 // DefaultParams are the built-in channel parameters.
 func DefaultParams() Params {
-	return Params{Depth: 64, CellSize: 4096 + cacheLine, EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 16, Copy: "auto"}
+	return Params{Depth: 64, CellSize: 4096 + cacheLine, EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 16, Copy: "auto", Progress: "poll"}
 }
 
 // OptionKeys documents the options ParseParams reads.
@@ -51,6 +59,8 @@ var OptionKeys = map[string]string{
 	"sm.frags": "fragment slots per channel",
 	"sm.copy":  "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB)",
 	"sm.drain": "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)",
+	"sm.progress": "poll (channels advance inside engine calls only) or thread (a progress thread also advances them while the application computes)",
+	"sm.persist": "return (freeing a persistent send returns its FIFO credit) or leak (UNSAFE: hazard H3's credit leak, for probes only)",
 }
 
 // ParseParams reads sm.* options over the defaults and checks them. When
@@ -85,6 +95,14 @@ func ParseParams(o transports.Options) (Params, error) {
 		return p, err
 	}
 	p.NoDrainOnSend = drain == "never"
+	if p.Progress, err = o.String("sm.progress", p.Progress, "poll", "thread"); err != nil {
+		return p, err
+	}
+	persist, err := o.String("sm.persist", "return", "return", "leak")
+	if err != nil {
+		return p, err
+	}
+	p.LeakPersistent = persist == "leak"
 	return p, p.Validate()
 }
 
@@ -105,6 +123,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sm.frags=%d: need at least 1 slot", p.FragSlots)
 	case p.Copy != "auto" && p.Copy != "go" && p.Copy != "movsb":
 		return fmt.Errorf("sm.copy=%q: want auto, go or movsb", p.Copy)
+	case p.Progress != "" && p.Progress != "poll" && p.Progress != "thread":
+		return fmt.Errorf("sm.progress=%q: want poll or thread", p.Progress)
 	}
 	return nil
 }
@@ -235,11 +255,13 @@ func (p *producer) publish(kind uint8, length int) {
 	p.head.advance(p.cellSize, uint64(len(p.cells)))
 }
 
-// publishFrag hands the filled fragment slot over with its descriptor cell.
-func (p *producer) publishFrag(length, msgSize int) {
-	binary.LittleEndian.PutUint64(p.cell(), uint64(msgSize))
+// publishFrag hands the filled fragment slot over with its descriptor cell,
+// whose first word is the message size (kindFrag) or the receive request it
+// is for (kindFragTo).
+func (p *producer) publishFrag(kind uint8, length int, word uint64) {
+	binary.LittleEndian.PutUint64(p.cell(), word)
 	p.fragHead.advance(p.fragSize, uint64(len(p.frags)))
-	p.publish(kindFrag, length)
+	p.publish(kind, length)
 }
 
 // consumer is the receiving side's private view of a channel.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
@@ -20,15 +21,27 @@ import (
 const h5Kind = "probe-h5"
 
 type h5Params struct {
-	Unsafe   bool `json:"unsafe"`
-	Messages int  `json:"messages"` // per direction per pair
+	Unsafe   bool               `json:"unsafe"`
+	Messages int                `json:"messages"` // per direction per pair
+	Base     transports.Options `json:"base,omitempty"`
 }
 
 // h5Sizes mix eager (≤ 64 B) and pipelined (> 64 B) messages.
 var h5Sizes = []int{8, 64, 65, 200}
 
-func h5Options(unsafe bool) transports.Options {
-	o := transports.Options{"sm.depth": "1", "sm.frags": "1", "sm.cell": "128", "sm.eager": "64", "sm.frag": "64"}
+// h5Options are the probe's stress settings over base, a candidate
+// configuration's sm.* options (its copy routine and progress mode count;
+// its geometry is replaced by the smallest).
+func h5Options(unsafe bool, base transports.Options) transports.Options {
+	o := transports.Options{}
+	for k, v := range base {
+		if strings.HasPrefix(k, "sm.") {
+			o[k] = v
+		}
+	}
+	for k, v := range map[string]string{"sm.depth": "1", "sm.frags": "1", "sm.cell": "128", "sm.eager": "64", "sm.frag": "64"} {
+		o[k] = v
+	}
 	if unsafe {
 		o["sm.drain"] = "never"
 	}
@@ -41,21 +54,24 @@ func init() {
 		ID:          "H5",
 		Hazard:      "FIFO exhaustion: head-to-head sends, many-to-one floods (ompi#12979, mpich#7171)",
 		Description: "bursts both ways before any receive, 2 ranks and a 3-rank flood, at FIFO depth 1; unsafe: a blocked send stops draining (sm.drain=never)",
-		Run:         runH5,
+		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
+			return runH5(ctx, unsafe, deadline, nil)
+		},
+		RunOptions: runH5,
 	})
 }
 
-func runH5(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
+func runH5(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) Verdict {
 	start := time.Now()
 	v := Verdict{ID: "H5", Unsafe: unsafe}
 	const messages = 500
 	for _, ranks := range []int{2, 3} {
-		p, err := sm.ParseParams(h5Options(unsafe))
+		p, err := sm.ParseParams(h5Options(unsafe, base))
 		if err != nil {
 			v.Outcome, v.Detail = ProbeFailed, err.Error()
 			break
 		}
-		params, _ := json.Marshal(h5Params{Unsafe: unsafe, Messages: messages})
+		params, _ := json.Marshal(h5Params{Unsafe: unsafe, Messages: messages, Base: base})
 		_, err = launch.Run(ctx, launch.Job{Kind: h5Kind, Size: ranks, SegmentBytes: p.SegmentBytes(ranks),
 			Params: params, Stall: deadline}, quiet)
 		scenario := "head-to-head"
@@ -80,7 +96,7 @@ func h5Rank(r *launch.Rank) (any, error) {
 	if err := r.Params(&par); err != nil {
 		return nil, err
 	}
-	p, err := sm.ParseParams(h5Options(par.Unsafe))
+	p, err := sm.ParseParams(h5Options(par.Unsafe, par.Base))
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/transports"
 )
 
 // Outcome is a probe's result.
@@ -52,6 +53,18 @@ type Probe struct {
 	// Run executes the safe or unsafe variant; deadline is the watchdog's
 	// stall deadline for every rank job it starts.
 	Run func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict
+	// RunOptions, when set, runs the probe on a candidate configuration:
+	// opts (transport and allocator options) under the probe's own stress
+	// settings. The tuner probes what it is about to emit through it.
+	RunOptions func(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) Verdict
+}
+
+// RunWith runs p on opts where it takes a configuration, else its fixed form.
+func RunWith(ctx context.Context, p *Probe, unsafe bool, deadline time.Duration, opts transports.Options) Verdict {
+	if p.RunOptions != nil {
+		return p.RunOptions(ctx, unsafe, deadline, opts)
+	}
+	return p.Run(ctx, unsafe, deadline)
 }
 
 var registry []*Probe

@@ -46,7 +46,7 @@ func TestH5SafePassesUnsafeIsCaught(t *testing.T) {
 
 // The flood on its own: three ranks, unsafe, deadlock too.
 func TestH5FloodUnsafeDeadlocks(t *testing.T) {
-	p, _ := sm.ParseParams(h5Options(true))
+	p, _ := sm.ParseParams(h5Options(true, nil))
 	params, _ := json.Marshal(h5Params{Unsafe: true, Messages: 500})
 	_, err := launch.Run(context.Background(), launch.Job{Kind: h5Kind, Size: 3, SegmentBytes: p.SegmentBytes(3),
 		Params: params, Stall: 500 * time.Millisecond}, launch.Hooks{})

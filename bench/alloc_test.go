@@ -1,0 +1,63 @@
+package bench_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/transports"
+)
+
+// The alloc pattern in real rank processes, validated, under every purge
+// policy and with huge pages, over both transports.
+func TestAllocPatternAcrossProcesses(t *testing.T) {
+	configs := []transports.Options{
+		{"alloc.purge": "immediate"},
+		{"alloc.purge": "delayed", "alloc.delay": "3"},
+		{"alloc.purge": "never", "alloc.cache": "1M"}, // small cache: most frees unmap
+		{"alloc.thp": "on", "alloc.purge": "immediate"},
+	}
+	for _, tr := range []string{"sm", "cma"} {
+		for _, o := range configs {
+			t.Run(tr+"/"+o["alloc.purge"]+"/"+o["alloc.thp"], func(t *testing.T) {
+				spec := bench.Spec{Transport: tr, Options: o, Pattern: bench.AllocChurn, Sizes: []int{8, 64 << 10, 2 << 20},
+					Reps: 2, Iters: 4, Warmup: 1, Window: 4, Validate: true}
+				res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkPoints(t, spec, res.Points)
+			})
+		}
+	}
+}
+
+func TestAllocatorOptionsAreCheckedForEveryTransport(t *testing.T) {
+	cases := []struct {
+		opts transports.Options
+		err  string
+	}{
+		{transports.Options{"alloc.purge": "never", "alloc.cache": "64M", "alloc.thp": "on", "regcache.entries": "heap"}, ""},
+		{transports.Options{"alloc.purge": "never", "sm.depth": "8"}, ""},
+		{transports.Options{"alloc.cahce": "64M"}, `"alloc.cahce"`},
+		{transports.Options{"alloc.purge": "later"}, `alloc.purge="later"`},
+		{transports.Options{"alloc.purge": "never", "sm.dpeth": "8"}, `"sm.dpeth"`},
+	}
+	for _, tr := range []string{"sm", "cma"} {
+		for _, c := range cases {
+			spec := bench.Spec{Transport: tr, Options: c.opts, Pattern: bench.AllocChurn, Sizes: []int{8}}
+			err := spec.Normalize()
+			switch {
+			case c.err == "" && err != nil:
+				t.Errorf("%s %v: %v", tr, c.opts, err)
+			case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+				t.Errorf("%s %v: got %v, want an error containing %s", tr, c.opts, err, c.err)
+			}
+		}
+	}
+	if it, wu := bench.DefaultIters(bench.AllocChurn, 1<<20); it != 20 || wu != 2 {
+		t.Errorf("alloc defaults at 1 MiB: %d/%d, want bw's 20/2", it, wu)
+	}
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/transports/profile"
+)
+
+// writeProfile writes a valid profile, changed by mutate, to dir/name.
+func writeProfile(t *testing.T, dir, name string, mutate func(*profile.Profile)) string {
+	t.Helper()
+	p := &profile.Profile{
+		Version: profile.FormatVersion,
+		Gotune:  "test",
+		Created: "2026-11-21T13:15:00Z",
+		Scope:   profile.Scope{Hosts: []string{"*"}},
+		Decisions: map[string]map[string]profile.Decision{"intranode": {"host_host": {
+			Ranges: []profile.Range{
+				{Min: 0, Transport: "sm", Protocol: "eager"},
+				{Min: 4097, Transport: "sm", Protocol: "pipeline"},
+				{Min: 1 << 20, Transport: "cma", Protocol: "rendezvous"},
+			},
+			EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 16, FIFODepth: 64, CellSize: 4160, Copy: "auto",
+		}}},
+		Allocator: profile.Allocator{CacheBytes: 64 << 20, Purge: "delayed"},
+		Safety:    []profile.Verdict{{Probe: "H5", Config: "c0ffee01", Outcome: "passed"}},
+	}
+	mutate(p)
+	path := filepath.Join(dir, name)
+	if err := profile.Write(path, p); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestProfileValidate(t *testing.T) {
+	dir := t.TempDir()
+	good := writeProfile(t, dir, "good.yaml", func(*profile.Profile) {})
+	out, errOut, code := run(t, "profile", "validate", good)
+	if code != 0 || !regexp.MustCompile(`^`+regexp.QuoteMeta(good)+`: ok \(sha256:[0-9a-f]{64}\)\n$`).MatchString(out) {
+		t.Fatalf("validate good: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(string(b), "eager_limit: 4096", "eager_limit: 4k", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run(t, "profile", "validate", bad, good)
+	if code != 1 {
+		t.Errorf("validate bad good: exit %d, want 1", code)
+	}
+	if !strings.HasPrefix(out, good+": ok") || strings.Contains(out, bad) {
+		t.Errorf("stdout %q: want only the good file ok", out)
+	}
+	for _, want := range []string{
+		bad + `: decisions.intranode.host_host.eager_limit: expected int, got string "4k"`,
+		"gotune: 1 of 2 profiles invalid",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr\n%s\ndoes not say %q", errOut, want)
+		}
+	}
+}
+
+func TestProfileValidateAppliesEnvironment(t *testing.T) {
+	good := writeProfile(t, t.TempDir(), "good.yaml", func(*profile.Profile) {})
+	t.Setenv("GOTUNE_ALLOCATOR_PURGE", "never")
+	if out, errOut, code := run(t, "profile", "validate", good); code != 0 || !strings.Contains(out, "; with GOTUNE_ALLOCATOR_PURGE=never)") {
+		t.Errorf("exit %d, stdout %q, stderr %q: want the override noted", code, out, errOut)
+	}
+	t.Setenv("GOTUNE_ALLOCATOR_PURGE", "sometimes")
+	if _, errOut, code := run(t, "profile", "validate", good); code != 1 || !strings.Contains(errOut, "GOTUNE_ALLOCATOR_PURGE") {
+		t.Errorf("invalid override: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestProfileShow(t *testing.T) {
+	path := writeProfile(t, t.TempDir(), "p.yaml", func(*profile.Profile) {})
+	out, errOut, code := run(t, "profile", "show", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"profile    " + path + "\n", "intranode host_host\n", "│ 4K+1–1M-1 │ sm        │ pipeline   │", "allocator  cache 64M, purge delayed, THP off"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show output\n%s\nlacks %q", out, want)
+		}
+	}
+}
+
+func TestProfileDiff(t *testing.T) {
+	dir := t.TempDir()
+	a := writeProfile(t, dir, "a.yaml", func(*profile.Profile) {})
+	same := writeProfile(t, dir, "same.yaml", func(*profile.Profile) {})
+	b := writeProfile(t, dir, "b.yaml", func(p *profile.Profile) {
+		d := p.Decisions["intranode"]["host_host"]
+		d.EagerLimit = 8192
+		p.Decisions["intranode"]["host_host"] = d
+	})
+	cases := []struct {
+		args []string
+		code int
+		out  string // in stdout
+		err  string // in stderr
+	}{
+		{[]string{a, same}, 0, "agreement: 35 of 35 decisions (100.0%)\n", ""},
+		{[]string{a, b}, 1, "decisions.intranode.host_host.eager_limit: 4096 → 8192\nagreement: 35 of 35", "profiles differ"},
+		{[]string{a, filepath.Join(dir, "missing.yaml")}, 2, "", "missing.yaml"},
+		{[]string{a}, 2, "", "accepts 2 arg(s)"},
+	}
+	for _, c := range cases {
+		out, errOut, code := run(t, append([]string{"profile", "diff"}, c.args...)...)
+		if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errOut, c.err) {
+			t.Errorf("diff %v: exit %d, stdout %q, stderr %q; want exit %d, %q, %q", c.args, code, out, errOut, c.code, c.out, c.err)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package auto
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cma"
+	"github.com/gotune/gotune/transports/profile"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// OptionKeys are the options the selector reads.
+var OptionKeys = map[string]string{
+	"auto.profile":  "profile file (YAML) whose decisions route every message",
+	"auto.hash":     "content hash the profile must have (set by the launching process; ranks refuse a profile that changed)",
+	"auto.locality": "decision locality to use (default intranode)",
+	"auto.memory":   "memory pair to use, source_destination (default host_host)",
+}
+
+// Route is a loaded profile decision, ready for the engine.
+type Route struct {
+	Profile  *profile.Profile
+	Decision profile.Decision
+	mins     []int  // range starts, ascending
+	single   []bool // the range goes by single copy (cma)
+	SM       sm.Params
+}
+
+// Load reads the profile named by the options and prepares its routes.
+func Load(o transports.Options) (*Route, error) {
+	path := o["auto.profile"]
+	if path == "" {
+		return nil, fmt.Errorf("transport auto needs a profile: --profile FILE (option auto.profile)")
+	}
+	p, err := profile.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if want := o["auto.hash"]; want != "" && want != p.Hash {
+		return nil, fmt.Errorf("profile %s: content hash %s, but the job was started with %s: the file changed", path, p.Hash, want)
+	}
+	loc, mem := o["auto.locality"], o["auto.memory"]
+	if loc == "" {
+		loc = "intranode"
+	}
+	if mem == "" {
+		mem = "host_host"
+	}
+	d, ok := p.Decisions[loc][mem]
+	if !ok {
+		return nil, fmt.Errorf("profile %s: no decision for decisions.%s.%s", path, loc, mem)
+	}
+	r := &Route{Profile: p, Decision: d}
+	for _, rg := range d.Ranges {
+		r.mins = append(r.mins, rg.Min)
+		r.single = append(r.single, rg.Transport == "cma")
+	}
+	smOpts := transports.Options{
+		"sm.depth": strconv.Itoa(d.FIFODepth), "sm.cell": strconv.Itoa(d.CellSize), "sm.eager": strconv.Itoa(d.EagerLimit),
+		"sm.frag": strconv.Itoa(d.FragSize), "sm.frags": strconv.Itoa(d.FragSlots),
+	}
+	if d.Copy != "" {
+		smOpts["sm.copy"] = d.Copy
+	}
+	if d.Progress != "" && d.Progress != "poll" {
+		smOpts["sm.progress"] = d.Progress
+	}
+	if r.SM, err = sm.ParseParams(smOpts); err != nil {
+		return nil, fmt.Errorf("profile %s: decisions.%s.%s: %w", path, loc, mem, err)
+	}
+	return r, nil
+}
+
+// UsesSingleCopy reports whether any range goes by CMA.
+func (r *Route) UsesSingleCopy() bool {
+	for _, s := range r.single {
+		if s {
+			return true
+		}
+	}
+	return false
+}
+
+// Rendezvous reports whether an n-byte message goes by single copy.
+func (r *Route) Rendezvous(n int) bool {
+	i := sort.SearchInts(r.mins, n+1) - 1 // the last range starting at or below n
+	return i >= 0 && r.single[i]
+}
+
+func init() {
+	transports.Register(&transports.Driver{
+		Name: "auto",
+		Keys: OptionKeys,
+		SharedBytes: func(size int, o transports.Options) (int, error) {
+			r, err := Load(o)
+			if err != nil {
+				return 0, err
+			}
+			return r.SM.SegmentBytes(size), nil
+		},
+		New:   New,
+		Check: Check,
+	})
+}
+
+// New builds the selector inside a rank.
+func New(env transports.Env) (transports.Transport, error) {
+	r, err := Load(env.Options)
+	if err != nil {
+		return nil, err
+	}
+	prov := bench.Collect("/")
+	if err := r.Profile.Applies(prov.Host, prov.CPUModel, prov.Cores); err != nil {
+		return nil, fmt.Errorf("profile %s: %w", r.Profile.Path(), err)
+	}
+	var single sm.SingleCopy
+	if r.UsesSingleCopy() {
+		if err := sys.AllowAnyTracer(); err != nil {
+			return nil, err
+		}
+		single = cma.NewRoutedCopier(cma.Params{Pull: true}, r.Rendezvous)
+	}
+	return sm.New(env, r.SM, single, "auto")
+}
+
+// Check proves single copy works between the ranks when the profile uses it.
+func Check(t transports.Transport, env transports.Env) error {
+	r, err := Load(env.Options)
+	if err != nil {
+		return err
+	}
+	if !r.UsesSingleCopy() {
+		return nil
+	}
+	return cma.Check(t, env)
+}

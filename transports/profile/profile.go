@@ -1,0 +1,140 @@
+package profile
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+)
+
+// FormatVersion is the version of the profile format this package reads and
+// writes.
+const FormatVersion = 1
+
+// Profile is a tuned, hazard-checked configuration for a set of hosts.
+type Profile struct {
+	Version     int                            `yaml:"version" mapstructure:"version"`
+	Gotune      string                         `yaml:"gotune" mapstructure:"gotune"`   // version of gotune that emitted it
+	Created     string                         `yaml:"created" mapstructure:"created"` // RFC 3339
+	Scope       Scope                          `yaml:"scope" mapstructure:"scope"`
+	Fingerprint Fingerprint                    `yaml:"fingerprint" mapstructure:"fingerprint"`
+	Libraries   map[string]string              `yaml:"libraries" mapstructure:"libraries"` // "go": "go1.26.8", "kernel": "6.18.0", "openmpi": "4.1.4", ...
+	Evidence    Evidence                       `yaml:"evidence" mapstructure:"evidence"`
+	Decisions   map[string]map[string]Decision `yaml:"decisions" mapstructure:"decisions"` // locality ("intranode") → memory pair ("host_host": source_destination) → decision
+	Allocator   Allocator                      `yaml:"allocator" mapstructure:"allocator"`
+	Safety      []Verdict                      `yaml:"safety" mapstructure:"safety"`
+	Hash        string                         `yaml:"hash" mapstructure:"hash"` // "sha256:<64 hex>" over the canonical encoding with Hash empty
+
+	// Overrides lists the environment overrides Load applied, as
+	// NAME=value, sorted by name. They are not part of the file.
+	Overrides []string `yaml:"-" mapstructure:"-"`
+
+	path string // the file Load read it from
+}
+
+// Scope says which hosts a profile applies to.
+type Scope struct {
+	Hosts    []string `yaml:"hosts" mapstructure:"hosts"`         // glob patterns (path.Match) of host names it applies to
+	CPUModel string   `yaml:"cpu_model" mapstructure:"cpu_model"` // must equal the host's, when set
+	Cores    int      `yaml:"cores" mapstructure:"cores"`         // must equal, when > 0
+}
+
+// Fingerprint describes the host the profile was measured on.
+type Fingerprint struct {
+	Host      string `yaml:"host" mapstructure:"host"`
+	CPUModel  string `yaml:"cpu_model" mapstructure:"cpu_model"`
+	Cores     int    `yaml:"cores" mapstructure:"cores"`
+	NUMANodes int    `yaml:"numa_nodes" mapstructure:"numa_nodes"`
+	Kernel    string `yaml:"kernel" mapstructure:"kernel"`
+}
+
+// Evidence names the measurements the decisions rest on.
+type Evidence struct {
+	Run          string `yaml:"run" mapstructure:"run"`                   // run id, e.g. 20261121-131500
+	Measurements string `yaml:"measurements" mapstructure:"measurements"` // path of the JSON-lines store, relative to the profile
+	Records      int    `yaml:"records" mapstructure:"records"`           // how many measurements the decisions rest on
+	Plan         string `yaml:"plan" mapstructure:"plan"`
+}
+
+// Decision is the tuned configuration of one locality and memory pair.
+type Decision struct {
+	Ranges     []Range `yaml:"ranges" mapstructure:"ranges"` // by ascending Min; the first has Min 0; each reaches up to the next's Min-1, the last is unbounded
+	EagerLimit int     `yaml:"eager_limit" mapstructure:"eager_limit"`
+	FragSize   int     `yaml:"frag_size" mapstructure:"frag_size"`
+	FragSlots  int     `yaml:"frag_slots" mapstructure:"frag_slots"`
+	FIFODepth  int     `yaml:"fifo_depth" mapstructure:"fifo_depth"`
+	CellSize   int     `yaml:"cell_size" mapstructure:"cell_size"`
+	Copy       string  `yaml:"copy" mapstructure:"copy"`           // sm copy routine: auto|go|movsb
+	Progress   string  `yaml:"progress" mapstructure:"progress"`   // "poll" or "thread" (may be empty = poll)
+	Footprint  string  `yaml:"footprint" mapstructure:"footprint"` // human note, e.g. "1.1 MiB per ordered pair; 8 ranks: 62 MiB"
+}
+
+// Range is the transport and protocol for message sizes from Min up to the
+// next range's Min-1 (the last range is unbounded).
+type Range struct {
+	Min       int    `yaml:"min" mapstructure:"min"`             // bytes
+	Transport string `yaml:"transport" mapstructure:"transport"` // "sm" | "cma"
+	Protocol  string `yaml:"protocol" mapstructure:"protocol"`   // "eager" | "pipeline" | "rendezvous"
+}
+
+// Allocator is the host buffer allocator's configuration.
+type Allocator struct {
+	CacheBytes int64  `yaml:"cache_bytes" mapstructure:"cache_bytes"`
+	Purge      string `yaml:"purge" mapstructure:"purge"` // immediate | delayed | never
+	THP        bool   `yaml:"thp" mapstructure:"thp"`
+}
+
+// Verdict is the outcome of a hazard probe on the configuration.
+type Verdict struct {
+	Probe   string `yaml:"probe" mapstructure:"probe"`     // H1, H3, ...
+	Config  string `yaml:"config" mapstructure:"config"`   // digest of the configuration probed
+	Outcome string `yaml:"outcome" mapstructure:"outcome"` // "passed" (a profile only ever carries passed verdicts)
+	Detail  string `yaml:"detail,omitempty" mapstructure:"detail"`
+}
+
+// Path is the file the profile was loaded from ("" if it was not loaded).
+func (p *Profile) Path() string { return p.path }
+
+// Route returns the range that a message of size bytes between peers of this
+// locality and memory pair falls in.
+func (p *Profile) Route(locality, pair string, size int) (Range, error) {
+	d, ok := p.Decisions[locality][pair]
+	if !ok {
+		return Range{}, fmt.Errorf("no decision for decisions.%s.%s", locality, pair)
+	}
+	if size < 0 {
+		return Range{}, fmt.Errorf("negative message size %d", size)
+	}
+	// The first range whose Min is above size, less one.
+	i := sort.Search(len(d.Ranges), func(i int) bool { return d.Ranges[i].Min > size })
+	if i == 0 {
+		return Range{}, fmt.Errorf("decisions.%s.%s: no range holds size %d", locality, pair, size)
+	}
+	return d.Ranges[i-1], nil
+}
+
+// Applies reports whether the profile applies to a host with this name, CPU
+// model and number of cores: nil if it does, or why not.
+func (p *Profile) Applies(host, cpuModel string, cores int) error {
+	matched := false
+	for _, pattern := range p.Scope.Hosts {
+		ok, err := path.Match(pattern, host)
+		if err != nil {
+			return fmt.Errorf("scope.hosts: pattern %q: %w", pattern, err)
+		}
+		if ok {
+			matched = true
+			break
+		}
+	}
+	if !matched {
+		return fmt.Errorf("host %q matches none of scope.hosts [%s]", host, strings.Join(p.Scope.Hosts, ", "))
+	}
+	if p.Scope.CPUModel != "" && p.Scope.CPUModel != cpuModel {
+		return fmt.Errorf("CPU model %q is not scope.cpu_model %q", cpuModel, p.Scope.CPUModel)
+	}
+	if p.Scope.Cores > 0 && p.Scope.Cores != cores {
+		return fmt.Errorf("%d cores, scope.cores is %d", cores, p.Scope.Cores)
+	}
+	return nil
+}

@@ -1,0 +1,265 @@
+package profile
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gotune/gotune/transports"
+)
+
+// The values a profile may name.
+var (
+	transportNames = []string{"sm", "cma"}
+	protocols      = []string{"eager", "pipeline", "rendezvous"}
+	copyModes      = []string{"auto", "go", "movsb"}
+	progresses     = []string{"", "poll", "thread"}
+	purges         = []string{"immediate", "delayed", "never"}
+)
+
+// Passed is the only outcome a profile's verdicts may have.
+const Passed = "passed"
+
+// keyPattern is what a key may look like, map keys included: lower case
+// (viper folds case, so "Host_Host" would not survive a load) and no '.'
+// (viper's key delimiter).
+var keyPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+var hashPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// keyError is a problem with one key of a profile.
+type keyError struct {
+	key, msg string
+}
+
+func (e *keyError) Error() string {
+	if e.key == "" {
+		return e.msg
+	}
+	return e.key + ": " + e.msg
+}
+
+type problems []*keyError
+
+func (ps *problems) add(key, format string, args ...any) {
+	*ps = append(*ps, &keyError{key: key, msg: fmt.Sprintf(format, args...)})
+}
+
+func (ps problems) err() error {
+	if len(ps) == 0 {
+		return nil
+	}
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		errs[i] = p
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks what a profile says: the format version, that every size
+// range is routable and consistent with the thresholds, that sizes are
+// positive, that enumerations hold known values and that every verdict
+// passed. The error names each offending key, one per line.
+func Validate(p *Profile) error {
+	return validate(p).err()
+}
+
+func validate(p *Profile) problems {
+	var ps problems
+	if p.Version != FormatVersion {
+		ps.add("version", "%d, this gotune reads format version %d", p.Version, FormatVersion)
+	}
+	if p.Created != "" {
+		if _, err := time.Parse(time.RFC3339, p.Created); err != nil {
+			ps.add("created", "%q is not an RFC 3339 time", p.Created)
+		}
+	}
+	if p.Hash != "" && !hashPattern.MatchString(p.Hash) {
+		ps.add("hash", "%q is not sha256:<64 lower-case hex digits>", p.Hash)
+	}
+
+	if len(p.Scope.Hosts) == 0 {
+		ps.add("scope.hosts", `empty: name the hosts ("*" for any)`)
+	}
+	for i, h := range p.Scope.Hosts {
+		if h == "" {
+			ps.add(fmt.Sprintf("scope.hosts[%d]", i), "empty pattern")
+		} else if _, err := path.Match(h, ""); err != nil {
+			ps.add(fmt.Sprintf("scope.hosts[%d]", i), "pattern %q: %v", h, err)
+		}
+	}
+	nonNegative(&ps, "scope.cores", p.Scope.Cores)
+	nonNegative(&ps, "fingerprint.cores", p.Fingerprint.Cores)
+	nonNegative(&ps, "fingerprint.numa_nodes", p.Fingerprint.NUMANodes)
+
+	for _, name := range sortedKeys(p.Libraries) {
+		key := "libraries." + name
+		checkKey(&ps, key, name)
+		if p.Libraries[name] == "" {
+			ps.add(key, "empty version")
+		}
+	}
+
+	nonNegative(&ps, "evidence.records", p.Evidence.Records)
+	if m := p.Evidence.Measurements; m != "" && (filepath.IsAbs(m) || path.IsAbs(m)) {
+		ps.add("evidence.measurements", "%q is absolute; it is a path relative to the profile", m)
+	}
+
+	if len(p.Decisions) == 0 {
+		ps.add("decisions", "none")
+	}
+	for _, loc := range sortedKeys(p.Decisions) {
+		checkKey(&ps, "decisions."+loc, loc)
+		if len(p.Decisions[loc]) == 0 {
+			ps.add("decisions."+loc, "no memory pairs")
+		}
+		for _, pair := range sortedKeys(p.Decisions[loc]) {
+			key := "decisions." + loc + "." + pair
+			checkKey(&ps, key, pair)
+			validateDecision(&ps, key, p.Decisions[loc][pair])
+		}
+	}
+
+	if p.Allocator.CacheBytes < 0 {
+		ps.add("allocator.cache_bytes", "negative (%d)", p.Allocator.CacheBytes)
+	}
+	oneOf(&ps, "allocator.purge", p.Allocator.Purge, purges)
+
+	for i, v := range p.Safety {
+		key := fmt.Sprintf("safety[%d]", i)
+		if v.Probe == "" {
+			ps.add(key+".probe", "empty")
+		}
+		if v.Config == "" {
+			ps.add(key+".config", "empty")
+		}
+		if v.Outcome != Passed {
+			ps.add(key+".outcome", "%q: a profile carries only passed verdicts", v.Outcome)
+		}
+	}
+	return ps
+}
+
+func validateDecision(ps *problems, key string, d Decision) {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"eager_limit", d.EagerLimit}, {"frag_size", d.FragSize}, {"frag_slots", d.FragSlots},
+		{"fifo_depth", d.FIFODepth}, {"cell_size", d.CellSize}} {
+		if f.v < 1 {
+			ps.add(key+"."+f.name, "%d, must be at least 1", f.v)
+		}
+	}
+	oneOf(ps, key+".copy", d.Copy, copyModes)
+	oneOf(ps, key+".progress", d.Progress, progresses)
+
+	if len(d.Ranges) == 0 {
+		ps.add(key+".ranges", "empty: no size can be routed")
+	}
+	// Where ranges begin is only meaningful when they are in order.
+	ordered := true
+	for i := 1; i < len(d.Ranges); i++ {
+		ordered = ordered && d.Ranges[i].Min > d.Ranges[i-1].Min
+	}
+	for i, r := range d.Ranges {
+		rk := fmt.Sprintf("%s.ranges[%d]", key, i)
+		switch {
+		case i == 0 && r.Min != 0:
+			ps.add(rk+".min", "%d, the first range starts at 0", r.Min)
+		case i > 0 && r.Min <= d.Ranges[i-1].Min:
+			ps.add(rk+".min", "%d, not above the previous range's %d", r.Min, d.Ranges[i-1].Min)
+		}
+		knownTransport := oneOf(ps, rk+".transport", r.Transport, transportNames)
+		knownProtocol := oneOf(ps, rk+".protocol", r.Protocol, protocols)
+		if knownTransport && knownProtocol {
+			switch {
+			case r.Protocol == "rendezvous" && r.Transport != "cma":
+				ps.add(rk, "rendezvous needs a single-copy transport (cma), not %s", r.Transport)
+			case r.Protocol != "rendezvous" && r.Transport != "sm":
+				ps.add(rk, "%s needs the copy-in/copy-out transport (sm), not %s", r.Protocol, r.Transport)
+			}
+		}
+		if d.EagerLimit < 1 || !knownProtocol || !ordered {
+			continue
+		}
+		last := i == len(d.Ranges)-1
+		max := 0
+		if !last {
+			max = d.Ranges[i+1].Min - 1
+		}
+		switch {
+		case r.Protocol == "eager" && (last || max > d.EagerLimit):
+			ps.add(rk, "eager for sizes %s, beyond eager_limit %d", rangeLabel(r.Min, max, last), d.EagerLimit)
+		case r.Protocol != "eager" && !last && max <= d.EagerLimit:
+			ps.add(rk, "%s for sizes %s, all within eager_limit %d: they go eager",
+				r.Protocol, rangeLabel(r.Min, max, last), d.EagerLimit)
+		}
+	}
+}
+
+// checkKey reports a map key that would not survive a load.
+func checkKey(ps *problems, key, name string) {
+	if !keyPattern.MatchString(name) {
+		ps.add(key, "invalid key %q: keys are lower-case letters, digits, '_' and '-'", name)
+	}
+}
+
+func nonNegative(ps *problems, key string, v int) {
+	if v < 0 {
+		ps.add(key, "negative (%d)", v)
+	}
+}
+
+// oneOf reports v not in set, and whether it is.
+func oneOf(ps *problems, key, v string, set []string) bool {
+	if slices.Contains(set, v) {
+		return true
+	}
+	names := slices.DeleteFunc(slices.Clone(set), func(s string) bool { return s == "" })
+	ps.add(key, "%q is not one of %s", v, strings.Join(names, "|"))
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// rangeLabel is "0–4K", "4K+1–64K", "1M–∞".
+func rangeLabel(min, max int, unbounded bool) string {
+	if unbounded {
+		return sizeLabel(min) + "–∞"
+	}
+	return sizeLabel(min) + "–" + sizeLabel(max)
+}
+
+// sizeLabel formats a size as transports.FormatSize does, and one off a
+// round size as the round size ±1 (range boundaries usually are).
+func sizeLabel(n int) string {
+	s := transports.FormatSize(n)
+	if n <= 1024 || n == math.MaxInt || !isDigits(s) {
+		return s
+	}
+	if t := transports.FormatSize(n - 1); !isDigits(t) {
+		return t + "+1"
+	}
+	if t := transports.FormatSize(n + 1); !isDigits(t) {
+		return t + "-1"
+	}
+	return s
+}
+
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}

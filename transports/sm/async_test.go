@@ -1,0 +1,84 @@
+package sm_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cma"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// With the progress thread, receives complete while the receiving
+// application thread stays away from the engine: a pipelined message larger
+// than the fragment ring, a rendezvous (the pull done, or the clear-to-send
+// answered, by the progress thread), and another pipelined message. The
+// sender's blocking sends can only return if the receiver progresses, and
+// the ring's order proves the first two receives complete by then.
+func TestProgressThreadCompletesReceivesWhileAway(t *testing.T) {
+	for _, pull := range []bool{true, false} {
+		t.Run(fmt.Sprintf("pull=%v", pull), func(t *testing.T) {
+			single := cma.NewCopier(cma.Params{Pull: pull, Threshold: 500})
+			ps := small(2, 2) // fragment ring: 2 × 64 bytes
+			pr := ps
+			pr.Progress = "thread"
+			a, b := pairWith(t, ps, pr, single)
+			sizes := []int{400, 600, 400} // pipelined, rendezvous, pipelined
+			sb, rb := buffer(t, 3*1000), buffer(t, 3*1000)
+			reqs := make([]transports.Request, len(sizes))
+			for i, n := range sizes {
+				fill(sb[i*1000:i*1000+n], i)
+				var err error
+				if reqs[i], err = b.Irecv(0, rb[i*1000:i*1000+n]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// From here on, b's application makes no call into b.
+			for i, n := range sizes {
+				if err := a.Send(1, sb[i*1000:i*1000+n]); err != nil {
+					t.Fatalf("send %d: %v", i, err)
+				}
+			}
+			for i := range 2 {
+				if !reqs[i].Done() {
+					t.Errorf("receive %d (%d bytes) not complete after the sender got past it", i, sizes[i])
+				}
+			}
+			if err := b.Wait(reqs...); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(sb, rb) {
+				t.Fatal("payload differs")
+			}
+			for _, ep := range []*sm.Endpoint{a, b} {
+				if err := ep.Close(); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+// With polling progress nothing moves without the receiver: after the
+// sender has filled the ring, a posted receive stays incomplete however long
+// the receiver stays away (the sender's non-blocking send stays pending).
+func TestPollingProgressNeedsTheReceiver(t *testing.T) {
+	a, b := pair(t, small(2, 2), nil)
+	sb, rb := buffer(t, 400), buffer(t, 400)
+	rr, err := b.Irecv(0, rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := a.Isend(1, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 1000 {
+		a.Progress()
+	}
+	if sr.Done() || rr.Done() {
+		t.Fatalf("send done %v, receive done %v: something progressed the receiver", sr.Done(), rr.Done())
+	}
+	both(t, func() error { return b.Wait(rr) }, func() error { return a.Wait(sr) })
+}

@@ -1,0 +1,201 @@
+package sm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gotune/gotune/internal/sys"
+)
+
+// The rendezvous protocol and its fallback.
+//
+// Pull: the sender publishes RTS (size, address, its request id); the
+// receiver copies from the sender's buffer and answers FIN. Push: the
+// receiver answers RTS with CTS (its request id, address, capacity); the
+// sender copies into the receiver's buffer and answers FIN.
+//
+// When the copy is refused in a way that means "not here" (the error
+// matches ErrNotSupported: ptrace rules, no kernel support), the message is
+// not lost and nothing fails: the side that failed tells its peer (Resend
+// from a pull receiver, Fallback from a push sender), the sender streams the
+// message through the fragment slots, each fragment cell naming the receive
+// it is for (FragTo), and neither side uses single copy with the other again.
+// Any other copy error (the peer has exited: ESRCH; a bad address: EFAULT)
+// fails the message on both sides: the failing side with its error, the peer
+// through a failed FIN that carries the errno.
+
+// FIN status words.
+const (
+	finOK     = 0
+	finFailed = 1
+)
+
+// startRendezvousRecv moves a matched rendezvous message. As with the
+// other protocols, a message longer than the buffer fills the buffer and
+// the receive fails with ErrTruncated; the sender completes normally.
+func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintptr, sendID uint64) {
+	r.proto, r.n = protoRendezvous, size
+	if !e.single.Pull() {
+		e.nextID++
+		r.id, r.waiting = e.nextID, true
+		e.rndv[r.id] = r
+		e.queueCtrl(p, kindCTS, sendID, r.id, uint64(addressOf(r.buf)), uint64(len(r.buf)))
+		return
+	}
+	if p.noSingle {
+		e.askResend(p, r, sendID, 0)
+		return
+	}
+	n := min(size, len(r.buf))
+	err := e.single.Copy(p.pid, r.buf[:n], addr, true)
+	switch {
+	case err == nil:
+		r.complete(n, truncated(size, len(r.buf)))
+		e.queueCtrl(p, kindFIN, sendID, finOK, 0, 0)
+	case errors.Is(err, sys.ErrNotSupported):
+		e.disableSingle(p, fmt.Errorf("%s single copy from rank %d refused, copy-in/copy-out from now on: %w", e.single.Name(), p.rank, err))
+		e.askResend(p, r, sendID, sys.Errno(err))
+	default:
+		r.complete(0, fmt.Errorf("%s: %s (pid %d): %w", e.name, r.describe(), p.pid, err))
+		e.queueCtrl(p, kindFIN, sendID, finFailed, sys.Errno(err), 0)
+	}
+}
+
+// askResend turns a pull into a fallback: r waits, under a fresh id, for
+// the sender to stream the message through the fragments.
+func (e *Endpoint) askResend(p *peer, r *request, sendID, errno uint64) {
+	e.nextID++
+	r.id, r.waiting, r.off = e.nextID, true, 0
+	e.rndv[r.id] = r
+	e.queueCtrl(p, kindResend, sendID, r.id, errno, 0)
+}
+
+// resend handles a pull receiver's refusal: send sendID goes through the
+// fragments to its receive recvID.
+func (e *Endpoint) resend(p *peer, sendID, recvID, errno uint64) {
+	r := e.rndv[sendID]
+	if r == nil {
+		panic(fmt.Sprintf("%s: resend for unknown request %d", e.name, sendID))
+	}
+	delete(e.rndv, sendID)
+	e.disableSingle(p, e.peerRefused(p, "from", errno))
+	e.sendByFragments(p, r, recvID)
+}
+
+func (e *Endpoint) pushRendezvous(p *peer, sendID, recvID uint64, addr uintptr, capacity int) {
+	r := e.rndv[sendID]
+	if r == nil {
+		panic(fmt.Sprintf("%s: clear-to-send for unknown request %d", e.name, sendID))
+	}
+	delete(e.rndv, sendID)
+	if p.noSingle {
+		e.sendByFragments(p, r, recvID)
+		return
+	}
+	err := e.single.Copy(p.pid, r.buf[:min(len(r.buf), capacity)], addr, false)
+	switch {
+	case err == nil:
+		r.complete(len(r.buf), nil)
+		e.queueCtrl(p, kindFIN, recvID, finOK, 0, 0)
+	case errors.Is(err, sys.ErrNotSupported):
+		e.disableSingle(p, fmt.Errorf("%s single copy into rank %d refused, copy-in/copy-out from now on: %w", e.single.Name(), p.rank, err))
+		e.queueCtrl(p, kindFallback, recvID, sys.Errno(err), 0, 0)
+		e.sendByFragments(p, r, recvID)
+	default:
+		r.complete(0, fmt.Errorf("%s: %s (pid %d): %w", e.name, r.describe(), p.pid, err))
+		e.queueCtrl(p, kindFIN, recvID, finFailed, sys.Errno(err), 0)
+	}
+}
+
+// sendByFragments queues rendezvous send r for the fragment path to the
+// receiver's request recvID.
+func (e *Endpoint) sendByFragments(p *peer, r *request, recvID uint64) {
+	r.proto, r.id, r.off, r.waiting = protoFallback, recvID, 0, false
+	p.fallq.push(r)
+	e.progressSend(p)
+}
+
+// peerRefused is the fallback reason recorded on the side whose peer's
+// single copy was refused.
+func (e *Endpoint) peerRefused(p *peer, dir string, errno uint64) error {
+	cause := "refused"
+	if err := sys.ErrnoError(errno); err != nil {
+		cause = err.Error()
+	}
+	return fmt.Errorf("rank %d could not single-copy %s this rank (%s: %s); copy-in/copy-out from now on", p.rank, dir, e.single.Name(), cause)
+}
+
+// disableSingle stops single copy with p, keeping the first reason.
+func (e *Endpoint) disableSingle(p *peer, why error) {
+	if !p.noSingle {
+		p.noSingle, p.fallback = true, why
+	}
+}
+
+// progressFallback streams re-routed rendezvous sends through the
+// fragment slots. Each fragment cell names the receive it is for, so these
+// fragments may interleave with an ordinary pipelined message.
+func (e *Endpoint) progressFallback(p *peer) bool {
+	moved := false
+	for p.fallq.len() > 0 {
+		r := p.fallq.front()
+		for r.off < len(r.buf) && p.tx.cellFree() && p.tx.fragFree() {
+			n := e.copy(p.tx.nextFrag(), r.buf[r.off:])
+			p.tx.publishFrag(kindFragTo, n, r.id)
+			r.off += n
+			moved = true
+		}
+		if r.off < len(r.buf) {
+			return moved
+		}
+		r.complete(len(r.buf), nil)
+		p.fallq.pop()
+		moved = true
+	}
+	return moved
+}
+
+// receiveFragmentTo lands a fallback fragment in the receive it names.
+func (e *Endpoint) receiveFragmentTo(p *peer, n int, id uint64) {
+	r := e.rndv[id]
+	if r == nil {
+		panic(fmt.Sprintf("%s: corrupt channel %d->%d: fragment for unknown request %d", e.name, p.rank, e.rank, id))
+	}
+	e.copy(r.buf[min(r.off, len(r.buf)):], p.rx.curFrag()[:n])
+	r.off += n
+	p.rx.releaseFrag()
+	p.rx.release()
+	if size := r.n; r.off >= size {
+		delete(e.rndv, id)
+		r.complete(min(size, len(r.buf)), truncated(size, len(r.buf)))
+	}
+}
+
+// queueCtrl sends a control cell now if the ring has room, else queues it
+// ahead of all data for the next progress call.
+func (e *Endpoint) queueCtrl(p *peer, kind uint8, w0, w1, w2, w3 uint64) {
+	p.ctrl.push(ctrlMsg{kind: kind, words: [4]uint64{w0, w1, w2, w3}})
+	e.progressSend(p)
+}
+
+func (e *Endpoint) finishRendezvous(id, status, errno uint64) {
+	r := e.rndv[id]
+	if r == nil {
+		panic(fmt.Sprintf("%s: completion for unknown request %d", e.name, id))
+	}
+	delete(e.rndv, id)
+	if status != finOK {
+		err := fmt.Errorf("%s: %s: rank %d failed the single copy", e.name, r.describe(), r.peer.rank)
+		if cause := sys.ErrnoError(errno); cause != nil {
+			err = fmt.Errorf("%w: %w", err, cause)
+		}
+		r.complete(0, err)
+		return
+	}
+	if r.isSend {
+		r.complete(len(r.buf), nil)
+		return
+	}
+	// A pushed receive: r.n holds the message size from the RTS.
+	r.complete(min(r.n, len(r.buf)), truncated(r.n, len(r.buf)))
+}

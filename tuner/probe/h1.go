@@ -1,0 +1,234 @@
+package probe
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cma"
+	"github.com/gotune/gotune/transports/hostmem"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// H1: an allocator purge fires a memory hook that takes the registration
+// cache's lock, which the allocating thread already holds (libfabric#10879,
+// ompi#13149 with mimalloc; earlier libfabric#9594). Two ranks over cma take
+// fresh rendezvous-size buffers every iteration from an allocator that
+// purges immediately, register each in a registration cache hooked to that
+// allocator, and move validated payloads. The safe cache never calls the
+// allocator or runs a hook under its lock; the unsafe one
+// (regcache.entries=hooked) keeps its table in hooked memory and grows it
+// under its lock: the first growth frees the old table, the purge runs the
+// hook, and the hook blocks on the lock its own goroutine holds.
+
+const h1Kind = "probe-h1"
+
+// h1Sizes are rendezvous sizes (above the cma threshold) over five size
+// classes, 64 KiB to 1 MiB; slot w of iteration i takes h1Sizes[(i+w)%8],
+// so the classes churn from one iteration to the next.
+var h1Sizes = []int{64 << 10, 96 << 10, 200 << 10, 1 << 20, 320 << 10, 128 << 10, 700 << 10, 256 << 10}
+
+const (
+	h1Iterations = 48
+	h1Window     = 2 * hostmem.InitialEntries // live registrations per rank: the table must grow
+)
+
+type h1Params struct {
+	Options    transports.Options `json:"options"`
+	Iterations int                `json:"iterations"`
+	Window     int                `json:"window"`
+}
+
+// h1Report is what each rank hands back.
+type h1Report struct {
+	Alloc    hostmem.Stats    `json:"alloc"`
+	Reg      hostmem.RegStats `json:"reg"`
+	Messages int              `json:"messages"`
+	Bytes    int64            `json:"bytes"`
+}
+
+// h1Options is opts (a candidate configuration: transport and allocator
+// options) under H1's stress: every cached buffer purged at once, and the
+// cache's table on the heap (safe) or in hooked memory (unsafe).
+func h1Options(opts transports.Options, unsafe bool) transports.Options {
+	o := maps.Clone(opts)
+	if o == nil {
+		o = transports.Options{}
+	}
+	o[hostmem.KeyPurge] = hostmem.Immediate.String()
+	o[hostmem.KeyEntries] = hostmem.HeapEntries.String()
+	if unsafe {
+		o[hostmem.KeyEntries] = hostmem.HookedEntries.String()
+	}
+	return o
+}
+
+func init() {
+	launch.Register(h1Kind, h1Rank)
+	register(&Probe{
+		ID:          "H1",
+		Hazard:      "allocator purge fires a memory hook that takes the registration-cache lock the allocating thread holds (libfabric#10879, ompi#13149, libfabric#9594)",
+		Description: "2 ranks over cma: fresh 64K-1M buffers every iteration from an allocator that purges at once, each registered (mlock) in a hooked registration cache, validated; unsafe: the cache grows a table in hooked memory under its lock (regcache.entries=hooked)",
+		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
+			return runH1(ctx, unsafe, deadline, nil)
+		},
+		RunOptions: runH1,
+	})
+}
+
+func runH1(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
+	start := time.Now()
+	v = Verdict{ID: "H1", Unsafe: unsafe}
+	defer func() { v.Duration = time.Since(start) }()
+	o := h1Options(opts, unsafe)
+	cfg, err := hostmem.ParseConfig(o)
+	if err == nil {
+		_, err = hostmem.ParseEntryStorage(o)
+	}
+	var sp sm.Params
+	if err == nil {
+		sp, err = sm.ParseParams(o)
+	}
+	if err != nil {
+		v.Outcome, v.Detail = ProbeFailed, err.Error()
+		return v
+	}
+	params, _ := json.Marshal(h1Params{Options: o, Iterations: h1Iterations, Window: h1Window})
+	out, err := launch.Run(ctx, launch.Job{Kind: h1Kind, Size: 2, SegmentBytes: sp.SegmentBytes(2),
+		Params: params, Stall: deadline}, quiet)
+	setting := fmt.Sprintf("regcache.entries=%s, alloc.purge=%s", o[hostmem.KeyEntries], cfg.Purge)
+	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
+		v.Detail = setting + ": " + v.Detail
+		return v
+	}
+	var reports [2]h1Report
+	for r := range reports {
+		if err := json.Unmarshal(out[r], &reports[r]); err != nil {
+			v.Outcome, v.Detail = ProbeFailed, fmt.Sprintf("decode rank %d's report: %v", r, err)
+			return v
+		}
+	}
+	pinned := "pinned by mlock"
+	for _, rep := range reports {
+		if rep.Reg.Unpinned > 0 {
+			pinned = "not pinned (" + rep.Reg.PinError + ")"
+			break
+		}
+	}
+	v.Detail = fmt.Sprintf("%s: 2 ranks over cma, %d iterations x %d fresh buffers (64K-1M, 5 size classes), %d validated messages; "+
+		"per rank: %d registrations %s, %d purges through the release hook, %d invalidations, table growths %d",
+		setting, h1Iterations, h1Window, reports[1].Messages,
+		reports[0].Reg.Misses, pinned, reports[0].Alloc.Purges, reports[0].Reg.Invalidations, reports[0].Reg.Grows)
+	return v
+}
+
+// h1Rank: rank 0 sends, rank 1 receives. Both allocate, register and free
+// a window of buffers every iteration.
+func h1Rank(r *launch.Rank) (any, error) {
+	var par h1Params
+	if err := r.Params(&par); err != nil {
+		return nil, err
+	}
+	cfg, err := hostmem.ParseConfig(par.Options)
+	if err != nil {
+		return nil, err
+	}
+	storage, err := hostmem.ParseEntryStorage(par.Options)
+	if err != nil {
+		return nil, err
+	}
+	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: par.Options}
+	t, err := cma.New(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := cma.Check(t, env); err != nil {
+		return nil, err
+	}
+	heap, err := hostmem.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := hostmem.NewRegCache(heap, storage)
+	if err != nil {
+		return nil, err
+	}
+	peer := 1 - r.ID
+	var rep h1Report
+	bufs := make([][]byte, 0, par.Window)
+	reqs := make([]transports.Request, 0, par.Window)
+	for i := range par.Iterations {
+		bufs, reqs = bufs[:0], reqs[:0]
+		for w := range par.Window {
+			b, err := heap.Alloc(h1Sizes[(i+w)%len(h1Sizes)])
+			if err != nil {
+				return nil, err
+			}
+			if _, err := rc.Register(b); err != nil {
+				return nil, err
+			}
+			bufs = append(bufs, b)
+			var q transports.Request
+			if r.ID == 0 {
+				fillH1(b, i, w)
+				q, err = t.Isend(peer, b)
+			} else {
+				q, err = t.Irecv(peer, b)
+			}
+			if err != nil {
+				return nil, err
+			}
+			reqs = append(reqs, q)
+		}
+		if err := t.Wait(reqs...); err != nil {
+			return nil, err
+		}
+		for w, b := range bufs {
+			if r.ID == 1 {
+				if k := checkH1(b, i, w); k >= 0 {
+					return nil, fmt.Errorf("payload validation failed: iteration %d message %d (%d bytes): word at byte %d differs", i, w, len(b), k)
+				}
+			}
+			if err := heap.Free(b); err != nil {
+				return nil, err
+			}
+			rep.Messages++
+			rep.Bytes += int64(len(b))
+		}
+		r.Beat()
+	}
+	rep.Alloc, rep.Reg = heap.Stats(), rc.Stats()
+	if err := t.Close(); err != nil {
+		return nil, err
+	}
+	if err := rc.Close(); err != nil {
+		return nil, err
+	}
+	return rep, heap.Close()
+}
+
+// h1Word is the 8-byte word at byte k of message w of iteration i.
+func h1Word(i, w, k int) uint64 {
+	return uint64(k)*0x9E3779B97F4A7C15 ^ uint64(i)<<40 ^ uint64(w)<<32 ^ 0x5bd1e995
+}
+
+func fillH1(b []byte, i, w int) {
+	for k := 0; k+8 <= len(b); k += 8 {
+		binary.LittleEndian.PutUint64(b[k:], h1Word(i, w, k))
+	}
+}
+
+// checkH1 returns the offset of the first word that differs, or -1.
+func checkH1(b []byte, i, w int) int {
+	for k := 0; k+8 <= len(b); k += 8 {
+		if binary.LittleEndian.Uint64(b[k:]) != h1Word(i, w, k) {
+			return k
+		}
+	}
+	return -1
+}

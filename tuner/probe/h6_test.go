@@ -1,0 +1,33 @@
+package probe
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// H6's safe form falls back and reports clear errors for a peer that is
+// gone; the unsafe form (errors ignored) delivers wrong bytes, and
+// validation says so.
+func TestH6SafePassesUnsafeCorrupts(t *testing.T) {
+	p, err := Lookup("H6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	v := p.Run(ctx, false, 2*time.Second)
+	if v.Outcome != Passed {
+		t.Fatalf("safe H6: %s", v.Line())
+	}
+	for _, want := range []string{"fell back", "pull and push", "has exited"} {
+		if !strings.Contains(v.Detail, want) {
+			t.Errorf("safe H6: verdict %q does not say %q", v.Detail, want)
+		}
+	}
+	v = p.Run(ctx, true, 2*time.Second)
+	if v.Outcome != HazardDetected || !strings.Contains(v.Detail, "corrupted data") {
+		t.Fatalf("unsafe H6: %s", v.Line())
+	}
+}

@@ -1,0 +1,199 @@
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cma"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// H8: progress starvation. The receiver posts a rendezvous receive and a
+// pipelined one larger than the fragment ring, then computes for three
+// watchdog deadlines without calling into the transport (it beats: it is
+// alive). The sender sends both and beats only as each send completes. With
+// the progress thread (sm.progress=thread) the receiver's side answers the
+// request-to-send (push) or pulls (pull) and drains the fragments while it
+// computes, and the sender is done in milliseconds. With polling progress
+// (the unsafe variant) the sender waits for the whole computation and the
+// watchdog reports it.
+
+const h8Kind = "probe-h8"
+
+type h8Params struct {
+	Options  transports.Options `json:"options"`
+	Compute  time.Duration      `json:"compute"`
+	Rndv     int                `json:"rndv"` // bytes, by single copy
+	Pipeline int                `json:"pipe"` // bytes, through the fragment ring
+}
+
+type h8Result struct {
+	SendSeconds    float64 `json:"send_seconds,omitempty"`    // sender: both sends
+	ComputeSeconds float64 `json:"compute_seconds,omitempty"` // receiver
+}
+
+// h8Geometry is the fixed form's fragment ring: small, so that the
+// pipelined message is many rings long.
+var h8Geometry = transports.Options{"sm.frags": "2", "sm.frag": "4K"}
+
+func init() {
+	launch.Register(h8Kind, h8Rank)
+	register(&Probe{
+		ID:          "H8",
+		Hazard:      "progress starvation: a rendezvous completes only while the receiver polls (async-progress bugs in MPICH, Open MPI)",
+		Description: "receiver posts a rendezvous and a pipelined receive (> fragment ring), then computes 3 deadlines without entering the transport; the sender must finish meanwhile, cma pull and push; unsafe: polling progress (sm.progress=poll)",
+		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
+			o := maps.Clone(h8Geometry)
+			o["sm.progress"] = "thread"
+			return runH8(ctx, unsafe, deadline, o)
+		},
+		RunOptions: runH8,
+	})
+}
+
+// h8Setup derives the probe's options and sizes from a configuration: a
+// pipelined message of two and a half fragment rings, a rendezvous message
+// above it (and at least 1 MiB), the single-copy threshold in between.
+func h8Setup(base transports.Options, mode string, unsafe bool) (transports.Options, int, int, error) {
+	o := maps.Clone(base)
+	if o == nil {
+		o = transports.Options{}
+	}
+	if unsafe {
+		o["sm.progress"] = "poll"
+	}
+	p, err := sm.ParseParams(o)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	pipe := max(2*p.FragSlots*p.FragSize+p.FragSize/2, p.EagerLimit+1)
+	rndv := max(2*pipe, 1<<20)
+	o["cma.mode"] = mode
+	o["cma.threshold"] = strconv.Itoa(pipe + 1)
+	return o, pipe, rndv, nil
+}
+
+func runH8(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) (v Verdict) {
+	start := time.Now()
+	v = Verdict{ID: "H8", Unsafe: unsafe}
+	defer func() { v.Duration = time.Since(start) }()
+	d, err := transports.Lookup("cma")
+	if err != nil {
+		v.Outcome, v.Detail = ProbeFailed, err.Error()
+		return v
+	}
+	compute := 3 * deadline
+	var sends []string
+	var pipe, rndv int
+	var progress string
+	for _, mode := range []string{"pull", "push"} {
+		var o transports.Options
+		o, pipe, rndv, err = h8Setup(base, mode, unsafe)
+		if err == nil {
+			var seg int
+			if seg, err = d.SharedBytes(2, o); err == nil {
+				params, _ := json.Marshal(h8Params{Options: o, Compute: compute, Rndv: rndv, Pipeline: pipe})
+				var res launch.Result
+				res, err = launch.Run(ctx, launch.Job{Kind: h8Kind, Size: 2, SegmentBytes: seg, Params: params, Stall: deadline}, quiet)
+				if err == nil {
+					var sender h8Result
+					if err = json.Unmarshal(res[0], &sender); err == nil {
+						sends = append(sends, fmt.Sprintf("%s %.1f ms", mode, sender.SendSeconds*1e3))
+					}
+				}
+			}
+		}
+		progress = o["sm.progress"]
+		if progress == "" {
+			progress = "poll"
+		}
+		if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
+			v.Detail = fmt.Sprintf("cma %s, sm.progress=%s, receiver computing %v: %s", mode, progress, compute, v.Detail)
+			return v
+		}
+	}
+	v.Detail = fmt.Sprintf("receiver computed %v without entering the transport after posting a %s rendezvous and a %s pipelined receive (> the fragment ring); "+
+		"with sm.progress=%s the sender's sends completed meanwhile (%s), data validated", compute,
+		transports.FormatSize(rndv), transports.FormatSize(pipe), progress, strings.Join(sends, ", "))
+	return v
+}
+
+// h8Rank: rank 0 sends, rank 1 receives and computes.
+func h8Rank(r *launch.Rank) (any, error) {
+	var par h8Params
+	if err := r.Params(&par); err != nil {
+		return nil, err
+	}
+	t, err := cma.New(transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: par.Options})
+	if err != nil {
+		return nil, err
+	}
+	buf, err := sys.MapAnon(par.Rndv+par.Pipeline, true)
+	if err != nil {
+		return nil, err
+	}
+	defer sys.Unmap(buf)
+	rndv, pipe := buf[:par.Rndv], buf[par.Rndv:]
+	if r.ID == 0 {
+		fillH6(rndv, 0, 1)
+		fillH6(pipe, 0, 2)
+		if err := r.Barrier(); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		for _, m := range [][]byte{rndv, pipe} {
+			if err := t.Send(1, m); err != nil {
+				return nil, fmt.Errorf("send %d bytes: %w", len(m), err)
+			}
+			r.Beat() // only a completed send counts as progress
+		}
+		return h8Result{SendSeconds: time.Since(start).Seconds()}, t.Close()
+	}
+	poison(buf)
+	reqs := make([]transports.Request, 2)
+	for i, m := range [][]byte{rndv, pipe} {
+		if reqs[i], err = t.Irecv(0, m); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.Barrier(); err != nil { // the sender starts now
+		return nil, err
+	}
+	start := time.Now()
+	compute(par.Compute, r.Beat)
+	took := time.Since(start)
+	if err := t.Wait(reqs...); err != nil {
+		return nil, err
+	}
+	want := make([]byte, len(buf))
+	fillH6(want[:par.Rndv], 0, 1)
+	fillH6(want[par.Rndv:], 0, 2)
+	if i := firstDiff(buf, want); i < len(buf) {
+		return nil, fmt.Errorf("%s: byte %d of the rendezvous and pipelined messages", corruptionMarker, i)
+	}
+	return h8Result{ComputeSeconds: took.Seconds()}, t.Close()
+}
+
+// compute keeps the CPU busy for d without touching the transport,
+// beating once per slice.
+func compute(d time.Duration, beat func()) uint64 {
+	x := uint64(88172645463325252)
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		for range 1 << 16 { // ~0.1 ms of xorshift
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+		}
+		beat()
+	}
+	return x
+}

@@ -1,0 +1,266 @@
+package sweep
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/tuner/search"
+)
+
+// candidate is one configuration a stage weighs. Among candidates within
+// search.Noise of the best score the cheapest wins: less memory per pair,
+// or the simpler setting.
+type candidate struct {
+	name      string
+	transport string
+	opts      transports.Options
+	cost      int64
+}
+
+// samplesOf gathers a candidate's repetitions per size over every trial of
+// a stage. ok is false when any of its trials failed (it hung): such a
+// candidate is out.
+func samplesOf(trials []Trial, stage, cand string) (map[int][]float64, bool) {
+	out := map[int][]float64{}
+	for _, t := range trials {
+		if t.Stage != stage || t.Candidate != cand {
+			continue
+		}
+		if t.Failed != "" {
+			return nil, false
+		}
+		for _, p := range t.Points {
+			out[p.Size] = append(out[p.Size], p.Samples...)
+		}
+	}
+	return out, len(out) > 0
+}
+
+// Score is one candidate's standing in a stage.
+type Score struct {
+	Candidate string
+	Value     float64 // geometric mean over the common sizes; higher is better
+	Cost      int64
+	Dropped   string // why it is out, if it is
+	Chosen    bool
+}
+
+// StageDecision is what a stage concluded.
+type StageDecision struct {
+	Stage   string
+	Pattern bench.Pattern
+	Sizes   []int
+	Scores  []Score
+	Chosen  string // "" when nothing could be decided (defaults stand)
+}
+
+// pickCheapest scores every candidate by the geometric mean of its medians
+// over the sizes all surviving candidates have, and chooses the cheapest
+// within search.Noise of the best.
+func pickCheapest(trials []Trial, stage string, pattern bench.Pattern, cands []candidate) StageDecision {
+	d := StageDecision{Stage: stage, Pattern: pattern}
+	samples := map[string]map[int][]float64{}
+	var common []int
+	first := true
+	for _, c := range cands {
+		s, ok := samplesOf(trials, stage, c.name)
+		if !ok {
+			continue
+		}
+		samples[c.name] = s
+		var sizes []int
+		for n := range s {
+			if !first && !slices.Contains(common, n) {
+				continue
+			}
+			sizes = append(sizes, n)
+		}
+		common, first = sizes, false
+	}
+	sort.Ints(common)
+	d.Sizes = common
+	best := 0.0
+	for _, c := range cands {
+		sc := Score{Candidate: c.name, Cost: c.cost}
+		s, ok := samples[c.name]
+		switch {
+		case !ok && failedIn(trials, stage, c.name):
+			sc.Dropped = "hung (watchdog)"
+		case !ok:
+			sc.Dropped = "not measured"
+		case len(common) == 0:
+			sc.Dropped = "no common sizes"
+		default:
+			logSum := 0.0
+			for _, n := range common {
+				m := search.Median(s[n])
+				if !pattern.HigherIsBetter() {
+					m = 1 / m
+				}
+				logSum += math.Log(m)
+			}
+			sc.Value = math.Exp(logSum / float64(len(common)))
+			best = max(best, sc.Value)
+		}
+		d.Scores = append(d.Scores, sc)
+	}
+	chosen := -1
+	for i, sc := range d.Scores {
+		if sc.Dropped != "" || sc.Value < (1-search.Noise)*best {
+			continue
+		}
+		if chosen < 0 || sc.Cost < d.Scores[chosen].Cost || (sc.Cost == d.Scores[chosen].Cost && sc.Value > d.Scores[chosen].Value) {
+			chosen = i
+		}
+	}
+	if chosen >= 0 {
+		d.Scores[chosen].Chosen = true
+		d.Chosen = d.Scores[chosen].Candidate
+	}
+	return d
+}
+
+func failedIn(trials []Trial, stage, cand string) bool {
+	return slices.ContainsFunc(trials, func(t Trial) bool { return t.Stage == stage && t.Candidate == cand && t.Failed != "" })
+}
+
+// SizeVerdict is the transport stage's finding at one size.
+type SizeVerdict struct {
+	Size    int
+	Medians map[string]float64
+	Winner  string
+	Versus  search.Comparison // the winner against the incumbent (sm), or the last challenger
+	Settled bool
+}
+
+// transportWinners compares the transport candidates size by size: sm is
+// the incumbent; a challenger replaces it only where it separates and is
+// faster. Sizes where a comparison is unsettled are reported so.
+func transportWinners(trials []Trial, cands []candidate) []SizeVerdict {
+	samples := map[string]map[int][]float64{}
+	var sizes []int
+	for _, c := range cands {
+		s, ok := samplesOf(trials, stageTransport, c.name)
+		if !ok {
+			continue
+		}
+		samples[c.name] = s
+		for n := range s {
+			if !slices.Contains(sizes, n) {
+				sizes = append(sizes, n)
+			}
+		}
+	}
+	sort.Ints(sizes)
+	var out []SizeVerdict
+	for _, n := range sizes {
+		v := SizeVerdict{Size: n, Medians: map[string]float64{}, Settled: true}
+		for _, c := range cands {
+			if s, ok := samples[c.name]; ok && len(s[n]) > 0 {
+				v.Medians[c.name] = search.Median(s[n])
+				if v.Winner == "" {
+					v.Winner = c.name
+					continue
+				}
+				cmp := search.Compare(samples[v.Winner][n], s[n], true)
+				v.Versus = cmp
+				switch cmp.Outcome {
+				case search.BWins:
+					v.Winner = c.name
+				case search.Unsettled:
+					v.Settled = false
+				}
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// Range is a size range's route (profile.Range, before emission).
+type Range struct {
+	Min       int
+	Transport string
+	Protocol  string
+}
+
+// rangesFrom turns per-size winners into size ranges: eager up to the eager
+// limit, then each measured size's winner; a boundary between two measured
+// sizes lies halfway between them.
+func rangesFrom(eager int, verdicts []SizeVerdict, driverOf map[string]string) []Range {
+	ranges := []Range{{Min: 0, Transport: "sm", Protocol: "eager"}}
+	route := func(cand string) Range {
+		if driverOf[cand] == "cma" {
+			return Range{Transport: "cma", Protocol: "rendezvous"}
+		}
+		return Range{Transport: "sm", Protocol: "pipeline"}
+	}
+	prevSize := eager
+	for _, v := range verdicts {
+		if v.Size <= eager {
+			continue
+		}
+		next := route(v.Winner)
+		last := &ranges[len(ranges)-1]
+		if last.Protocol == "eager" {
+			next.Min = eager + 1
+			ranges = append(ranges, next)
+		} else if last.Transport != next.Transport {
+			next.Min = max(prevSize+1, (prevSize+v.Size+1)/2)
+			ranges = append(ranges, next)
+		}
+		prevSize = v.Size
+	}
+	if len(ranges) == 1 { // nothing measured above the eager limit
+		ranges = append(ranges, Range{Min: eager + 1, Transport: "sm", Protocol: "pipeline"})
+	}
+	return ranges
+}
+
+// footprint describes the shared memory a channel geometry implies.
+func footprint(depth, cell, frag, slots int, ranks []int) string {
+	cells := sys.RoundUp(128+depth*cell, sys.PageSize)
+	pair := cells + sys.RoundUp(frag*slots, sys.PageSize)
+	s := humanBytes(int64(pair)) + " per ordered pair"
+	for _, n := range ranks {
+		s += fmt.Sprintf("; %d ranks: %s", n, humanBytes(int64(pair)*int64(n*(n-1))))
+	}
+	return s
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func logRatio(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return math.Log(a / b)
+}
+
+func expMean(logSum float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return math.Exp(logSum / float64(n))
+}
+
+// humanBytes writes a byte count with a binary unit and three digits.
+func humanBytes(n int64) string {
+	v, unit := float64(n), "B"
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if v < 1024 {
+			break
+		}
+		v, unit = v/1024, u
+	}
+	if unit == "B" {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.3g %s", v, unit)
+}

@@ -1,0 +1,118 @@
+package sweep
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/bench"
+)
+
+// trial fabricates a stored trial: every size gets the same samples.
+func trial(stage, cand string, pattern bench.Pattern, round int, sizes []int, samples ...float64) Trial {
+	t := Trial{Stage: stage, Candidate: cand, Transport: "sm", Pattern: pattern, Sizes: sizes, Round: round}
+	for _, n := range sizes {
+		t.Points = append(t.Points, bench.Point{Size: n, Samples: samples})
+	}
+	return t
+}
+
+func TestPickCheapest(t *testing.T) {
+	sizes := []int{64, 1024}
+	cands := []candidate{{name: "small", cost: 1}, {name: "medium", cost: 2}, {name: "large", cost: 3}, {name: "hangs", cost: 0}}
+	for _, tc := range []struct {
+		name    string
+		pattern bench.Pattern
+		trials  []Trial
+		want    string
+	}{
+		{"cheapest within 3% wins", bench.Bandwidth, []Trial{
+			trial("s", "small", bench.Bandwidth, 1, sizes, 98, 98, 98),
+			trial("s", "medium", bench.Bandwidth, 1, sizes, 90, 90, 90),
+			trial("s", "large", bench.Bandwidth, 1, sizes, 100, 100, 100),
+		}, "small"},
+		{"a clear winner beats cheaper ones", bench.Bandwidth, []Trial{
+			trial("s", "small", bench.Bandwidth, 1, sizes, 80, 80, 80),
+			trial("s", "medium", bench.Bandwidth, 1, sizes, 90, 90, 90),
+			trial("s", "large", bench.Bandwidth, 1, sizes, 100, 100, 100),
+		}, "large"},
+		{"latency: lower is better", bench.Latency, []Trial{
+			trial("s", "small", bench.Latency, 1, sizes, 0.5, 0.5, 0.5),
+			trial("s", "medium", bench.Latency, 1, sizes, 0.2, 0.2, 0.2),
+			trial("s", "large", bench.Latency, 1, sizes, 0.205, 0.205, 0.205),
+		}, "medium"},
+		{"a candidate that hung is out, however cheap", bench.Bandwidth, []Trial{
+			trial("s", "small", bench.Bandwidth, 1, sizes, 50),
+			trial("s", "large", bench.Bandwidth, 1, sizes, 100),
+			{Stage: "s", Candidate: "hangs", Round: 1, Failed: "hang: stalled"},
+		}, "large"},
+		{"rounds pool their samples", bench.Bandwidth, []Trial{
+			trial("s", "small", bench.Bandwidth, 1, sizes, 10, 10),
+			trial("s", "small", bench.Bandwidth, 2, sizes, 100, 100, 100),
+			trial("s", "large", bench.Bandwidth, 1, sizes, 100, 100, 100),
+		}, "small"},
+		{"other stages do not count", bench.Bandwidth, []Trial{
+			trial("other", "small", bench.Bandwidth, 1, sizes, 1000),
+			trial("s", "small", bench.Bandwidth, 1, sizes, 10),
+			trial("s", "large", bench.Bandwidth, 1, sizes, 100),
+		}, "large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := pickCheapest(tc.trials, "s", tc.pattern, cands)
+			if d.Chosen != tc.want {
+				t.Fatalf("chose %q, want %q (scores %+v)", d.Chosen, tc.want, d.Scores)
+			}
+		})
+	}
+}
+
+func TestTransportWinnersAndRanges(t *testing.T) {
+	sm := func(n int, v float64) Trial { return trial(stageTransport, "sm", bench.Bandwidth, 1, []int{n}, v, v*1.01, v*0.99, v, v*1.005, v*0.995) }
+	cma := func(n int, v float64) Trial {
+		tr := trial(stageTransport, "cma", bench.Bandwidth, 1, []int{n}, v, v*1.01, v*0.99, v, v*1.005, v*0.995)
+		tr.Transport = "cma"
+		return tr
+	}
+	trials := []Trial{sm(8192, 100), cma(8192, 20), sm(65536, 100), cma(65536, 101), sm(1<<20, 100), cma(1<<20, 200), sm(4<<20, 100), cma(4<<20, 300)}
+	cands := []candidate{{name: "sm", transport: "sm"}, {name: "cma", transport: "cma"}}
+	v := transportWinners(trials, cands)
+	var got []string
+	for _, x := range v {
+		got = append(got, x.Winner)
+	}
+	if want := []string{"sm", "sm", "cma", "cma"}; !slices.Equal(got, want) {
+		t.Fatalf("winners %v, want %v (a 1%% edge is a tie and stays with sm)", got, want)
+	}
+	ranges := rangesFrom(4096, v, map[string]string{"sm": "sm", "cma": "cma"})
+	want := []Range{{0, "sm", "eager"}, {4097, "sm", "pipeline"}, {(65536 + (1 << 20) + 1) / 2, "cma", "rendezvous"}}
+	if !slices.Equal(ranges, want) {
+		t.Fatalf("ranges %v, want %v", ranges, want)
+	}
+}
+
+func TestRangesWithoutMeasurementsAboveEager(t *testing.T) {
+	got := rangesFrom(4096, nil, nil)
+	if want := []Range{{0, "sm", "eager"}, {4097, "sm", "pipeline"}}; !slices.Equal(got, want) {
+		t.Fatalf("ranges %v, want %v", got, want)
+	}
+}
+
+func TestFootprint(t *testing.T) {
+	s := footprint(64, 4160, 64<<10, 16, []int{2, 8})
+	// 128 + 64*4160 = 266368 → 266240+4096 = 270336 (page-rounded) + 1 MiB of fragments.
+	if !strings.HasPrefix(s, "1.26 MiB per ordered pair; 2 ranks: 2.52 MiB; 8 ranks: 70.4 MiB") {
+		t.Fatalf("footprint = %q", s)
+	}
+	if humanBytes(512) != "512 B" || humanBytes(3<<30) != "3 GiB" {
+		t.Fatalf("humanBytes: %q %q", humanBytes(512), humanBytes(3<<30))
+	}
+}
+
+func TestCandidateOrderRotates(t *testing.T) {
+	c := []string{"a", "b", "c"}
+	for round, want := range map[int][]string{1: {"a", "b", "c"}, 2: {"b", "c", "a"}, 3: {"c", "a", "b"}, 4: {"a", "b", "c"}} {
+		if got := candidateOrder(c, round); !slices.Equal(got, want) {
+			t.Errorf("round %d: %v, want %v", round, got, want)
+		}
+	}
+}

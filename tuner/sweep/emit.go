@@ -1,0 +1,164 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/profile"
+)
+
+// Locality and memory pair of the host transports' decisions.
+const (
+	Intranode = "intranode"
+	HostHost  = "host_host"
+)
+
+// buildProfile turns the decisions and the passed probes into a profile.
+func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
+	prov := r.meta.Provenance
+	libs := map[string]string{"go": prov.GoVersion, "kernel": prov.Kernel}
+	for k, v := range prov.Libraries {
+		libs[k] = v
+	}
+	var ranges []profile.Range
+	for _, rg := range out.Ranges {
+		ranges = append(ranges, profile.Range{Min: rg.Min, Transport: rg.Transport, Protocol: rg.Protocol})
+	}
+	progress := out.SM.Progress
+	if progress == "" {
+		progress = "poll"
+	}
+	p := &profile.Profile{
+		Version: profile.FormatVersion,
+		Gotune:  bench.GotuneVersion(),
+		Created: r.meta.Started.UTC().Format(time.RFC3339), // the run's: same decisions, same hash
+		Scope:   profile.Scope{Hosts: []string{prov.Host}, CPUModel: prov.CPUModel, Cores: prov.Cores},
+		Fingerprint: profile.Fingerprint{Host: prov.Host, CPUModel: prov.CPUModel, Cores: prov.Cores,
+			NUMANodes: prov.NUMANodes, Kernel: prov.Kernel},
+		Libraries: libs,
+		Evidence: profile.Evidence{Run: r.meta.RunID, Measurements: MeasurementsFile,
+			Records: len(r.trials), Plan: r.plan.Name},
+		Decisions: map[string]map[string]profile.Decision{Intranode: {HostHost: {
+			Ranges: ranges, EagerLimit: out.SM.Eager, FragSize: out.SM.Frag, FragSlots: out.SM.Slots,
+			FIFODepth: out.SM.Depth, CellSize: out.SM.Cell, Copy: "auto", Progress: progress,
+			Footprint: out.Footprint,
+		}}},
+		Allocator: profile.Allocator{CacheBytes: out.Alloc.Cache, Purge: out.Alloc.Purge, THP: out.Alloc.THP},
+	}
+	for _, v := range s.Verdicts {
+		p.Safety = append(p.Safety, profile.Verdict{Probe: v.Probe, Config: v.Config, Outcome: v.Outcome, Detail: v.Detail})
+	}
+	return p
+}
+
+// verify measures the emitted profile through the runtime selector beside
+// each single transport, interleaved, over the verification sizes.
+func (r *Runner) verify(path, hash string) error {
+	vsizes, _ := sizes("verify_sizes", r.plan.VerifySizes)
+	if len(vsizes) == 0 {
+		return nil
+	}
+	if _, err := transports.Lookup("auto"); err != nil {
+		r.notes = append(r.notes, "verify: no auto transport in this build")
+		return nil
+	}
+	cands := []candidate{{name: "auto", transport: "auto", opts: transports.Options{"auto.profile": path, "auto.hash": hash}}}
+	for _, name := range r.plan.Transports {
+		tc := transportCandidates[name]
+		cands = append(cands, candidate{name: name, transport: tc.driver, opts: tc.opts})
+	}
+	for round := 1; round <= r.plan.VerifyRounds; round++ {
+		for _, c := range candidateOrder(cands, round) {
+			// The profile's path and hash are part of the auto candidate's
+			// options: a resumed sweep that re-emits an identical profile
+			// reuses these trials, a changed one measures anew.
+			_, err := r.run(Trial{Stage: stageVerify, Candidate: c.name, Transport: c.transport, Options: c.opts,
+				Pattern: bench.Bandwidth, Sizes: vsizes, Round: round}, round > 1 || r.replayOnly)
+			if errors.Is(err, ErrBudget) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Result is what a sweep (or tune) produced.
+type Result struct {
+	Dir         string
+	Outcome     Outcome
+	Safety      Safety
+	ProfilePath string // "" when no profile could be emitted
+	Measured    int
+	Reused      int
+	Notes       []string
+}
+
+// Run performs a whole sweep: measure and decide, probe, emit, verify, and
+// write the derived files.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	r, err := Open(ctx, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	defer r.Close()
+	return r.finish(true)
+}
+
+// Tune re-decides a run directory from its stored measurements and
+// verdicts without measuring anything; it rewrites summary and profile.
+func Tune(ctx context.Context, dir string, progressTo io.Writer) (Result, error) {
+	r, err := Open(ctx, Config{Resume: dir, Progress: progressTo})
+	if err != nil {
+		return Result{}, err
+	}
+	defer r.Close()
+	r.budget = -1 // nothing optional runs; a missing required trial is an error
+	r.replayOnly = true
+	return r.finish(false)
+}
+
+func (r *Runner) finish(measure bool) (Result, error) {
+	res := Result{Dir: r.dir}
+	out, err := r.decide()
+	if err != nil {
+		return res, err
+	}
+	res.Outcome = out
+	s, err := r.safety(&out)
+	if err != nil {
+		return res, err
+	}
+	res.Outcome, res.Safety = out, s
+	path := filepath.Join(r.dir, ProfileFile)
+	if len(s.Problems) == 0 {
+		p := r.buildProfile(out, s)
+		if err := profile.Write(path, p); err != nil {
+			return res, err
+		}
+		res.ProfilePath = path
+		abs, _ := filepath.Abs(path)
+		if err := r.verify(abs, p.Hash); err != nil {
+			return res, err
+		}
+	} else {
+		os.Remove(path) // never leave an unsafe profile behind
+	}
+	res.Measured, res.Reused, res.Notes = r.measured, r.reused, r.notes
+	if err := r.writeDerived(res); err != nil {
+		return res, err
+	}
+	if len(s.Problems) > 0 {
+		return res, fmt.Errorf("no profile emitted: %v", s.Problems)
+	}
+	return res, nil
+}

@@ -1,0 +1,209 @@
+package sweep
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/report"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/tuner/search"
+)
+
+// writeDerived rewrites the files derived from the store: the Go benchmark
+// format view of every trial and the summary.
+func (r *Runner) writeDerived(res Result) error {
+	var results []bench.Result
+	for _, t := range r.trials {
+		if t.Failed != "" || len(t.Points) == 0 {
+			continue
+		}
+		spec := bench.Spec{Transport: t.Transport, Options: t.Options, Pattern: t.Pattern, Sizes: t.Sizes}
+		results = append(results, bench.Result{Label: t.Stage + " " + t.Candidate, Provenance: r.meta.Provenance, Spec: spec, Points: t.Points})
+	}
+	var b bytes.Buffer
+	if len(results) > 0 {
+		if err := report.Write(&b, "bench", results); err != nil {
+			return fmt.Errorf("write %s: %w", BenchFile, err)
+		}
+	}
+	if err := writeFileAtomic(filepath.Join(r.dir, BenchFile), b.Bytes()); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(r.dir, SummaryFile), []byte(r.summary(res)))
+}
+
+// summary is the human account of a run: every stage's candidates, the
+// transport per size, the emitted decisions, the probes, the check of the
+// profile against the single transports, and what was cut short.
+func (r *Runner) summary(res Result) string {
+	var w strings.Builder
+	prov := r.meta.Provenance
+	fmt.Fprintf(&w, "gotune sweep %s (plan %s) on %s: %s, %d cores, kernel %s, gotune %s\n",
+		r.meta.RunID, r.plan.Name, prov.Host, prov.CPUModel, prov.Cores, prov.Kernel, prov.Gotune)
+	fmt.Fprintf(&w, "trials: %d stored (%d measured by this process, %d reused)\n\n", len(r.trials), res.Measured, res.Reused)
+	out := res.Outcome
+	for _, d := range out.Stages {
+		fmt.Fprintf(&w, "## %s (%s over %s; geomean of medians, %s; cheapest within %.0f%% of best wins)\n",
+			d.Stage, d.Pattern, sizeList(d.Sizes), d.Pattern.Unit(), 100*search.Noise)
+		best := 0.0
+		for _, s := range d.Scores {
+			best = max(best, s.Value)
+		}
+		for _, s := range d.Scores {
+			mark := " "
+			if s.Chosen {
+				mark = "*"
+			}
+			val := s.Dropped
+			if val == "" {
+				v := s.Value
+				if !d.Pattern.HigherIsBetter() && v > 0 {
+					v = 1 / v
+				}
+				val = fmt.Sprintf("%.4g (%.3f of best)", v, s.Value/best)
+			}
+			fmt.Fprintf(&w, " %s %-22s %s\n", mark, s.Candidate, val)
+		}
+		w.WriteString("\n")
+	}
+	if len(out.Transport) > 0 {
+		fmt.Fprintf(&w, "## transport (bw, MB/s medians; Mann-Whitney U, alpha 0.05, equal within %.0f%%)\n", 100*search.Noise)
+		var names []string
+		for _, c := range out.Candidates {
+			names = append(names, c.name)
+		}
+		fmt.Fprintf(&w, " %8s", "size")
+		for _, n := range names {
+			fmt.Fprintf(&w, " %10s", n)
+		}
+		fmt.Fprintf(&w, "  %-9s %s\n", "winner", "test")
+		for _, v := range out.Transport {
+			fmt.Fprintf(&w, " %8s", transports.FormatSize(v.Size))
+			for _, n := range names {
+				fmt.Fprintf(&w, " %10.0f", v.Medians[n])
+			}
+			settled := ""
+			if !v.Settled {
+				settled = " (unsettled)"
+			}
+			fmt.Fprintf(&w, "  %-9s %v%s\n", v.Winner, v.Versus, settled)
+		}
+		w.WriteString("\n")
+	}
+	fmt.Fprintf(&w, "## decisions (intranode, host_host)\n")
+	for i, rg := range out.Ranges {
+		hi := "∞"
+		if i+1 < len(out.Ranges) {
+			hi = transports.FormatSize(out.Ranges[i+1].Min - 1)
+		}
+		fmt.Fprintf(&w, " %8s – %-8s %-4s %s\n", transports.FormatSize(rg.Min), hi, rg.Transport, rg.Protocol)
+	}
+	fmt.Fprintf(&w, " eager limit %s, cell %d B, FIFO depth %d, fragments %s x %d, progress %s\n",
+		transports.FormatSize(out.SM.Eager), out.SM.Cell, out.SM.Depth, transports.FormatSize(out.SM.Frag), out.SM.Slots, out.SM.Progress)
+	fmt.Fprintf(&w, " footprint: %s\n", out.Footprint)
+	fmt.Fprintf(&w, " allocator: cache %s, purge %s, THP %s\n\n", transports.FormatSize(int(out.Alloc.Cache)), out.Alloc.Purge, onOff(out.Alloc.THP))
+
+	fmt.Fprintf(&w, "## safety (probe deadline %v)\n", r.plan.ProbeDeadline)
+	for _, d := range res.Safety.Detectors {
+		fmt.Fprintf(&w, " %-3s unsafe: %s (%.1fs) %s\n", d.Probe, d.Outcome, d.Seconds, d.Detail)
+	}
+	for _, v := range res.Safety.Verdicts {
+		fmt.Fprintf(&w, " %-3s safe on %s: %s (%.1fs) %s\n", v.Probe, v.Config, v.Outcome, v.Seconds, v.Detail)
+	}
+	for _, p := range res.Safety.Problems {
+		fmt.Fprintf(&w, " PROBLEM: %s\n", p)
+	}
+	for _, p := range res.Safety.Warnings {
+		fmt.Fprintf(&w, " note: %s\n", p)
+	}
+	w.WriteString("\n")
+	if res.ProfilePath != "" {
+		fmt.Fprintf(&w, "profile: %s\n\n", res.ProfilePath)
+	} else {
+		fmt.Fprintf(&w, "profile: NOT EMITTED (a probe failed; see safety)\n\n")
+	}
+	r.verifySummary(&w)
+	for _, n := range res.Notes {
+		fmt.Fprintf(&w, "note: %s\n", n)
+	}
+	return w.String()
+}
+
+// verifySummary compares auto with the single transports over the
+// verification trials: per size and as geometric means.
+func (r *Runner) verifySummary(w *strings.Builder) {
+	cands := map[string]map[int][]float64{}
+	for _, t := range r.trials {
+		if t.Stage != stageVerify || t.Failed != "" {
+			continue
+		}
+		if cands[t.Candidate] == nil {
+			cands[t.Candidate] = map[int][]float64{}
+		}
+		for _, p := range t.Points {
+			cands[t.Candidate][p.Size] = append(cands[t.Candidate][p.Size], p.Samples...)
+		}
+	}
+	auto, ok := cands["auto"]
+	if !ok || len(cands) < 2 {
+		return
+	}
+	var singles []string
+	for n := range cands {
+		if n != "auto" {
+			singles = append(singles, n)
+		}
+	}
+	sort.Strings(singles)
+	var sizes []int
+	for n := range auto {
+		sizes = append(sizes, n)
+	}
+	sort.Ints(sizes)
+	rounds := 0
+	for _, t := range r.trials {
+		if t.Stage == stageVerify && t.Candidate == "auto" {
+			rounds++
+		}
+	}
+	fmt.Fprintf(w, "## verify: auto (this profile) beside each single transport, bw, %d interleaved rounds (MB/s medians)\n", rounds)
+	fmt.Fprintf(w, " %8s %10s", "size", "auto")
+	for _, s := range singles {
+		fmt.Fprintf(w, " %10s", s)
+	}
+	fmt.Fprintf(w, " %10s  %s\n", "auto/best", "test vs best")
+	geo := map[string]float64{}
+	geoBestPerSize := 0.0
+	for _, n := range sizes {
+		am := search.Median(auto[n])
+		fmt.Fprintf(w, " %8s %10.0f", transports.FormatSize(n), am)
+		best, bestName := 0.0, ""
+		for _, s := range singles {
+			m := search.Median(cands[s][n])
+			fmt.Fprintf(w, " %10.0f", m)
+			if m > best {
+				best, bestName = m, s
+			}
+			geo[s] += logRatio(am, m)
+		}
+		geoBestPerSize += logRatio(am, best)
+		cmp := search.Compare(cands[bestName][n], auto[n], true)
+		fmt.Fprintf(w, " %10.3f  %v\n", am/best, cmp)
+	}
+	for _, s := range singles {
+		fmt.Fprintf(w, " geomean auto/%s: %.3f\n", s, expMean(geo[s], len(sizes)))
+	}
+	fmt.Fprintf(w, " geomean auto/best-per-size: %.3f\n\n", expMean(geoBestPerSize, len(sizes)))
+}
+
+func sizeList(sizes []int) string {
+	var s []string
+	for _, n := range sizes {
+		s = append(s, transports.FormatSize(n))
+	}
+	return strings.Join(s, ",")
+}

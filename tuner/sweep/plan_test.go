@@ -1,0 +1,80 @@
+package sweep
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBuiltInPlansAreValid(t *testing.T) {
+	for _, name := range []string{"", "quick", "full"} {
+		p, err := LoadPlan(name)
+		if err != nil {
+			t.Fatalf("LoadPlan(%q): %v", name, err)
+		}
+		if err := p.Check(); err != nil {
+			t.Fatalf("plan %q: %v", name, err)
+		}
+	}
+}
+
+func TestLoadPlanFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	good := write("tiny.yaml", "budget: 90s\nrounds: 2\neager: [1K, 4K]\nprobes: [H5]\n")
+	p, err := LoadPlan(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "tiny" || p.Budget != 90*time.Second || p.Rounds != 2 || len(p.Eager) != 2 || p.Window != Quick().Window {
+		t.Fatalf("plan = %+v", p)
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"unknown.yaml", "budget: 1m\nrouds: 3\n", "rouds"},
+		{"wrongtype.yaml", "rounds: many\n", "rounds"},
+		{"weak.yaml", "rounds: \"3\"\n", "rounds"},
+		{"duration.yaml", "budget: 5\n", "budget"},
+		{"badsize.yaml", "eager: [1Q]\n", "eager"},
+		{"badfrag.yaml", "fragments: [64K]\n", "fragments"},
+		{"badtransport.yaml", "transports: [sm, ucx]\n", "transports"},
+		{"maxrounds.yaml", "rounds: 4\nmax_rounds: 2\n", "max_rounds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := write(tc.name, tc.body)
+			_, err := LoadPlan(path)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q should name the key %q and the file", err, tc.want)
+			}
+		})
+	}
+	if _, err := LoadPlan(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Fatalf("missing plan: %v", err)
+	}
+}
+
+func TestLadder(t *testing.T) {
+	got, err := ladder("k", "8K:16M", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int{8 << 10, 32 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20, 16 << 20}
+	if len(got) != len(want) {
+		t.Fatalf("ladder = %v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("ladder = %v, want %v", got, want)
+		}
+	}
+}

@@ -1,0 +1,356 @@
+package sweep
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/tuner/search"
+)
+
+// Stage names, as stored in trials.
+const (
+	stageEager     = "eager"
+	stageFragment  = "fragment"
+	stageDepth     = "depth"
+	stageTransport = "transport"
+	stageAllocPol  = "alloc"
+	stageAllocSize = "alloc-cache"
+	stageVerify    = "verify"
+)
+
+// Outcome is everything a sweep decided, before the safety phase.
+type Outcome struct {
+	Stages     []StageDecision
+	Transport  []SizeVerdict
+	Ranges     []Range
+	SM         SMParams
+	Alloc      AllocParams
+	Candidates []candidate // the transport stage's
+	Footprint  string
+}
+
+// SMParams are the decided channel parameters.
+type SMParams struct {
+	Eager, Cell, Frag, Slots, Depth int
+	Progress                        string
+}
+
+// AllocParams are the decided host allocator settings.
+type AllocParams struct {
+	Purge string
+	THP   bool
+	Cache int64
+}
+
+// options renders the channel parameters as sm.* options.
+func (p SMParams) options() transports.Options {
+	o := transports.Options{"sm.eager": itoa(p.Eager), "sm.cell": itoa(p.Cell), "sm.frag": itoa(p.Frag),
+		"sm.frags": itoa(p.Slots), "sm.depth": itoa(p.Depth)}
+	if p.Progress != "" && p.Progress != "poll" {
+		o["sm.progress"] = p.Progress
+	}
+	return o
+}
+
+func cellFor(eager int) int { return sys.RoundUp(16+eager, 64) }
+
+func defaultSM() SMParams {
+	return SMParams{Eager: 4096, Cell: cellFor(4096), Frag: 64 << 10, Slots: 16, Depth: 64, Progress: "poll"}
+}
+
+// measure runs rounds of every candidate over sizes, interleaved; the
+// first round is required, later ones optional (budget).
+func (r *Runner) measure(stage string, cands []candidate, pattern bench.Pattern, sizes []int, rounds int) error {
+	for round := 1; round <= rounds; round++ {
+		for _, c := range candidateOrder(cands, round) {
+			_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
+				Pattern: pattern, Sizes: sizes, Round: round}, round > 1)
+			if errors.Is(err, ErrBudget) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func merge(base transports.Options, extra transports.Options) transports.Options {
+	o := transports.Options{}
+	for k, v := range base {
+		o[k] = v
+	}
+	for k, v := range extra {
+		o[k] = v
+	}
+	return o
+}
+
+// eagerCandidates, fragmentCandidates, ... build each stage's candidates
+// on top of the parameters decided so far.
+func eagerCandidates(p Plan, sm SMParams) []candidate {
+	var out []candidate
+	for _, e := range p.Eager {
+		n, _ := transports.ParseSize(e)
+		q := sm
+		q.Eager, q.Cell = n, cellFor(n)
+		out = append(out, candidate{name: "eager=" + transports.FormatSize(n), transport: "sm", opts: q.options(), cost: int64(q.Cell * q.Depth)})
+	}
+	return out
+}
+
+func fragmentCandidates(p Plan, sm SMParams) []candidate {
+	var out []candidate
+	for _, f := range p.Fragments {
+		g, _ := parseFragment(f)
+		q := sm
+		q.Frag, q.Slots = g.size, g.slots
+		out = append(out, candidate{name: "frag=" + transports.FormatSize(g.size) + "x" + itoa(g.slots), transport: "sm", opts: q.options(), cost: int64(g.size * g.slots)})
+	}
+	return out
+}
+
+func depthCandidates(p Plan, sm SMParams) []candidate {
+	var out []candidate
+	for _, d := range p.Depths {
+		q := sm
+		q.Depth = d
+		out = append(out, candidate{name: "depth=" + itoa(d), transport: "sm", opts: q.options(), cost: int64(d * q.Cell)})
+	}
+	return out
+}
+
+func transportCands(p Plan, sm SMParams) []candidate {
+	var out []candidate
+	for i, name := range p.Transports {
+		tc := transportCandidates[name]
+		o := merge(sm.options(), tc.opts)
+		if tc.driver == "cma" {
+			o["cma.threshold"] = itoa(sm.Eager + 1)
+		}
+		out = append(out, candidate{name: name, transport: tc.driver, opts: o, cost: int64(i)})
+	}
+	return out
+}
+
+func purgeCost(p string) int64 { return map[string]int64{"immediate": 0, "delayed": 1, "never": 2}[p] }
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func allocPolicyCandidates(p Plan, sm SMParams) []candidate {
+	var out []candidate
+	for _, pu := range p.AllocPurges {
+		for _, thp := range p.AllocTHP {
+			o := merge(sm.options(), transports.Options{"alloc.purge": pu, "alloc.thp": onOff(thp), "alloc.cache": "64M"})
+			cost := purgeCost(pu) * 2
+			if thp {
+				cost++
+			}
+			out = append(out, candidate{name: "purge=" + pu + ",thp=" + onOff(thp), transport: "sm", opts: o, cost: cost})
+		}
+	}
+	return out
+}
+
+func allocCacheCandidates(p Plan, sm SMParams, a AllocParams) []candidate {
+	var out []candidate
+	for _, c := range p.AllocCaches {
+		n, _ := transports.ParseSize(c)
+		o := merge(sm.options(), transports.Options{"alloc.purge": a.Purge, "alloc.thp": onOff(a.THP), "alloc.cache": itoa(n)})
+		out = append(out, candidate{name: "cache=" + transports.FormatSize(n), transport: "sm", opts: o, cost: int64(n)})
+	}
+	return out
+}
+
+// allocPattern is bench's allocate-per-message pattern, when it exists.
+var allocPattern = bench.Pattern("alloc")
+
+// decide runs (or replays) every measuring stage and decides. With measure
+// false it only replays what is stored: `gotune tune`.
+func (r *Runner) decide() (Outcome, error) {
+	p := r.plan
+	var out Outcome
+	sm := defaultSM()
+
+	// Eager limit: latency around the candidate limits.
+	eagerSizes, _ := sizes("eager_sizes", p.EagerSizes)
+	cands := eagerCandidates(p, sm)
+	if err := r.measure(stageEager, cands, bench.Latency, eagerSizes, p.Rounds); err != nil {
+		return out, err
+	}
+	d := pickCheapest(r.trials, stageEager, bench.Latency, cands)
+	out.Stages = append(out.Stages, d)
+	if c := find(cands, d.Chosen); c != nil {
+		sm.Eager, _ = strconv.Atoi(c.opts["sm.eager"])
+		sm.Cell = cellFor(sm.Eager)
+	}
+
+	// Fragment geometry: bandwidth of pipelined sizes.
+	fragSizes, _ := sizes("fragment_sizes", p.FragmentSizes)
+	cands = fragmentCandidates(p, sm)
+	if err := r.measure(stageFragment, cands, bench.Bandwidth, fragSizes, p.Rounds); err != nil {
+		return out, err
+	}
+	d = pickCheapest(r.trials, stageFragment, bench.Bandwidth, cands)
+	out.Stages = append(out.Stages, d)
+	if c := find(cands, d.Chosen); c != nil {
+		sm.Frag, _ = strconv.Atoi(c.opts["sm.frag"])
+		sm.Slots, _ = strconv.Atoi(c.opts["sm.frags"])
+	}
+
+	// FIFO depth: message rate of small messages.
+	depthSizes, _ := sizes("depth_sizes", p.DepthSizes)
+	cands = depthCandidates(p, sm)
+	if err := r.measure(stageDepth, cands, bench.MsgRate, depthSizes, p.Rounds); err != nil {
+		return out, err
+	}
+	d = pickCheapest(r.trials, stageDepth, bench.MsgRate, cands)
+	out.Stages = append(out.Stages, d)
+	if c := find(cands, d.Chosen); c != nil {
+		sm.Depth, _ = strconv.Atoi(c.opts["sm.depth"])
+	}
+
+	// Transport per size: coarse ladder, settle, bisect crossovers.
+	if err := r.transportStage(sm, &out); err != nil {
+		return out, err
+	}
+
+	// Host allocator (allocate-per-message pattern).
+	out.Alloc = AllocParams{Purge: "immediate", Cache: 64 << 20}
+	if _, err := bench.ParsePattern(string(allocPattern)); err == nil && len(p.AllocPurges) > 0 {
+		allocSizes, _ := sizes("alloc_sizes", p.AllocSizes)
+		cands = allocPolicyCandidates(p, sm)
+		if err := r.measure(stageAllocPol, cands, allocPattern, allocSizes, p.Rounds); err != nil {
+			return out, err
+		}
+		d = pickCheapest(r.trials, stageAllocPol, allocPattern, cands)
+		out.Stages = append(out.Stages, d)
+		if c := find(cands, d.Chosen); c != nil {
+			out.Alloc.Purge, out.Alloc.THP = c.opts["alloc.purge"], c.opts["alloc.thp"] == "on"
+		}
+		cands = allocCacheCandidates(p, sm, out.Alloc)
+		if err := r.measure(stageAllocSize, cands, allocPattern, allocSizes, p.Rounds); err != nil {
+			return out, err
+		}
+		d = pickCheapest(r.trials, stageAllocSize, allocPattern, cands)
+		out.Stages = append(out.Stages, d)
+		if c := find(cands, d.Chosen); c != nil {
+			n, _ := strconv.Atoi(c.opts["alloc.cache"])
+			out.Alloc.Cache = int64(n)
+		}
+	} else {
+		r.notes = append(r.notes, "allocator: this build has no alloc pattern; defaults stand")
+	}
+	out.SM = sm
+	out.Footprint = footprint(sm.Depth, sm.Cell, sm.Frag, sm.Slots, p.FootprintRanks)
+	return out, nil
+}
+
+func find(cands []candidate, name string) *candidate {
+	for i := range cands {
+		if cands[i].name == name {
+			return &cands[i]
+		}
+	}
+	return nil
+}
+
+// transportStage weighs the single transports size by size: the coarse
+// ladder for Rounds rounds; sizes whose comparison is unsettled get more
+// rounds (up to MaxRound); neighbouring sizes with different winners get
+// the size between them, until every crossover is known to a doubling.
+func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
+	p := r.plan
+	cands := transportCands(p, sm)
+	out.Candidates = cands
+	coarse, _ := ladder("transport_sizes", p.TransportSizes, p.LadderStep)
+	if err := r.measure(stageTransport, cands, bench.Bandwidth, coarse, p.Rounds); err != nil {
+		return err
+	}
+	extraRound := map[int]int{} // size → rounds measured beyond the stage's own
+	for pass := 0; pass < 16; pass++ {
+		verdicts := transportWinners(r.trials, cands)
+		var unsettled []int
+		for _, v := range verdicts {
+			if !v.Settled && p.Rounds+extraRound[v.Size] < p.MaxRound {
+				unsettled = append(unsettled, v.Size)
+			}
+		}
+		var mids []int
+		if p.Bisect {
+			var measured []int
+			winner := map[int]string{}
+			for _, v := range verdicts {
+				measured = append(measured, v.Size)
+				winner[v.Size] = v.Winner
+			}
+			mids = search.Bisect(measured, func(n int) string { return winner[n] })
+		}
+		if len(unsettled) == 0 && len(mids) == 0 {
+			break
+		}
+		if len(unsettled) > 0 {
+			round := p.Rounds + 1 + extraRound[unsettled[0]]
+			for _, n := range unsettled {
+				extraRound[n]++
+			}
+			if err := r.measureRound(stageTransport, cands, unsettled, round); err != nil {
+				if errors.Is(err, ErrBudget) {
+					break
+				}
+				return err
+			}
+		}
+		if len(mids) > 0 {
+			stop := false
+			for round := 1; round <= p.Rounds && !stop; round++ {
+				if err := r.measureRound(stageTransport, cands, mids, round); err != nil {
+					if !errors.Is(err, ErrBudget) {
+						return err
+					}
+					stop = true
+				}
+			}
+			if stop {
+				break
+			}
+		}
+	}
+	out.Transport = transportWinners(r.trials, cands)
+	driverOf := map[string]string{}
+	for _, c := range cands {
+		driverOf[c.name] = c.transport
+	}
+	out.Ranges = rangesFrom(sm.Eager, out.Transport, driverOf)
+	return nil
+}
+
+// measureRound runs one optional round of every candidate at sizes.
+func (r *Runner) measureRound(stage string, cands []candidate, sizes []int, round int) error {
+	sizes = slices.Clone(sizes)
+	sort.Ints(sizes)
+	for _, c := range candidateOrder(cands, round) {
+		_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
+			Pattern: bench.Bandwidth, Sizes: sizes, Round: round}, true)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o Outcome) String() string {
+	return fmt.Sprintf("eager %d, frag %dx%d, depth %d, %d ranges", o.SM.Eager, o.SM.Frag, o.SM.Slots, o.SM.Depth, len(o.Ranges))
+}

@@ -1,0 +1,320 @@
+package sweep
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/tuner/store"
+)
+
+// Trial is one run of one candidate: a record in measurements.jsonl.
+type Trial struct {
+	Stage     string             `json:"stage"`
+	Candidate string             `json:"candidate"`
+	Transport string             `json:"transport"`
+	Options   transports.Options `json:"options,omitempty"`
+	Pattern   bench.Pattern      `json:"pattern"`
+	Sizes     []int              `json:"sizes"`
+	Round     int                `json:"round"`
+	Points    []bench.Point      `json:"points,omitempty"`
+	// Failed says why the candidate produced no points: a hang the
+	// watchdog caught (the candidate is then dropped, never emitted).
+	Failed string `json:"failed,omitempty"`
+	// Seconds is how long the trial took, for budget estimates.
+	Seconds float64 `json:"seconds"`
+}
+
+// key identifies a trial independently of its outcome.
+func (t Trial) key() string {
+	b, _ := json.Marshal(struct {
+		Stage, Candidate, Transport string
+		Options                     transports.Options
+		Pattern                     bench.Pattern
+		Sizes                       []int
+		Round                       int
+	}{t.Stage, t.Candidate, t.Transport, t.Options, t.Pattern, t.Sizes, t.Round})
+	sum := sha256.Sum256(b)
+	return "trial:" + hex.EncodeToString(sum[:12])
+}
+
+// Meta is meta.json: what a run is, written once when it starts.
+type Meta struct {
+	RunID      string           `json:"run_id"`
+	Command    string           `json:"command"`
+	Started    time.Time        `json:"started"`
+	Provenance bench.Provenance `json:"provenance"`
+	Plan       Plan             `json:"plan"`
+}
+
+// Files of a run directory.
+const (
+	MetaFile         = "meta.json"
+	MeasurementsFile = "measurements.jsonl"
+	BenchFile        = "measurements.bench"
+	SummaryFile      = "summary"
+	ProfileFile      = "profile.yaml"
+	QuarantineFile   = "quarantine.jsonl" // in the host directory, shared by runs
+)
+
+// Config is how to run a sweep.
+type Config struct {
+	Plan     Plan
+	Out      string // root of results: the run goes to Out/<host>/<run-id>/
+	Resume   string // an existing run directory to continue instead
+	Budget   time.Duration
+	Progress io.Writer // one line per trial; nil: discard
+	Command  string    // the command line, for meta.json
+	// Hooks run in every trial's rank job (tests use them to kill ranks).
+	Hooks launch.Hooks
+}
+
+// Runner is a sweep in progress.
+type Runner struct {
+	dir, hostDir string
+	meta         Meta
+	plan         Plan
+	store        *store.Store
+	quarantine   *store.Store
+	progress     io.Writer
+	hooks        launch.Hooks
+	ctx          context.Context
+	start        time.Time
+	budget       time.Duration
+	trials       []Trial // every trial of this run, stored or new, in order
+	measured     int     // trials measured by this process
+	reused       int     // trials found in the store
+	overBudget   bool
+	notes        []string // for the summary: budget cuts, dropped candidates
+	replayOnly   bool     // tune: use stored trials only
+}
+
+// ErrBudget stops optional work when the budget is spent.
+var ErrBudget = errors.New("budget spent")
+
+// Open prepares a run directory: a new one under cfg.Out, or cfg.Resume.
+func Open(ctx context.Context, cfg Config) (*Runner, error) {
+	r := &Runner{ctx: ctx, progress: cfg.Progress, hooks: cfg.Hooks, start: time.Now()}
+	if r.progress == nil {
+		r.progress = io.Discard
+	}
+	if cfg.Resume != "" {
+		r.dir = cfg.Resume
+		b, err := os.ReadFile(filepath.Join(r.dir, MetaFile))
+		if err != nil {
+			return nil, fmt.Errorf("resume %s: %w", r.dir, err)
+		}
+		if err := json.Unmarshal(b, &r.meta); err != nil {
+			return nil, fmt.Errorf("resume: %s: %w", filepath.Join(r.dir, MetaFile), err)
+		}
+		if err := r.meta.Plan.Check(); err != nil {
+			return nil, fmt.Errorf("resume: %s: plan: %w", filepath.Join(r.dir, MetaFile), err)
+		}
+	} else {
+		prov := bench.Collect("/")
+		host := prov.Host
+		if host == "" {
+			host = "unknown-host"
+		}
+		id := r.start.UTC().Format("20060102-150405")
+		r.dir = filepath.Join(cfg.Out, host, id)
+		for n := 2; ; n++ { // two sweeps in one second get distinct directories
+			if _, err := os.Stat(r.dir); os.IsNotExist(err) {
+				break
+			}
+			r.dir = filepath.Join(cfg.Out, host, fmt.Sprintf("%s.%d", id, n))
+		}
+		if err := os.MkdirAll(r.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create run directory: %w", err)
+		}
+		r.meta = Meta{RunID: filepath.Base(r.dir), Command: cfg.Command, Started: r.start.UTC().Truncate(time.Second),
+			Provenance: prov, Plan: cfg.Plan}
+		b, _ := json.MarshalIndent(r.meta, "", "  ")
+		if err := writeFileAtomic(filepath.Join(r.dir, MetaFile), append(b, '\n')); err != nil {
+			return nil, err
+		}
+	}
+	r.plan = r.meta.Plan
+	r.budget = cfg.Budget
+	if r.budget <= 0 {
+		r.budget = r.plan.Budget
+	}
+	r.hostDir = filepath.Dir(r.dir)
+	var err error
+	if r.store, err = store.Open(filepath.Join(r.dir, MeasurementsFile)); err != nil {
+		return nil, err
+	}
+	if len(r.store.Dropped) > 0 {
+		fmt.Fprintf(r.progress, "resume: dropped a torn last record (%d bytes) of an interrupted write\n", len(r.store.Dropped))
+	}
+	if r.quarantine, err = store.Open(filepath.Join(r.hostDir, QuarantineFile)); err != nil {
+		r.store.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Dir is the run directory.
+func (r *Runner) Dir() string { return r.dir }
+
+// Close releases the stores.
+func (r *Runner) Close() error {
+	err := r.store.Close()
+	if qerr := r.quarantine.Close(); err == nil {
+		err = qerr
+	}
+	return err
+}
+
+// remaining is the measuring time left.
+func (r *Runner) remaining() time.Duration { return r.budget - time.Since(r.start) }
+
+// reserve is kept for the safety phase and the outputs.
+func (r *Runner) reserve() time.Duration {
+	return time.Duration(len(r.plan.Probes))*4*r.plan.ProbeDeadline + 10*time.Second
+}
+
+// run measures t (or returns its stored record). Optional trials are
+// skipped with ErrBudget when the budget, less the safety reserve, is spent.
+func (r *Runner) run(t Trial, optional bool) (Trial, error) {
+	key := t.key()
+	if rec, ok := r.store.Get(key); ok {
+		var stored Trial
+		if err := json.Unmarshal(rec.Data, &stored); err != nil {
+			return Trial{}, fmt.Errorf("%s: record %s: %w", filepath.Join(r.dir, MeasurementsFile), key, err)
+		}
+		r.reused++
+		r.trials = append(r.trials, stored)
+		return stored, nil
+	}
+	if r.replayOnly {
+		if optional {
+			return Trial{}, ErrBudget
+		}
+		return Trial{}, fmt.Errorf("tune: %s has no stored trial %s %s round %d (was the sweep finished? resume it with --resume %s)",
+			r.dir, t.Stage, t.Candidate, t.Round, r.dir)
+	}
+	if optional && r.remaining() < r.reserve() {
+		if !r.overBudget {
+			r.overBudget = true
+			r.notes = append(r.notes, fmt.Sprintf("budget: optional rounds and bisection stopped at %s (%v left of %v)",
+				t.Stage, r.remaining().Round(time.Second), r.budget))
+		}
+		return Trial{}, ErrBudget
+	}
+	spec := bench.Spec{Transport: t.Transport, Options: t.Options, Pattern: t.Pattern, Sizes: t.Sizes,
+		Reps: r.plan.Reps, Window: r.plan.Window, CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment}
+	spec.RepBytes, _ = transports.ParseSize(r.plan.RepBytes)
+	began := time.Now()
+	res, err := bench.Run(r.ctx, spec, r.plan.Stall, r.hooks)
+	var stall *launch.StallError
+	switch {
+	case errors.As(err, &stall):
+		t.Failed = "hang: " + stall.Error()
+	case err != nil && r.ctx.Err() == nil:
+		// A rank died or failed: once more, then give up (resume later).
+		fmt.Fprintf(r.progress, "  %s %s round %d failed (%v); retrying once\n", t.Stage, t.Candidate, t.Round, err)
+		res, err = bench.Run(r.ctx, spec, r.plan.Stall, r.hooks)
+		if errors.As(err, &stall) {
+			t.Failed, err = "hang: "+stall.Error(), nil
+		}
+		if err != nil {
+			return Trial{}, fmt.Errorf("trial %s %s round %d: %w (resume with --resume %s)", t.Stage, t.Candidate, t.Round, err, r.dir)
+		}
+	case err != nil:
+		return Trial{}, fmt.Errorf("trial %s %s round %d: %w (resume with --resume %s)", t.Stage, t.Candidate, t.Round, err, r.dir)
+	}
+	t.Points = res.Points
+	t.Seconds = time.Since(began).Seconds()
+	data, _ := json.Marshal(t)
+	if err := r.store.Append(store.Record{Key: key, Kind: "trial", Time: time.Now().UTC(), Data: data}); err != nil {
+		return Trial{}, err
+	}
+	r.measured++
+	r.trials = append(r.trials, t)
+	status := fmt.Sprintf("%.2fs", t.Seconds)
+	if t.Failed != "" {
+		status = "DROPPED: " + t.Failed
+	}
+	fmt.Fprintf(r.progress, "[%s] %-9s %-14s %-7s round %d  %s\n", fmtElapsed(time.Since(r.start)), t.Stage, t.Candidate, t.Pattern, t.Round, status)
+	return t, nil
+}
+
+func fmtElapsed(d time.Duration) string {
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%2d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+// writeFileAtomic writes a derived file so that readers never see half.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// LoadTrials reads a run directory's stored trials, in order.
+func LoadTrials(dir string) (Meta, []Trial, error) {
+	var meta Meta
+	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	if err != nil {
+		return meta, nil, fmt.Errorf("read run: %w", err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return meta, nil, fmt.Errorf("%s: %w", filepath.Join(dir, MetaFile), err)
+	}
+	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
+	if err != nil {
+		return meta, nil, err
+	}
+	defer s.Close()
+	var trials []Trial
+	for _, rec := range s.Records() {
+		if rec.Kind != "trial" {
+			continue
+		}
+		var t Trial
+		if err := json.Unmarshal(rec.Data, &t); err != nil {
+			return meta, nil, fmt.Errorf("%s: record %s: %w", filepath.Join(dir, MeasurementsFile), rec.Key, err)
+		}
+		trials = append(trials, t)
+	}
+	return meta, trials, nil
+}
+
+// candidateOrder rotates candidates by round so no candidate always runs
+// first (or right after the same neighbour).
+func candidateOrder[T any](cands []T, round int) []T {
+	if len(cands) == 0 {
+		return nil
+	}
+	k := (round - 1) % len(cands)
+	return slices.Concat(cands[k:], cands[:k])
+}
+
+func lower(s string) string { return strings.ToLower(s) }

@@ -1,0 +1,190 @@
+package sweep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/transports/profile"
+	"github.com/gotune/gotune/tuner/store"
+
+	_ "github.com/gotune/gotune/transports/all"
+)
+
+func TestMain(m *testing.M) {
+	launch.MaybeRunRank()
+	os.Exit(m.Run())
+}
+
+// tinyPlan exercises every stage with the fewest trials; POSIX segments so
+// that leftovers in /dev/shm would show.
+func tinyPlan() Plan {
+	p := Quick()
+	p.Name, p.Budget = "tiny", 5*time.Minute
+	p.Rounds, p.MaxRound, p.Reps, p.RepBytes, p.Window, p.Segment = 2, 3, 2, "4M", 8, "posix"
+	p.Eager, p.EagerSizes = []string{"1K", "4K"}, "512,2K"
+	p.Fragments, p.FragmentSizes = []string{"64Kx4", "64Kx16"}, "64K,1M"
+	p.Depths, p.DepthSizes = []int{8, 64}, "8"
+	p.TransportSizes, p.LadderStep = "8K:1M", 2
+	p.AllocPurges, p.AllocTHP, p.AllocCaches, p.AllocSizes = []string{"immediate", "never"}, []bool{false}, []string{"8M"}, "64K"
+	p.Probes = []string{"H5"}
+	p.VerifySizes, p.VerifyRounds = "1K,64K,1M", 1
+	return p
+}
+
+// storedKeys returns the trial keys of a run's store and fails on a
+// duplicate: a trial measured twice.
+func storedKeys(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	keys := map[string]bool{}
+	for _, r := range s.Records() {
+		if keys[r.Key] {
+			t.Fatalf("record %s stored twice: a finished trial was measured again", r.Key)
+		}
+		keys[r.Key] = true
+	}
+	return keys
+}
+
+func shmLeftovers(t *testing.T) []string {
+	t.Helper()
+	m, _ := filepath.Glob("/dev/shm/gotune-*")
+	return m
+}
+
+func TestSweepEmitsAndTuneRedecides(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real rank processes")
+	}
+	out := t.TempDir()
+	res, err := Run(context.Background(), Config{Plan: tinyPlan(), Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{MetaFile, MeasurementsFile, BenchFile, SummaryFile, ProfileFile} {
+		if st, err := os.Stat(filepath.Join(res.Dir, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s: missing or empty (%v)", f, err)
+		}
+	}
+	p, err := profile.Load(res.ProfilePath)
+	if err != nil {
+		t.Fatalf("emitted profile does not load: %v", err)
+	}
+	d := p.Decisions[Intranode][HostHost]
+	if d.EagerLimit != 1024 && d.EagerLimit != 4096 {
+		t.Fatalf("eager limit %d is not a candidate", d.EagerLimit)
+	}
+	if len(p.Safety) != 1 || p.Safety[0].Probe != "H5" || p.Safety[0].Outcome != "passed" {
+		t.Fatalf("safety verdicts %+v", p.Safety)
+	}
+	summary, _ := os.ReadFile(filepath.Join(res.Dir, SummaryFile))
+	for _, want := range []string{"## eager", "## transport", "## decisions", "H5  unsafe: hazard detected", "## verify"} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("summary lacks %q:\n%s", want, summary)
+		}
+	}
+	bench, _ := os.ReadFile(filepath.Join(res.Dir, BenchFile))
+	if !strings.Contains(string(bench), "BenchmarkBW/transport=auto/size=65536") {
+		t.Errorf("Go benchmark format lacks the verification trials:\n%.2000s", bench)
+	}
+	before := storedKeys(t, res.Dir)
+
+	tuned, err := Tune(context.Background(), res.Dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tuned.Measured != 0 {
+		t.Fatalf("tune measured %d trials", tuned.Measured)
+	}
+	again, err := profile.Load(filepath.Join(res.Dir, ProfileFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Hash != p.Hash {
+		t.Fatalf("tune re-decided differently from the same data: %s, then %s", p.Hash, again.Hash)
+	}
+	if after := storedKeys(t, res.Dir); len(after) != len(before) {
+		t.Fatalf("tune stored %d new records", len(after)-len(before))
+	}
+	if left := shmLeftovers(t); len(left) > 0 {
+		t.Fatalf("left in /dev/shm: %v", left)
+	}
+}
+
+func TestSweepResumesAfterRankKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real rank processes")
+	}
+	out := t.TempDir()
+	var jobs atomic.Int32
+	killOn := func(n int32) launch.Hooks {
+		return launch.Hooks{Stderr: ioDiscard{}, Started: func(pids []int) {
+			if k := jobs.Add(1); k == n || k == n+1 { // the trial and its retry
+				syscall.Kill(pids[1], syscall.SIGKILL)
+			}
+		}}
+	}
+	_, err := Run(context.Background(), Config{Plan: tinyPlan(), Out: out, Hooks: killOn(4)})
+	if err == nil || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("a trial whose rank was killed twice: err = %v, want one that says how to resume", err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(out, "*", "*"))
+	var dir string
+	for _, d := range dirs {
+		if st, _ := os.Stat(d); st.IsDir() {
+			dir = d
+		}
+	}
+	if dir == "" {
+		t.Fatalf("no run directory under %s", out)
+	}
+	done := storedKeys(t, dir)
+	if len(done) != 3 {
+		t.Fatalf("%d trials stored before the kill, want 3", len(done))
+	}
+	res, err := Run(context.Background(), Config{Resume: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reused != 3 {
+		t.Fatalf("resume reused %d trials, want the 3 finished ones", res.Reused)
+	}
+	after := storedKeys(t, dir) // fails on any duplicate
+	for k := range done {
+		if !after[k] {
+			t.Fatalf("record %s lost", k)
+		}
+	}
+	if left := shmLeftovers(t); len(left) > 0 {
+		t.Fatalf("left in /dev/shm: %v", left)
+	}
+	var meta Meta
+	b, _ := os.ReadFile(filepath.Join(dir, MetaFile))
+	if err := json.Unmarshal(b, &meta); err != nil || meta.Plan.Name != "tiny" {
+		t.Fatalf("meta.json: %v %+v", err, meta.Plan.Name)
+	}
+}
+
+func TestTuneNeedsAFinishedRun(t *testing.T) {
+	_, err := Tune(context.Background(), t.TempDir(), nil)
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("tune of an empty directory: %v", err)
+	}
+}
+
+type ioDiscard struct{}
+
+func (ioDiscard) Write(b []byte) (int, error) { return len(b), nil }
