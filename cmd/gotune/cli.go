@@ -23,8 +23,8 @@ import (
 	"github.com/gotune/gotune/internal/report"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
-	"github.com/gotune/gotune/transports/profile"
 	_ "github.com/gotune/gotune/transports/all"
+	"github.com/gotune/gotune/transports/profile"
 )
 
 // Main runs the CLI with args and returns the process exit status.

@@ -126,7 +126,7 @@ func TestProbeExitStatus(t *testing.T) {
 	}
 	out, _, code = run(t, "probe", "--list")
 	for _, id := range []string{"H1", "H3", "H5", "H6", "H8"} {
-		if code != 0 || !regexp.MustCompile(`(?m)^` + id + ` `).MatchString(out) {
+		if code != 0 || !regexp.MustCompile(`(?m)^`+id+` `).MatchString(out) {
 			t.Errorf("--list: exit %d, no line for %s: %q", code, id, out)
 		}
 	}

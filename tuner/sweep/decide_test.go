@@ -67,7 +67,9 @@ func TestPickCheapest(t *testing.T) {
 }
 
 func TestTransportWinnersAndRanges(t *testing.T) {
-	sm := func(n int, v float64) Trial { return trial(stageTransport, "sm", bench.Bandwidth, 1, []int{n}, v, v*1.01, v*0.99, v, v*1.005, v*0.995) }
+	sm := func(n int, v float64) Trial {
+		return trial(stageTransport, "sm", bench.Bandwidth, 1, []int{n}, v, v*1.01, v*0.99, v, v*1.005, v*0.995)
+	}
 	cma := func(n int, v float64) Trial {
 		tr := trial(stageTransport, "cma", bench.Bandwidth, 1, []int{n}, v, v*1.01, v*0.99, v, v*1.005, v*0.995)
 		tr.Transport = "cma"

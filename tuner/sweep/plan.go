@@ -25,7 +25,7 @@ type Plan struct {
 	Reps     int           `json:"reps" mapstructure:"reps"`             // repetitions per size per trial
 	RepBytes string        `json:"rep_bytes" mapstructure:"rep_bytes"`   // payload per repetition (bench.Spec.RepBytes)
 	Window   int           `json:"window" mapstructure:"window"`
-	Stall    time.Duration `json:"stall" mapstructure:"stall"` // watchdog deadline of a measuring trial
+	Stall    time.Duration `json:"stall" mapstructure:"stall"`     // watchdog deadline of a measuring trial
 	Segment  string        `json:"segment" mapstructure:"segment"` // shared segment backend: memfd or posix
 
 	Eager         []string `json:"eager" mapstructure:"eager"` // eager-limit candidates
@@ -62,7 +62,7 @@ func Quick() Plan {
 		Name: "quick", Budget: 4*time.Minute + 30*time.Second,
 		Rounds: 5, MaxRound: 8, Reps: 3, RepBytes: "64M", Window: bench.DefaultWindow, Stall: 30 * time.Second,
 		Segment: "memfd",
-		Eager: []string{"1K", "2K", "4K", "8K"}, EagerSizes: "256:16K",
+		Eager:   []string{"1K", "2K", "4K", "8K"}, EagerSizes: "256:16K",
 		Fragments:     []string{"32Kx8", "64Kx4", "64Kx16", "128Kx8", "256Kx4"},
 		FragmentSizes: "64K,256K,1M,4M,16M",
 		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: "8,512,4K",
