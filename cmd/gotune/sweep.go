@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -44,10 +45,8 @@ A killed sweep continues with --resume DIR: nothing finished is measured again.`
 			ctx, cancel := jobContext(0)
 			defer cancel()
 			res, err := sweep.Run(ctx, cfg)
+			printSummary(cmd, res)
 			if res.Dir != "" {
-				if b, rerr := os.ReadFile(res.Dir + "/" + sweep.SummaryFile); rerr == nil {
-					cmd.OutOrStdout().Write(b)
-				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "run directory: %s\n", res.Dir)
 			}
 			return err
@@ -70,12 +69,18 @@ func newTune() *cobra.Command {
 			ctx, cancel := jobContext(0)
 			defer cancel()
 			res, err := sweep.Tune(ctx, args[0], nil)
-			if res.Dir != "" {
-				if b, rerr := os.ReadFile(res.Dir + "/" + sweep.SummaryFile); rerr == nil {
-					cmd.OutOrStdout().Write(b)
-				}
-			}
+			printSummary(cmd, res)
 			return err
 		},
+	}
+}
+
+// printSummary copies a run's summary file to stdout, if there is one.
+func printSummary(cmd *cobra.Command, res sweep.Result) {
+	if res.Dir == "" {
+		return
+	}
+	if b, err := os.ReadFile(filepath.Join(res.Dir, sweep.SummaryFile)); err == nil {
+		cmd.OutOrStdout().Write(b)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/sys"
@@ -23,10 +24,10 @@ type candidate struct {
 	cost      int64
 }
 
-// samplesOf gathers a candidate's repetitions per size over every trial of
-// a stage. ok is false when any of its trials failed (it hung): such a
-// candidate is out.
-func samplesOf(trials []Trial, stage, cand string) (map[int][]float64, bool) {
+// samplesOf gathers a candidate's repetitions per size of one pattern over
+// every trial of a stage. ok is false when any of its trials failed (it
+// hung): such a candidate is out.
+func samplesOf(trials []Trial, stage, cand string, pattern bench.Pattern) (map[int][]float64, bool) {
 	out := map[int][]float64{}
 	for _, t := range trials {
 		if t.Stage != stage || t.Candidate != cand {
@@ -34,6 +35,9 @@ func samplesOf(trials []Trial, stage, cand string) (map[int][]float64, bool) {
 		}
 		if t.Failed != "" {
 			return nil, false
+		}
+		if t.Pattern != pattern {
+			continue
 		}
 		for _, p := range t.Points {
 			out[p.Size] = append(out[p.Size], p.Samples...)
@@ -45,7 +49,7 @@ func samplesOf(trials []Trial, stage, cand string) (map[int][]float64, bool) {
 // Score is one candidate's standing in a stage.
 type Score struct {
 	Candidate string
-	Value     float64 // geometric mean over the common sizes; higher is better
+	Value     float64 // geometric mean over the common points; higher is better
 	Cost      int64
 	Dropped   string // why it is out, if it is
 	Chosen    bool
@@ -53,38 +57,64 @@ type Score struct {
 
 // StageDecision is what a stage concluded.
 type StageDecision struct {
-	Stage   string
-	Pattern bench.Pattern
-	Sizes   []int
-	Scores  []Score
-	Chosen  string // "" when nothing could be decided (defaults stand)
+	Stage    string
+	Patterns []bench.Pattern
+	Sizes    []int
+	Scores   []Score
+	Chosen   string // "" when nothing could be decided (defaults stand)
+}
+
+// point is one (pattern, size) that candidates are scored on.
+type point struct {
+	pattern bench.Pattern
+	size    int
 }
 
 // pickCheapest scores every candidate by the geometric mean of its medians
-// over the sizes all surviving candidates have, and chooses the cheapest
+// over the (pattern, size) points all surviving candidates have (latency
+// inverted, so higher is better everywhere), and chooses the cheapest
 // within search.Noise of the best.
-func pickCheapest(trials []Trial, stage string, pattern bench.Pattern, cands []candidate) StageDecision {
-	d := StageDecision{Stage: stage, Pattern: pattern}
-	samples := map[string]map[int][]float64{}
-	var common []int
+func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate) StageDecision {
+	d := StageDecision{Stage: stage, Patterns: patterns}
+	samples := map[string]map[point][]float64{}
+	var common []point
 	first := true
 	for _, c := range cands {
-		s, ok := samplesOf(trials, stage, c.name)
-		if !ok {
+		all := map[point][]float64{}
+		out := false
+		for _, pat := range patterns {
+			s, ok := samplesOf(trials, stage, c.name, pat)
+			if !ok && failedIn(trials, stage, c.name) {
+				out = true
+			}
+			for n, v := range s {
+				all[point{pat, n}] = v
+			}
+		}
+		if out || len(all) == 0 {
 			continue
 		}
-		samples[c.name] = s
-		var sizes []int
-		for n := range s {
-			if !first && !slices.Contains(common, n) {
-				continue
+		samples[c.name] = all
+		var keep []point
+		for pt := range all {
+			if first || slices.Contains(common, pt) {
+				keep = append(keep, pt)
 			}
-			sizes = append(sizes, n)
 		}
-		common, first = sizes, false
+		common, first = keep, false
 	}
-	sort.Ints(common)
-	d.Sizes = common
+	slices.SortFunc(common, func(a, b point) int {
+		if a.pattern != b.pattern {
+			return strings.Compare(string(a.pattern), string(b.pattern))
+		}
+		return a.size - b.size
+	})
+	for _, pt := range common {
+		if !slices.Contains(d.Sizes, pt.size) {
+			d.Sizes = append(d.Sizes, pt.size)
+		}
+	}
+	sort.Ints(d.Sizes)
 	best := 0.0
 	for _, c := range cands {
 		sc := Score{Candidate: c.name, Cost: c.cost}
@@ -98,9 +128,9 @@ func pickCheapest(trials []Trial, stage string, pattern bench.Pattern, cands []c
 			sc.Dropped = "no common sizes"
 		default:
 			logSum := 0.0
-			for _, n := range common {
-				m := search.Median(s[n])
-				if !pattern.HigherIsBetter() {
+			for _, pt := range common {
+				m := search.Median(s[pt])
+				if !pt.pattern.HigherIsBetter() {
 					m = 1 / m
 				}
 				logSum += math.Log(m)
@@ -146,7 +176,7 @@ func transportWinners(trials []Trial, cands []candidate) []SizeVerdict {
 	samples := map[string]map[int][]float64{}
 	var sizes []int
 	for _, c := range cands {
-		s, ok := samplesOf(trials, stageTransport, c.name)
+		s, ok := samplesOf(trials, stageTransport, c.name, bench.Bandwidth)
 		if !ok {
 			continue
 		}

@@ -58,7 +58,7 @@ func TestPickCheapest(t *testing.T) {
 		}, "large"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := pickCheapest(tc.trials, "s", tc.pattern, cands)
+			d := pickCheapest(tc.trials, "s", []bench.Pattern{tc.pattern}, cands)
 			if d.Chosen != tc.want {
 				t.Fatalf("chose %q, want %q (scores %+v)", d.Chosen, tc.want, d.Scores)
 			}

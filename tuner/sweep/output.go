@@ -47,8 +47,12 @@ func (r *Runner) summary(res Result) string {
 	fmt.Fprintf(&w, "trials: %d stored (%d measured by this process, %d reused)\n\n", len(r.trials), res.Measured, res.Reused)
 	out := res.Outcome
 	for _, d := range out.Stages {
-		fmt.Fprintf(&w, "## %s (%s over %s; geomean of medians, %s; cheapest within %.0f%% of best wins)\n",
-			d.Stage, d.Pattern, sizeList(d.Sizes), d.Pattern.Unit(), 100*search.Noise)
+		var pats []string
+		for _, p := range d.Patterns {
+			pats = append(pats, string(p))
+		}
+		fmt.Fprintf(&w, "## %s (%s over %s; score: geomean of medians, latency inverted, relative to the best; cheapest within %.0f%% of best wins)\n",
+			d.Stage, strings.Join(pats, "+"), sizeList(d.Sizes), 100*search.Noise)
 		best := 0.0
 		for _, s := range d.Scores {
 			best = max(best, s.Value)
@@ -60,11 +64,7 @@ func (r *Runner) summary(res Result) string {
 			}
 			val := s.Dropped
 			if val == "" {
-				v := s.Value
-				if !d.Pattern.HigherIsBetter() && v > 0 {
-					v = 1 / v
-				}
-				val = fmt.Sprintf("%.4g (%.3f of best)", v, s.Value/best)
+				val = fmt.Sprintf("%.3f", s.Value/best)
 			}
 			fmt.Fprintf(&w, " %s %-22s %s\n", mark, s.Candidate, val)
 		}

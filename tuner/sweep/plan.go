@@ -64,7 +64,7 @@ func Quick() Plan {
 		Segment: "memfd",
 		Eager:   []string{"1K", "2K", "4K", "8K"}, EagerSizes: "256:16K",
 		Fragments:     []string{"32Kx8", "64Kx4", "64Kx16", "128Kx8", "256Kx4"},
-		FragmentSizes: "64K,256K,1M,4M,16M",
+		FragmentSizes: "16K:16M",
 		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: "8,512,4K",
 		Transports: []string{"sm", "cma"}, TransportSizes: "8K:16M", LadderStep: 2, Bisect: true,
 		AllocPurges: []string{"immediate", "delayed", "never"}, AllocTHP: []bool{false, true},

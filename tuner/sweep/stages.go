@@ -10,6 +10,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/tuner/probe"
 	"github.com/gotune/gotune/tuner/search"
 )
 
@@ -64,23 +65,34 @@ func defaultSM() SMParams {
 	return SMParams{Eager: 4096, Cell: cellFor(4096), Frag: 64 << 10, Slots: 16, Depth: 64, Progress: "poll"}
 }
 
-// measure runs rounds of every candidate over sizes, interleaved; the
-// first round is required, later ones optional (budget).
-func (r *Runner) measure(stage string, cands []candidate, pattern bench.Pattern, sizes []int, rounds int) error {
+// measure runs rounds of every candidate over sizes with each pattern,
+// interleaved; the first round is required, later ones optional (budget).
+func (r *Runner) measure(stage string, cands []candidate, patterns []bench.Pattern, sizes []int, rounds int) error {
 	for round := 1; round <= rounds; round++ {
 		for _, c := range candidateOrder(cands, round) {
-			_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
-				Pattern: pattern, Sizes: sizes, Round: round}, round > 1)
-			if errors.Is(err, ErrBudget) {
-				return nil
-			}
-			if err != nil {
-				return err
+			for _, pattern := range patterns {
+				_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
+					Pattern: pattern, Sizes: sizes, Round: round}, round > 1)
+				if errors.Is(err, ErrBudget) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
 			}
 		}
 	}
 	return nil
 }
+
+// Patterns each stage is scored on.
+var (
+	eagerPatterns     = []bench.Pattern{bench.Latency, bench.Bandwidth}
+	fragmentPatterns  = []bench.Pattern{bench.Bandwidth}
+	depthPatterns     = []bench.Pattern{bench.MsgRate}
+	transportPatterns = []bench.Pattern{bench.Bandwidth}
+	allocPatterns     = []bench.Pattern{allocPattern}
+)
 
 func merge(base transports.Options, extra transports.Options) transports.Options {
 	o := transports.Options{}
@@ -183,14 +195,20 @@ func (r *Runner) decide() (Outcome, error) {
 	p := r.plan
 	var out Outcome
 	sm := defaultSM()
+	// Progress mode first: every stage measures the mode it will emit.
+	mode, err := r.progressMode(sm)
+	if err != nil {
+		return out, err
+	}
+	sm.Progress = mode
 
 	// Eager limit: latency around the candidate limits.
 	eagerSizes, _ := sizes("eager_sizes", p.EagerSizes)
 	cands := eagerCandidates(p, sm)
-	if err := r.measure(stageEager, cands, bench.Latency, eagerSizes, p.Rounds); err != nil {
+	if err := r.measure(stageEager, cands, eagerPatterns, eagerSizes, p.Rounds); err != nil {
 		return out, err
 	}
-	d := pickCheapest(r.trials, stageEager, bench.Latency, cands)
+	d := pickCheapest(r.trials, stageEager, eagerPatterns, cands)
 	out.Stages = append(out.Stages, d)
 	if c := find(cands, d.Chosen); c != nil {
 		sm.Eager, _ = strconv.Atoi(c.opts["sm.eager"])
@@ -200,10 +218,10 @@ func (r *Runner) decide() (Outcome, error) {
 	// Fragment geometry: bandwidth of pipelined sizes.
 	fragSizes, _ := sizes("fragment_sizes", p.FragmentSizes)
 	cands = fragmentCandidates(p, sm)
-	if err := r.measure(stageFragment, cands, bench.Bandwidth, fragSizes, p.Rounds); err != nil {
+	if err := r.measure(stageFragment, cands, fragmentPatterns, fragSizes, p.Rounds); err != nil {
 		return out, err
 	}
-	d = pickCheapest(r.trials, stageFragment, bench.Bandwidth, cands)
+	d = pickCheapest(r.trials, stageFragment, fragmentPatterns, cands)
 	out.Stages = append(out.Stages, d)
 	if c := find(cands, d.Chosen); c != nil {
 		sm.Frag, _ = strconv.Atoi(c.opts["sm.frag"])
@@ -213,10 +231,10 @@ func (r *Runner) decide() (Outcome, error) {
 	// FIFO depth: message rate of small messages.
 	depthSizes, _ := sizes("depth_sizes", p.DepthSizes)
 	cands = depthCandidates(p, sm)
-	if err := r.measure(stageDepth, cands, bench.MsgRate, depthSizes, p.Rounds); err != nil {
+	if err := r.measure(stageDepth, cands, depthPatterns, depthSizes, p.Rounds); err != nil {
 		return out, err
 	}
-	d = pickCheapest(r.trials, stageDepth, bench.MsgRate, cands)
+	d = pickCheapest(r.trials, stageDepth, depthPatterns, cands)
 	out.Stages = append(out.Stages, d)
 	if c := find(cands, d.Chosen); c != nil {
 		sm.Depth, _ = strconv.Atoi(c.opts["sm.depth"])
@@ -232,19 +250,19 @@ func (r *Runner) decide() (Outcome, error) {
 	if _, err := bench.ParsePattern(string(allocPattern)); err == nil && len(p.AllocPurges) > 0 {
 		allocSizes, _ := sizes("alloc_sizes", p.AllocSizes)
 		cands = allocPolicyCandidates(p, sm)
-		if err := r.measure(stageAllocPol, cands, allocPattern, allocSizes, p.Rounds); err != nil {
+		if err := r.measure(stageAllocPol, cands, allocPatterns, allocSizes, p.Rounds); err != nil {
 			return out, err
 		}
-		d = pickCheapest(r.trials, stageAllocPol, allocPattern, cands)
+		d = pickCheapest(r.trials, stageAllocPol, allocPatterns, cands)
 		out.Stages = append(out.Stages, d)
 		if c := find(cands, d.Chosen); c != nil {
 			out.Alloc.Purge, out.Alloc.THP = c.opts["alloc.purge"], c.opts["alloc.thp"] == "on"
 		}
 		cands = allocCacheCandidates(p, sm, out.Alloc)
-		if err := r.measure(stageAllocSize, cands, allocPattern, allocSizes, p.Rounds); err != nil {
+		if err := r.measure(stageAllocSize, cands, allocPatterns, allocSizes, p.Rounds); err != nil {
 			return out, err
 		}
-		d = pickCheapest(r.trials, stageAllocSize, allocPattern, cands)
+		d = pickCheapest(r.trials, stageAllocSize, allocPatterns, cands)
 		out.Stages = append(out.Stages, d)
 		if c := find(cands, d.Chosen); c != nil {
 			n, _ := strconv.Atoi(c.opts["alloc.cache"])
@@ -276,7 +294,7 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 	cands := transportCands(p, sm)
 	out.Candidates = cands
 	coarse, _ := ladder("transport_sizes", p.TransportSizes, p.LadderStep)
-	if err := r.measure(stageTransport, cands, bench.Bandwidth, coarse, p.Rounds); err != nil {
+	if err := r.measure(stageTransport, cands, transportPatterns, coarse, p.Rounds); err != nil {
 		return err
 	}
 	extraRound := map[int]int{} // size → rounds measured beyond the stage's own
@@ -353,4 +371,25 @@ func (r *Runner) measureRound(stage string, cands []candidate, sizes []int, roun
 
 func (o Outcome) String() string {
 	return fmt.Sprintf("eager %d, frag %dx%d, depth %d, %d ranges", o.SM.Eager, o.SM.Frag, o.SM.Slots, o.SM.Depth, len(o.Ranges))
+}
+
+// progressMode probes H8 on polling progress: a hazard there means the
+// profile needs the progress thread, so the stages measure with it.
+func (r *Runner) progressMode(sm SMParams) (string, error) {
+	if !slices.Contains(r.plan.Probes, "H8") {
+		return "poll", nil
+	}
+	p, err := probe.Lookup("H8")
+	if err != nil {
+		return "poll", nil
+	}
+	v, _, err := r.probeOnce(p, false, sm.options())
+	if err != nil {
+		return "", err
+	}
+	if v.Outcome == probe.HazardDetected.String() {
+		r.notes = append(r.notes, "progress: H8 caught polling progress starving a rendezvous ("+v.Detail+"); every stage measured sm.progress=thread")
+		return "thread", nil
+	}
+	return "poll", nil
 }

@@ -181,9 +181,16 @@ func (r *Runner) Close() error {
 // remaining is the measuring time left.
 func (r *Runner) remaining() time.Duration { return r.budget - time.Since(r.start) }
 
-// reserve is kept for the safety phase and the outputs.
+// reserve is kept for the safety phase, the verification rounds and the
+// outputs: about four probe deadlines per probe (unsafe and safe forms,
+// H8's computing receiver) and two seconds per verification trial.
 func (r *Runner) reserve() time.Duration {
-	return time.Duration(len(r.plan.Probes))*4*r.plan.ProbeDeadline + 10*time.Second
+	probes := time.Duration(len(r.plan.Probes)) * 4 * r.plan.ProbeDeadline
+	verify := time.Duration(0)
+	if r.plan.VerifySizes != "" {
+		verify = time.Duration(r.plan.VerifyRounds*(len(r.plan.Transports)+1)) * 2 * time.Second
+	}
+	return probes + verify + 10*time.Second
 }
 
 // run measures t (or returns its stored record). Optional trials are
@@ -206,7 +213,11 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		return Trial{}, fmt.Errorf("tune: %s has no stored trial %s %s round %d (was the sweep finished? resume it with --resume %s)",
 			r.dir, t.Stage, t.Candidate, t.Round, r.dir)
 	}
-	if optional && r.remaining() < r.reserve() {
+	keep := r.reserve()
+	if t.Stage == stageVerify { // the reserve was kept for it
+		keep = 0
+	}
+	if optional && r.remaining() < keep {
 		if !r.overBudget {
 			r.overBudget = true
 			r.notes = append(r.notes, fmt.Sprintf("budget: optional rounds and bisection stopped at %s (%v left of %v)",
