@@ -16,13 +16,17 @@ func TestAllocPatternAcrossProcesses(t *testing.T) {
 	configs := []transports.Options{
 		{"alloc.purge": "immediate"},
 		{"alloc.purge": "delayed", "alloc.delay": "3"},
-		{"alloc.purge": "never", "alloc.cache": "1M"}, // small cache: most frees unmap
+		{"alloc.purge": "never", "alloc.cache": "512K"}, // small cache: evictions and unmaps
 		{"alloc.thp": "on", "alloc.purge": "immediate"},
 	}
 	for _, tr := range []string{"sm", "cma"} {
 		for _, o := range configs {
 			t.Run(tr+"/"+o["alloc.purge"]+"/"+o["alloc.thp"], func(t *testing.T) {
-				spec := bench.Spec{Transport: tr, Options: o, Pattern: bench.AllocChurn, Sizes: []int{8, 64 << 10, 2 << 20},
+				sizes := []int{8, 64 << 10, 256 << 10}
+				if o["alloc.thp"] == "on" {
+					sizes = []int{8, 2 << 20} // huge-page classes start at 2 MiB
+				}
+				spec := bench.Spec{Transport: tr, Options: o, Pattern: bench.AllocChurn, Sizes: sizes,
 					Reps: 2, Iters: 4, Warmup: 1, Window: 4, Validate: true}
 				res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
 				if err != nil {

@@ -15,7 +15,8 @@ import (
 // an exit only once the process is reaped.
 type ProcessWatch struct {
 	pid int
-	fd  int // -1: no pidfd
+	fd  int            // -1: no pidfd; -2: closed, or gone at the start
+	pfd [1]unix.PollFd // poll's argument, kept here: checking allocates nothing
 }
 
 // WatchProcess starts watching pid. A process that is already gone is
@@ -25,7 +26,9 @@ func WatchProcess(pid int) (*ProcessWatch, error) {
 	switch {
 	case err == nil:
 		unix.CloseOnExec(fd)
-		return &ProcessWatch{pid: pid, fd: fd}, nil
+		w := &ProcessWatch{pid: pid, fd: fd}
+		w.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+		return w, nil
 	case err == unix.ESRCH:
 		return &ProcessWatch{pid: pid, fd: -2}, nil // gone already
 	case err == unix.ENOSYS || err == unix.EPERM: // EPERM: seccomp filters answer so
@@ -44,9 +47,9 @@ func (w *ProcessWatch) Exited() bool {
 	case -1:
 		return unix.Kill(w.pid, 0) == unix.ESRCH
 	}
-	fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
 	for {
-		n, err := unix.Poll(fds, 0)
+		w.pfd[0].Revents = 0
+		n, err := unix.Poll(w.pfd[:], 0)
 		if err == unix.EINTR {
 			continue
 		}

@@ -3,8 +3,10 @@ package sys
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
+	"time"
 )
 
 // Cross-memory copies with segment boundaries that do not line up between
@@ -82,5 +84,55 @@ func TestCopyMovsb(t *testing.T) {
 		if got := CopyMovsb(dst[:n], src); got != n || !bytes.Equal(dst[:n], src) || dst[n] != 0xEE {
 			t.Errorf("n=%d: copied %d, equal %v, guard %#x", n, got, bytes.Equal(dst[:n], src), dst[n])
 		}
+	}
+}
+
+// A watch sees our own process alive, a child alive until it exits (before
+// it is reaped: a zombie counts as exited), and checking allocates nothing.
+func TestProcessWatch(t *testing.T) {
+	self, err := WatchProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	if self.Exited() {
+		t.Fatal("own process reported exited")
+	}
+	if n := testing.AllocsPerRun(100, func() { self.Exited() }); n != 0 {
+		t.Errorf("Exited allocates %v times per call", n)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// The child blocks reading the pipe until we close our end.
+	child, err := os.StartProcess("/bin/sh", []string{"sh", "-c", "read x"}, &os.ProcAttr{Files: []*os.File{r, os.Stdout, os.Stderr}})
+	if err != nil {
+		t.Skipf("no /bin/sh: %v", err)
+	}
+	watch, err := WatchProcess(child.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	if watch.Exited() {
+		t.Fatal("running child reported exited")
+	}
+	w.Close()
+	if err := WaitProcessExit(child.Pid, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if !watch.Exited() {
+		t.Error("exited (not yet reaped) child reported running")
+	}
+	if _, err := child.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !watch.Exited() {
+		t.Error("reaped child reported running")
+	}
+	if Errno(fmt.Errorf("wrapped: %w", ErrnoError(3))) != 3 || ErrnoError(0) != nil || Errno(errors.New("plain")) != 0 {
+		t.Error("errno round trip")
 	}
 }

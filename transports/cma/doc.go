@@ -7,5 +7,9 @@
 //
 // When ptrace rules forbid the copy (Yama ptrace_scope, a non-dumpable peer,
 // a missing CAP_SYS_PTRACE) or the kernel lacks CONFIG_CROSS_MEMORY_ATTACH,
-// the errors match transports.ErrNotSupported and say why.
+// the errors match transports.ErrNotSupported and say why. Inside a job the
+// engine then falls back to copy-in/copy-out for that peer (see the sm
+// package); other failures (the peer has exited: ESRCH) fail the message on
+// both sides. cma.onerror=ignore drops every copy error instead: hazard H6's
+// unsafe variant, for probes only.
 package cma

@@ -64,7 +64,7 @@ const (
 
 // OptionKeys documents the options this package reads.
 var OptionKeys = map[string]string{
-	KeyCache:   "host buffer cache size, by size class (K/M/G); beyond it freed buffers are unmapped (256M)",
+	KeyCache:   "host buffer cache size, by size class (K/M/G); when full, the least recently freed buffers are unmapped (256M)",
 	KeyPurge:   "when cached buffers' pages go back to the kernel (MADV_DONTNEED): immediate, delayed or never (delayed)",
 	KeyDelay:   "alloc.purge=delayed: frees a cached buffer waits before its purge (64)",
 	KeyTHP:     "on: back buffer classes of 2 MiB and up with transparent huge pages; off: MADV_NOHUGEPAGE (off)",

@@ -4,8 +4,9 @@
 // honest.
 //
 // The Allocator rounds requests up to power-of-two size classes starting at
-// the page size, keeps freed buffers on per-class free lists in a cache of at
-// most Config.CacheBytes, and unmaps what does not fit. A buffer entering the
+// the page size and keeps freed buffers on per-class free lists in a cache of
+// at most Config.CacheBytes; when it is full, the least recently freed
+// buffers (of any class) are unmapped to make room. A buffer entering the
 // cache is purged (madvise MADV_DONTNEED: pages back to the kernel, mapping
 // kept) at once, after Config.DelayFrees further frees, or never, as
 // mimalloc's purge delay does; classes of 2 MiB and up can be backed by

@@ -255,7 +255,13 @@ func TestHookedTableDeadlocksOnlyWhereAPurgeFires(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			params, _ := json.Marshal(scenarioParams{Config: tc.cfg, Storage: tc.storage})
-			out, err := launch.Run(ctx, launch.Job{Kind: scenarioKind, Size: 1, Params: params, Stall: 500 * time.Millisecond}, launch.Hooks{Stderr: io.Discard})
+			// A hang is caught after 1 s; a run that must go through gets
+			// 10 s, as pinning fresh pages in this VM can stall for seconds.
+			deadline := 10 * time.Second
+			if tc.hang {
+				deadline = time.Second
+			}
+			out, err := launch.Run(ctx, launch.Job{Kind: scenarioKind, Size: 1, Params: params, Stall: deadline}, launch.Hooks{Stderr: io.Discard})
 			var stall *launch.StallError
 			if !tc.hang {
 				if err != nil {

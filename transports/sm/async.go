@@ -22,10 +22,13 @@ import (
 // store; the progress goroutine takes it only when it is free (free →
 // progress), runs one pass over the channels and gives it back. The engine
 // state is never touched by both at once, and the word's atomics order
-// their accesses. When idle the goroutine sleeps, backing off from
-// progressMinSleep to progressMaxSleep, so it costs one wake-up per
-// millisecond, not a spinning core. With polling progress (the default) the
-// entry points test one boolean of the endpoint and touch no atomic.
+// their accesses. The progress goroutine does not compete with an
+// application that is communicating: if the application has called in
+// since the goroutine last looked (or holds the word), it gives the word
+// straight back, so it works only while the application is away. When it
+// finds nothing to do it sleeps, backing off: never a spinning core. With
+// polling progress (the default) the entry points test one boolean of the
+// endpoint and touch no atomic.
 
 const (
 	ownerFree uint32 = iota
@@ -33,29 +36,50 @@ const (
 	ownerProgress
 )
 
+// The progress goroutine's sleeps: it backs off from progressMinSleep to
+// progressMaxSleep while the application is away and nothing arrives, and
+// to progressBusySleep while the application communicates by itself. Each
+// wake-up of a goroutine locked to its thread costs a few context switches
+// taken from the ranks' CPUs. Measured here (2 vCPUs, both ranks pinned),
+// against polling progress: with the progress goroutine working between the
+// application's calls and waking every millisecond, 64 KiB bandwidth lost a
+// fifth; staying away from a communicating application and waking every
+// 10 ms, about a tenth, and 8-byte latency 10% (the owner word: about 6 ns
+// per call).
 const (
-	progressMinSleep = 20 * time.Microsecond
-	progressMaxSleep = time.Millisecond
+	progressMinSleep  = 20 * time.Microsecond
+	progressMaxSleep  = time.Millisecond
+	progressBusySleep = 10 * time.Millisecond
 )
 
-// enter makes the application the owner of the engine.
+// enter makes the application the owner of the engine for a
+// communication call.
 func (e *Endpoint) enter() {
+	e.acquire()
+	e.calls++
+}
+
+// acquire makes the application the owner of the engine.
+func (e *Endpoint) acquire() {
 	if !e.owner.CompareAndSwap(ownerFree, ownerApp) {
-		e.enterSlow()
+		e.acquireSlow()
 	}
 }
 
-// enterSlow waits out the progress thread's current pass, which is short;
-// the application never waits for its sleep.
-func (e *Endpoint) enterSlow() {
+// acquireSlow waits out the progress thread's current pass, which is
+// short; the application never waits for its sleep.
+func (e *Endpoint) acquireSlow() {
 	for spin := 0; ; spin++ {
 		if e.owner.Load() == ownerFree && e.owner.CompareAndSwap(ownerFree, ownerApp) {
 			return
 		}
-		if spin < tightSpins {
+		switch {
+		case spin < tightSpins:
 			sys.CPURelax()
-		} else {
-			sys.Yield() // the pass may have been preempted: let it finish
+		case spin&1 == 0:
+			runtime.Gosched() // the pass may have been preempted by Go's scheduler,
+		default:
+			sys.Yield() // or by the kernel's: let it finish
 		}
 	}
 }
@@ -82,13 +106,17 @@ func (e *Endpoint) progressLoop() {
 	timer := time.NewTimer(progressMaxSleep)
 	timer.Stop()
 	sleep := progressMinSleep
+	var calls uint64
 	for {
 		if e.abort.Load() != nil {
 			return
 		}
-		moved := false
+		moved, busy := false, true
 		if e.owner.CompareAndSwap(ownerFree, ownerProgress) {
-			moved = e.progress()
+			if busy = e.calls != calls; !busy { // the application is away
+				moved = e.progress()
+			}
+			calls = e.calls
 			e.owner.Store(ownerFree)
 		}
 		if moved {
@@ -109,6 +137,10 @@ func (e *Endpoint) progressLoop() {
 			return
 		case <-timer.C:
 		}
-		sleep = min(2*sleep, progressMaxSleep)
+		if busy {
+			sleep = min(2*sleep, progressBusySleep)
+		} else {
+			sleep = min(2*sleep, progressMaxSleep)
+		}
 	}
 }

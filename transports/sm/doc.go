@@ -14,5 +14,12 @@
 //
 // A rank waiting for anything (a send blocked on a full ring included) keeps
 // draining every incoming channel into posted receives or the unexpected
-// queue, so head-to-head sends cannot deadlock on ring space.
+// queue, so head-to-head sends cannot deadlock on ring space. A waiter that
+// makes no progress checks now and then (a pidfd) whether the peer it waits
+// for has exited, and fails with an error naming it instead of hanging.
+//
+// A single copy the system refuses falls back to the fragments for that
+// peer (rendezvous.go); sm.progress=thread adds a progress thread that
+// advances the channels while the application computes (async.go);
+// persistent requests hold FIFO credits (persistent.go).
 package sm

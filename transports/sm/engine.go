@@ -83,7 +83,7 @@ type request struct {
 // writes are visible.
 func (r *request) Done() bool {
 	if r.ep.async {
-		r.ep.enter()
+		r.ep.acquire()
 		d := r.done
 		r.ep.exit()
 		return d
@@ -211,6 +211,11 @@ type Endpoint struct {
 	owner        atomic.Uint32
 	stopProgress chan struct{}
 	progressDone chan struct{}
+	// calls counts the application's communication calls with the
+	// progress thread: the progress thread leaves the work to an
+	// application that is calling in. Plain: only the owner of the engine
+	// reads or writes it.
+	calls uint64
 }
 
 // New attaches rank env.Rank to the channels in env.Segment. single may be
@@ -274,7 +279,7 @@ func (e *Endpoint) Params() Params { return e.params }
 // was never used).
 func (e *Endpoint) Fallbacks() map[int]error {
 	if e.async {
-		e.enter()
+		e.acquire()
 		defer e.exit()
 	}
 	m := map[int]error{}

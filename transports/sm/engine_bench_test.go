@@ -11,10 +11,20 @@ import (
 // BenchmarkPingPong is the engine's round trip between two goroutines of
 // one process (no pinning, so it shows engine overhead, not the machine's
 // best latency; use gotune bench for that). ns/op is one round trip.
-func BenchmarkPingPong(b *testing.B) {
+func BenchmarkPingPong(b *testing.B) { pingPong(b, sm.DefaultParams()) }
+
+// BenchmarkPingPongProgressThread is BenchmarkPingPong with the progress
+// thread (sm.progress=thread): the owner word on every call.
+func BenchmarkPingPongProgressThread(b *testing.B) {
+	p := sm.DefaultParams()
+	p.Progress = "thread"
+	pingPong(b, p)
+}
+
+func pingPong(b *testing.B, p sm.Params) {
 	for _, n := range []int{8, 4096, 65536} {
 		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
-			a, c := pair(b, sm.DefaultParams(), nil)
+			a, c := pair(b, p, nil)
 			sa, sc := buffer(b, n), buffer(b, n)
 			done := make(chan error)
 			go func() {

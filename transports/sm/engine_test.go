@@ -311,4 +311,3 @@ func TestParamsValidation(t *testing.T) {
 		}
 	}
 }
-

@@ -52,15 +52,15 @@ func DefaultParams() Params {
 
 // OptionKeys documents the options ParseParams reads.
 var OptionKeys = map[string]string{
-	"sm.depth": "cells per channel (FIFO depth)",
-	"sm.cell":  "cell size in bytes, header included (multiple of 64)",
-	"sm.eager": "eager limit: largest message sent inline in one cell",
-	"sm.frag":  "fragment size for pipelined messages (multiple of 64)",
-	"sm.frags": "fragment slots per channel",
-	"sm.copy":  "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB)",
-	"sm.drain": "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)",
+	"sm.depth":    "cells per channel (FIFO depth)",
+	"sm.cell":     "cell size in bytes, header included (multiple of 64)",
+	"sm.eager":    "eager limit: largest message sent inline in one cell",
+	"sm.frag":     "fragment size for pipelined messages (multiple of 64)",
+	"sm.frags":    "fragment slots per channel",
+	"sm.copy":     "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB)",
+	"sm.drain":    "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)",
 	"sm.progress": "poll (channels advance inside engine calls only) or thread (a progress thread also advances them while the application computes)",
-	"sm.persist": "return (freeing a persistent send returns its FIFO credit) or leak (UNSAFE: hazard H3's credit leak, for probes only)",
+	"sm.persist":  "return (freeing a persistent send returns its FIFO credit) or leak (UNSAFE: hazard H3's credit leak, for probes only)",
 }
 
 // ParseParams reads sm.* options over the defaults and checks them. When

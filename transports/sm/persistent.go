@@ -77,7 +77,7 @@ func (e *Endpoint) RecvInit(from int, buf []byte) (transports.PersistentRequest,
 // (the FIFO depth).
 func (e *Endpoint) PersistentCredits(to int) (free, total int, err error) {
 	if e.async {
-		e.enter()
+		e.acquire()
 		defer e.exit()
 	}
 	p, err := e.peer(to)

@@ -24,7 +24,7 @@ func TestH1SafePassesUnsafeIsCaught(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	safe := p.Run(ctx, false, time.Second)
+	safe := p.Run(ctx, false, time.Second) // stretched to h1MinStall
 	if safe.Outcome != Passed || !strings.Contains(safe.Detail, "regcache.entries=heap, alloc.purge=immediate") {
 		t.Fatalf("safe H1: %s", safe.Line())
 	}
@@ -56,7 +56,7 @@ func TestH1UnsafeCacheWithoutPurgeRunsThrough(t *testing.T) {
 	}
 	params, _ := json.Marshal(h1Params{Options: o, Iterations: 8, Window: h1Window})
 	out, err := launch.Run(context.Background(), launch.Job{Kind: h1Kind, Size: 2, SegmentBytes: sp.SegmentBytes(2),
-		Params: params, Stall: time.Second}, quiet)
+		Params: params, Stall: h1MinStall}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

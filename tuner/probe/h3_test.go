@@ -46,7 +46,7 @@ func TestH3SafePassesLeakHangsByDepth(t *testing.T) {
 	}
 }
 
-func TestH3Scaling(t *testing.T) {
+func TestH3IterationsFromStacks(t *testing.T) {
 	cases := []struct {
 		stacks map[int]string
 		want   int

@@ -59,13 +59,16 @@ func init() {
 
 // h6Options: the configuration under test (nil: the defaults) in the given
 // mode; the unsafe variant ignores copy errors, the safe one keeps what the
-// configuration says.
+// configuration says. Progress is polling: the refusal is staged on the
+// application's thread (capabilities are per thread), so every copy must
+// happen there, not on a progress thread.
 func h6Options(base transports.Options, mode string, unsafe bool) transports.Options {
 	o := maps.Clone(base)
 	if o == nil {
 		o = transports.Options{}
 	}
 	o["cma.mode"] = mode
+	o["sm.progress"] = "poll"
 	if unsafe {
 		o["cma.onerror"] = "ignore"
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/transports"
 )
 
 // H6's safe form falls back and reports clear errors for a peer that is
@@ -29,5 +31,14 @@ func TestH6SafePassesUnsafeCorrupts(t *testing.T) {
 	v = p.Run(ctx, true, 2*time.Second)
 	if v.Outcome != HazardDetected || !strings.Contains(v.Detail, "corrupted data") {
 		t.Fatalf("unsafe H6: %s", v.Line())
+	}
+	// A candidate configuration: its own chunking and progress mode.
+	v = RunWith(ctx, p, false, 2*time.Second, transports.Options{"cma.chunk": "64K", "sm.progress": "thread", "sm.frags": "4"})
+	if v.Outcome != Passed {
+		t.Errorf("H6 on a configuration: %s", v.Line())
+	}
+	v = RunWith(ctx, p, false, 2*time.Second, transports.Options{"cma.onerror": "ignore"})
+	if v.Outcome != HazardDetected {
+		t.Errorf("H6 on a configuration that ignores copy errors: %s", v.Line())
 	}
 }
