@@ -24,6 +24,7 @@ import (
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 	_ "github.com/gotune/gotune/transports/all"
+	"github.com/gotune/gotune/transports/auto"
 	"github.com/gotune/gotune/transports/profile"
 )
 
@@ -134,6 +135,9 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 			opts = transports.Options{}
 		}
 		opts["auto.profile"], opts["auto.hash"], transport = abs, p.Hash, "auto"
+		if ov := auto.Overrides(p); ov != "" {
+			opts["auto.overrides"] = ov
+		}
 	}
 	s := bench.Spec{Transport: transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
 		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, CPUs: cpus, Backend: f.segment}

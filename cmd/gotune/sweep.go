@@ -77,7 +77,7 @@ func newTune() *cobra.Command {
 
 // printSummary copies a run's summary file to stdout, if there is one.
 func printSummary(cmd *cobra.Command, res sweep.Result) {
-	if res.Dir == "" {
+	if !res.Summarized {
 		return
 	}
 	if b, err := os.ReadFile(filepath.Join(res.Dir, sweep.SummaryFile)); err == nil {

@@ -1,6 +1,7 @@
 package sys
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"unsafe"
@@ -127,3 +128,20 @@ func MapAnonHuge(size int) ([]byte, error) {
 	}
 	return b[:size], nil
 }
+
+// LockFile takes an exclusive advisory lock (flock) on f without waiting;
+// a lock another process holds is ErrLocked. It is released when f closes
+// or the process dies.
+func LockFile(f *os.File) error {
+	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if err == unix.EWOULDBLOCK {
+		return ErrLocked
+	}
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// ErrLocked says another process holds a file's lock.
+var ErrLocked = errors.New("locked by another process")

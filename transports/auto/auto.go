@@ -2,8 +2,10 @@ package auto
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/sys"
@@ -15,10 +17,11 @@ import (
 
 // OptionKeys are the options the selector reads.
 var OptionKeys = map[string]string{
-	"auto.profile":  "profile file (YAML) whose decisions route every message",
-	"auto.hash":     "content hash the profile must have (set by the launching process; ranks refuse a profile that changed)",
-	"auto.locality": "decision locality to use (default intranode)",
-	"auto.memory":   "memory pair to use, source_destination (default host_host)",
+	"auto.profile":   "profile file (YAML) whose decisions route every message",
+	"auto.hash":      "content hash the profile must have (set by the launching process; ranks refuse a profile that changed)",
+	"auto.overrides": "the GOTUNE_ overrides the launching process applied (ranks refuse to route differently)",
+	"auto.locality":  "decision locality to use (default intranode)",
+	"auto.memory":    "memory pair to use, source_destination (default host_host)",
 }
 
 // Route is a loaded profile decision, ready for the engine.
@@ -40,8 +43,15 @@ func Load(o transports.Options) (*Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	if want := o["auto.hash"]; want != "" && want != p.Hash {
+	want := o["auto.hash"]
+	if want == "" {
+		return nil, fmt.Errorf("profile %s: no auto.hash: the launching process must pass the hash it loaded", path)
+	}
+	if want != p.Hash {
 		return nil, fmt.Errorf("profile %s: content hash %s, but the job was started with %s: the file changed", path, p.Hash, want)
+	}
+	if got := Overrides(p); got != o["auto.overrides"] {
+		return nil, fmt.Errorf("profile %s: this rank's GOTUNE_ overrides (%q) differ from the launching process's (%q)", path, got, o["auto.overrides"])
 	}
 	loc, mem := o["auto.locality"], o["auto.memory"]
 	if loc == "" {
@@ -137,4 +147,12 @@ func Check(t transports.Transport, env transports.Env) error {
 		return nil
 	}
 	return cma.Check(t, env)
+}
+
+// Overrides is the canonical form of a loaded profile's environment
+// overrides, which the launching process passes as auto.overrides.
+func Overrides(p *profile.Profile) string {
+	o := slices.Clone(p.Overrides)
+	slices.Sort(o)
+	return strings.Join(o, ";")
 }

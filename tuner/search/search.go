@@ -45,8 +45,9 @@ func (c Comparison) String() string {
 // separate when the U test rejects equality at alpha 0.05 and the medians
 // differ by more than Noise; they are equal within noise when the medians
 // are within Noise (significant or not: a real 1% difference does not
-// decide a transport) or when the samples are large enough for the test
-// yet it does not reject; otherwise the comparison is unsettled.
+// decide a transport); otherwise the comparison is unsettled: measure more.
+// Each value should be one independent measurement (a trial's median, not
+// its repetitions, which share processes and buffers).
 func Compare(a, b []float64, higherBetter bool) Comparison {
 	if len(a) == 0 || len(b) == 0 {
 		return Comparison{Outcome: Unsettled, P: 1}
@@ -70,9 +71,7 @@ func Compare(a, b []float64, higherBetter bool) Comparison {
 		c.Outcome = BWins
 	case cmp.P < cmp.Alpha:
 		c.Outcome = AWins
-	case len(cmp.Warnings) == 0: // enough samples, yet no difference
-		c.Outcome = Tie
-	default:
+	default: // the medians differ by more than noise, the test cannot tell
 		c.Outcome = Unsettled
 	}
 	return c

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/gotune/gotune/internal/sys"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -34,6 +36,13 @@ func Open(path string) (*Store, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
+	}
+	// One writer at a time: a second process would write at its own
+	// offset, and its Open could take the first's half-written line for a
+	// torn one and cut it.
+	if err := sys.LockFile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	s := &Store{path: path, f: f, byKey: map[string]int{}}
 	if err := s.load(); err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/gotune/gotune/internal/sys"
 )
 
 func TestMain(m *testing.M) {
@@ -142,4 +145,21 @@ func TestKilledWriterLosesNothingFinished(t *testing.T) {
 	if err := s.Append(rec("after")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestSecondWriterIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path); !errors.Is(err, sys.ErrLocked) {
+		t.Fatalf("second Open while the first is open: %v, want ErrLocked", err)
+	}
+	s.Close()
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	s2.Close()
 }

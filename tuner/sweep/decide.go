@@ -46,6 +46,30 @@ func samplesOf(trials []Trial, stage, cand string, pattern bench.Pattern) (map[i
 	return out, len(out) > 0
 }
 
+// trialMedians is samplesOf with one value per trial and size: the median
+// of its repetitions. Repetitions of one trial share processes, pinning and
+// buffers; trials are the independent measurements a test may count.
+func trialMedians(trials []Trial, stage, cand string, pattern bench.Pattern) (map[int][]float64, bool) {
+	out := map[int][]float64{}
+	for _, t := range trials {
+		if t.Stage != stage || t.Candidate != cand {
+			continue
+		}
+		if t.Failed != "" {
+			return nil, false
+		}
+		if t.Pattern != pattern {
+			continue
+		}
+		for _, p := range t.Points {
+			if len(p.Samples) > 0 {
+				out[p.Size] = append(out[p.Size], search.Median(p.Samples))
+			}
+		}
+	}
+	return out, len(out) > 0
+}
+
 // Score is one candidate's standing in a stage.
 type Score struct {
 	Candidate string
@@ -176,7 +200,7 @@ func transportWinners(trials []Trial, cands []candidate) []SizeVerdict {
 	samples := map[string]map[int][]float64{}
 	var sizes []int
 	for _, c := range cands {
-		s, ok := samplesOf(trials, stageTransport, c.name, bench.Bandwidth)
+		s, ok := trialMedians(trials, stageTransport, c.name, bench.Bandwidth)
 		if !ok {
 			continue
 		}

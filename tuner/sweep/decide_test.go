@@ -67,15 +67,24 @@ func TestPickCheapest(t *testing.T) {
 }
 
 func TestTransportWinnersAndRanges(t *testing.T) {
-	sm := func(n int, v float64) Trial {
-		return trial(stageTransport, "sm", bench.Bandwidth, 1, []int{n}, v, v*1.01, v*0.99, v, v*1.005, v*0.995)
+	// Five rounds per candidate and size: the U test counts trials.
+	rounds := func(cand, driver string, n int, v float64) []Trial {
+		var out []Trial
+		for r, f := range []float64{1, 1.01, 0.99, 1.005, 0.995} {
+			tr := trial(stageTransport, cand, bench.Bandwidth, r+1, []int{n}, v*f, v*f*1.002, v*f*0.998)
+			tr.Transport = driver
+			out = append(out, tr)
+		}
+		return out
 	}
-	cma := func(n int, v float64) Trial {
-		tr := trial(stageTransport, "cma", bench.Bandwidth, 1, []int{n}, v, v*1.01, v*0.99, v, v*1.005, v*0.995)
-		tr.Transport = "cma"
-		return tr
+	var trials []Trial
+	for _, x := range []struct {
+		n       int
+		sm, cma float64
+	}{{8192, 100, 20}, {65536, 100, 101}, {1 << 20, 100, 200}, {4 << 20, 100, 300}} {
+		trials = append(trials, rounds("sm", "sm", x.n, x.sm)...)
+		trials = append(trials, rounds("cma", "cma", x.n, x.cma)...)
 	}
-	trials := []Trial{sm(8192, 100), cma(8192, 20), sm(65536, 100), cma(65536, 101), sm(1<<20, 100), cma(1<<20, 200), sm(4<<20, 100), cma(4<<20, 300)}
 	cands := []candidate{{name: "sm", transport: "sm"}, {name: "cma", transport: "cma"}}
 	v := transportWinners(trials, cands)
 	var got []string
@@ -116,5 +125,15 @@ func TestCandidateOrderRotates(t *testing.T) {
 		if got := candidateOrder(c, round); !slices.Equal(got, want) {
 			t.Errorf("round %d: %v, want %v", round, got, want)
 		}
+	}
+}
+
+func TestTransportWinnersUnsettledWithOneTrial(t *testing.T) {
+	trials := []Trial{trial(stageTransport, "sm", bench.Bandwidth, 1, []int{8192}, 100, 100, 100)}
+	cma := trial(stageTransport, "cma", bench.Bandwidth, 1, []int{8192}, 200, 200, 200)
+	cma.Transport = "cma"
+	v := transportWinners(append(trials, cma), []candidate{{name: "sm", transport: "sm"}, {name: "cma", transport: "cma"}})
+	if len(v) != 1 || v[0].Settled || v[0].Winner != "sm" {
+		t.Fatalf("one trial each, 2x apart: %+v; want unsettled, sm kept", v)
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/auto"
 	"github.com/gotune/gotune/transports/profile"
 )
 
@@ -69,7 +71,11 @@ func (r *Runner) verify(path, hash string) error {
 		r.notes = append(r.notes, "verify: no auto transport in this build")
 		return nil
 	}
-	cands := []candidate{{name: "auto", transport: "auto", opts: transports.Options{"auto.profile": path, "auto.hash": hash}}}
+	autoOpts := transports.Options{"auto.hash": hash}
+	if p, err := profile.Load(path); err == nil && auto.Overrides(p) != "" {
+		autoOpts["auto.overrides"] = auto.Overrides(p)
+	}
+	cands := []candidate{{name: "auto", transport: "auto", opts: autoOpts}}
 	for _, name := range r.plan.Transports {
 		tc := transportCandidates[name]
 		cands = append(cands, candidate{name: name, transport: tc.driver, opts: tc.opts})
@@ -79,13 +85,20 @@ func (r *Runner) verify(path, hash string) error {
 			// The profile's path and hash are part of the auto candidate's
 			// options: a resumed sweep that re-emits an identical profile
 			// reuses these trials, a changed one measures anew.
-			_, err := r.run(Trial{Stage: stageVerify, Candidate: c.name, Transport: c.transport, Options: c.opts,
-				Pattern: bench.Bandwidth, Sizes: vsizes, Round: round}, round > 1 || r.replayOnly)
+			t := Trial{Stage: stageVerify, Candidate: c.name, Transport: c.transport, Options: c.opts,
+				Pattern: bench.Bandwidth, Sizes: vsizes, Round: round}
+			if c.name == "auto" {
+				t.extra = transports.Options{"auto.profile": path}
+			}
+			done, err := r.run(t, round > 1 || r.replayOnly)
 			if errors.Is(err, ErrBudget) {
 				return nil
 			}
 			if err != nil {
 				return err
+			}
+			if c.name == "auto" && done.Failed != "" {
+				return fmt.Errorf("the emitted profile failed in verification: %s", done.Failed)
 			}
 		}
 	}
@@ -101,6 +114,7 @@ type Result struct {
 	Measured    int
 	Reused      int
 	Notes       []string
+	Summarized  bool // the run directory's summary is this result's
 }
 
 // Run performs a whole sweep: measure and decide, probe, emit, verify, and
@@ -134,6 +148,11 @@ func (r *Runner) finish(measure bool) (Result, error) {
 		return res, err
 	}
 	res.Outcome = out
+	var rs []string
+	for _, rg := range out.Ranges {
+		rs = append(rs, fmt.Sprintf("%d:%s:%s", rg.Min, rg.Transport, rg.Protocol))
+	}
+	r.routes = transports.Options{"profile.ranges": strings.Join(rs, ",")}
 	s, err := r.safety(&out)
 	if err != nil {
 		return res, err
@@ -148,7 +167,10 @@ func (r *Runner) finish(measure bool) (Result, error) {
 		res.ProfilePath = path
 		abs, _ := filepath.Abs(path)
 		if err := r.verify(abs, p.Hash); err != nil {
-			return res, err
+			os.Remove(path)
+			res.ProfilePath = ""
+			s.Problems = append(s.Problems, err.Error())
+			res.Safety = s
 		}
 	} else {
 		os.Remove(path) // never leave an unsafe profile behind
@@ -157,6 +179,7 @@ func (r *Runner) finish(measure bool) (Result, error) {
 	if err := r.writeDerived(res); err != nil {
 		return res, err
 	}
+	res.Summarized = true
 	if len(s.Problems) > 0 {
 		return res, fmt.Errorf("no profile emitted: %v", s.Problems)
 	}

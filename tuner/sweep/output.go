@@ -136,16 +136,13 @@ func (r *Runner) summary(res Result) string {
 // verifySummary compares auto with the single transports over the
 // verification trials: per size and as geometric means.
 func (r *Runner) verifySummary(w *strings.Builder) {
-	cands := map[string]map[int][]float64{}
+	cands := map[string]map[int][]float64{} // candidate → size → trial medians
 	for _, t := range r.trials {
-		if t.Stage != stageVerify || t.Failed != "" {
+		if t.Stage != stageVerify || cands[t.Candidate] != nil {
 			continue
 		}
-		if cands[t.Candidate] == nil {
-			cands[t.Candidate] = map[int][]float64{}
-		}
-		for _, p := range t.Points {
-			cands[t.Candidate][p.Size] = append(cands[t.Candidate][p.Size], p.Samples...)
+		if m, ok := trialMedians(r.trials, stageVerify, t.Candidate, bench.Bandwidth); ok {
+			cands[t.Candidate] = m
 		}
 	}
 	auto, ok := cands["auto"]
@@ -170,7 +167,8 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 			rounds++
 		}
 	}
-	fmt.Fprintf(w, "## verify: auto (this profile) beside each single transport, bw, %d interleaved rounds (MB/s medians)\n", rounds)
+	fmt.Fprintf(w, "## verify: auto (this profile) beside each single transport (their defaults), bw, %d interleaved rounds\n", rounds)
+	fmt.Fprintf(w, "## (MB/s, median of the rounds' medians; test: Mann-Whitney U of auto against the best single transport over the rounds)\n")
 	fmt.Fprintf(w, " %8s %10s", "size", "auto")
 	for _, s := range singles {
 		fmt.Fprintf(w, " %10s", s)

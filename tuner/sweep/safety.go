@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -41,12 +42,18 @@ func (r *Runner) versions() map[string]string {
 // the same probe, variant, configuration and versions.
 func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options) (ProbeRecord, bool, error) {
 	vers := r.versions()
-	rec := ProbeRecord{Probe: p.ID, Unsafe: unsafe, Config: digest(opts), Options: opts, Versions: vers}
+	cfg := opts
+	if !unsafe { // the profile's routes are part of what is vouched for
+		cfg = merge(opts, r.routes)
+	}
+	rec := ProbeRecord{Probe: p.ID, Unsafe: unsafe, Config: digest(cfg), Options: opts, Versions: vers}
 	vb, _ := json.Marshal(vers)
 	key := fmt.Sprintf("verdict:%s:%v:%s:%x", p.ID, unsafe, rec.Config, sha256.Sum256(vb))
 	for _, s := range []*store.Store{r.store, r.quarantine} {
 		if stored, ok := s.Get(key); ok {
-			if err := json.Unmarshal(stored.Data, &rec); err == nil {
+			var old ProbeRecord
+			if err := json.Unmarshal(stored.Data, &old); err == nil && old.Outcome != probe.ProbeFailed.String() {
+				rec = old
 				if s == r.quarantine && !r.store.Has(key) {
 					r.store.Append(stored) // evidence of this run too
 				}
@@ -60,6 +67,14 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 	}
 	v := probe.RunWith(r.ctx, p, unsafe, r.plan.ProbeDeadline, opts)
 	rec.Outcome, rec.Detail, rec.Seconds = v.Outcome.String(), v.Detail, v.Duration.Seconds()
+	if r.ctx.Err() != nil {
+		return rec, false, fmt.Errorf("probe %s: %w", p.ID, context.Cause(r.ctx))
+	}
+	if v.Outcome == probe.ProbeFailed {
+		// Not a verdict on the configuration: keep it out of the stores,
+		// so that a resume or a later run tries again.
+		return rec, false, nil
+	}
 	data, _ := json.Marshal(rec)
 	record := store.Record{Key: key, Kind: "verdict", Time: time.Now().UTC(), Data: data}
 	if err := r.store.Append(record); err != nil {
@@ -84,9 +99,10 @@ type Safety struct {
 	Warnings  []string
 }
 
-// safety probes the decided configuration. A configuration whose
-// progress mode fails H8 switches to the progress thread and is probed
-// again; any other failure blocks emission.
+// safety probes the decided configuration: every unsafe variant must be
+// caught (else the detector is not trusted) and every safe form must pass
+// on the options the profile implies; any failure blocks emission. (The
+// progress mode H8 demands was settled before measuring: progressMode.)
 func (r *Runner) safety(out *Outcome) (Safety, error) {
 	var s Safety
 	for _, id := range r.plan.Probes {
@@ -103,24 +119,15 @@ func (r *Runner) safety(out *Outcome) (Safety, error) {
 		if det.Outcome != probe.HazardDetected.String() {
 			s.Problems = append(s.Problems, fmt.Sprintf("%s: the unsafe variant was not caught (%s: %s): the detector cannot be trusted", id, det.Outcome, det.Detail))
 		}
-		for attempt := 0; ; attempt++ {
-			opts := r.emittedOptions(*out)
-			v, _, err := r.probeOnce(p, false, opts)
-			if err != nil {
-				return s, err
-			}
-			if v.Outcome == probe.Passed.String() {
-				s.Verdicts = append(s.Verdicts, v)
-				break
-			}
-			if v.Outcome == probe.HazardDetected.String() && id == "H8" && out.SM.Progress != "thread" && attempt == 0 {
-				s.Warnings = append(s.Warnings, fmt.Sprintf("H8 with sm.progress=%s: %s; the profile uses sm.progress=thread", out.SM.Progress, v.Detail))
-				out.SM.Progress = "thread"
-				continue
-			}
-			s.Problems = append(s.Problems, fmt.Sprintf("%s on %s: %s: %s", id, v.Config, v.Outcome, v.Detail))
-			break
+		v, _, err := r.probeOnce(p, false, r.emittedOptions(*out))
+		if err != nil {
+			return s, err
 		}
+		if v.Outcome == probe.Passed.String() {
+			s.Verdicts = append(s.Verdicts, v)
+			continue
+		}
+		s.Problems = append(s.Problems, fmt.Sprintf("%s on %s: %s: %s", id, v.Config, v.Outcome, v.Detail))
 	}
 	return s, nil
 }

@@ -297,6 +297,10 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 	if err := r.measure(stageTransport, cands, transportPatterns, coarse, p.Rounds); err != nil {
 		return err
 	}
+	driverOf := map[string]string{}
+	for _, c := range cands {
+		driverOf[c.name] = c.transport
+	}
 	extraRound := map[int]int{} // size → rounds measured beyond the stage's own
 	for pass := 0; pass < 16; pass++ {
 		verdicts := transportWinners(r.trials, cands)
@@ -309,10 +313,10 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 		var mids []int
 		if p.Bisect {
 			var measured []int
-			winner := map[int]string{}
+			winner := map[int]string{} // by driver: cma pull or push route alike
 			for _, v := range verdicts {
 				measured = append(measured, v.Size)
-				winner[v.Size] = v.Winner
+				winner[v.Size] = driverOf[v.Winner]
 			}
 			mids = search.Bisect(measured, func(n int) string { return winner[n] })
 		}
@@ -347,10 +351,6 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 		}
 	}
 	out.Transport = transportWinners(r.trials, cands)
-	driverOf := map[string]string{}
-	for _, c := range cands {
-		driverOf[c.name] = c.transport
-	}
 	out.Ranges = rangesFrom(sm.Eager, out.Transport, driverOf)
 	return nil
 }

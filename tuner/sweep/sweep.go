@@ -35,6 +35,9 @@ type Trial struct {
 	Failed string `json:"failed,omitempty"`
 	// Seconds is how long the trial took, for budget estimates.
 	Seconds float64 `json:"seconds"`
+	// extra options reach the ranks but not the key (a profile's path:
+	// the run directory may move; its hash is in Options).
+	extra transports.Options
 }
 
 // key identifies a trial independently of its outcome.
@@ -99,6 +102,8 @@ type Runner struct {
 	overBudget   bool
 	notes        []string // for the summary: budget cuts, dropped candidates
 	replayOnly   bool     // tune: use stored trials only
+	// routes are the decided size ranges, as options, for verdict digests.
+	routes transports.Options
 }
 
 // ErrBudget stops optional work when the budget is spent.
@@ -130,14 +135,18 @@ func Open(ctx context.Context, cfg Config) (*Runner, error) {
 		}
 		id := r.start.UTC().Format("20060102-150405")
 		r.dir = filepath.Join(cfg.Out, host, id)
+		if err := os.MkdirAll(filepath.Join(cfg.Out, host), 0o755); err != nil {
+			return nil, fmt.Errorf("create run directory: %w", err)
+		}
 		for n := 2; ; n++ { // two sweeps in one second get distinct directories
-			if _, err := os.Stat(r.dir); os.IsNotExist(err) {
+			err := os.Mkdir(r.dir, 0o755)
+			if err == nil {
 				break
 			}
+			if !os.IsExist(err) {
+				return nil, fmt.Errorf("create run directory: %w", err)
+			}
 			r.dir = filepath.Join(cfg.Out, host, fmt.Sprintf("%s.%d", id, n))
-		}
-		if err := os.MkdirAll(r.dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create run directory: %w", err)
 		}
 		r.meta = Meta{RunID: filepath.Base(r.dir), Command: cfg.Command, Started: r.start.UTC().Truncate(time.Second),
 			Provenance: prov, Plan: cfg.Plan}
@@ -155,6 +164,16 @@ func Open(ctx context.Context, cfg Config) (*Runner, error) {
 	var err error
 	if r.store, err = store.Open(filepath.Join(r.dir, MeasurementsFile)); err != nil {
 		return nil, err
+	}
+	// A resumed run continues the budget where the killed one left it:
+	// the time its stored trials and verdicts took is spent.
+	for _, rec := range r.store.Records() {
+		var took struct {
+			Seconds float64 `json:"seconds"`
+		}
+		if json.Unmarshal(rec.Data, &took) == nil {
+			r.start = r.start.Add(-time.Duration(took.Seconds * float64(time.Second)))
+		}
 	}
 	if len(r.store.Dropped) > 0 {
 		fmt.Fprintf(r.progress, "resume: dropped a torn last record (%d bytes) of an interrupted write\n", len(r.store.Dropped))
@@ -206,10 +225,12 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		r.trials = append(r.trials, stored)
 		return stored, nil
 	}
+	stopKey := "budget-stop:" + strings.TrimPrefix(key, "trial:")
+	if r.store.Has(stopKey) { // the run skipped it for budget: so does its replay
+		r.overBudget = true
+		return Trial{}, ErrBudget
+	}
 	if r.replayOnly {
-		if optional {
-			return Trial{}, ErrBudget
-		}
 		return Trial{}, fmt.Errorf("tune: %s has no stored trial %s %s round %d (was the sweep finished? resume it with --resume %s)",
 			r.dir, t.Stage, t.Candidate, t.Round, r.dir)
 	}
@@ -223,9 +244,13 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 			r.notes = append(r.notes, fmt.Sprintf("budget: optional rounds and bisection stopped at %s (%v left of %v)",
 				t.Stage, r.remaining().Round(time.Second), r.budget))
 		}
+		// Remember the cut, so that a resume or tune replays it exactly.
+		if err := r.store.Append(store.Record{Key: stopKey, Kind: "budget-stop", Time: time.Now().UTC()}); err != nil {
+			return Trial{}, err
+		}
 		return Trial{}, ErrBudget
 	}
-	spec := bench.Spec{Transport: t.Transport, Options: t.Options, Pattern: t.Pattern, Sizes: t.Sizes,
+	spec := bench.Spec{Transport: t.Transport, Options: merge(t.Options, t.extra), Pattern: t.Pattern, Sizes: t.Sizes,
 		Reps: r.plan.Reps, Window: r.plan.Window, CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment}
 	spec.RepBytes, _ = transports.ParseSize(r.plan.RepBytes)
 	began := time.Now()
@@ -240,6 +265,11 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		res, err = bench.Run(r.ctx, spec, r.plan.Stall, r.hooks)
 		if errors.As(err, &stall) {
 			t.Failed, err = "hang: "+stall.Error(), nil
+		}
+		if err != nil && r.ctx.Err() == nil && !killedFromOutside(err) {
+			// It fails the same way twice: the candidate cannot run here
+			// (CMA refused, say). Drop it, on record, and go on.
+			t.Failed, err = "error: "+err.Error(), nil
 		}
 		if err != nil {
 			return Trial{}, fmt.Errorf("trial %s %s round %d: %w (resume with --resume %s)", t.Stage, t.Candidate, t.Round, err, r.dir)
@@ -329,3 +359,8 @@ func candidateOrder[T any](cands []T, round int) []T {
 }
 
 func lower(s string) string { return strings.ToLower(s) }
+
+// killedFromOutside reports a rank killed by a signal nobody in the job
+// sent (kill -9 by an operator, the OOM killer): not the candidate's
+// fault, so the sweep stops to be resumed rather than dropping it.
+func killedFromOutside(err error) bool { return strings.Contains(err.Error(), "killed by signal") }

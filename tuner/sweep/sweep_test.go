@@ -188,3 +188,42 @@ func TestTuneNeedsAFinishedRun(t *testing.T) {
 type ioDiscard struct{}
 
 func (ioDiscard) Write(b []byte) (int, error) { return len(b), nil }
+
+// A budget that runs out cuts the optional rounds; the cut is on record,
+// so tune replays the same decisions, and a resume measures nothing.
+func TestBudgetCutIsReplayed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real rank processes")
+	}
+	plan := tinyPlan()
+	plan.Probes = nil // keep the reserve small
+	res, err := Run(context.Background(), Config{Plan: plan, Out: t.TempDir(), Budget: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "budget: optional rounds and bisection stopped") {
+		t.Fatalf("notes %q: the budget did not cut", res.Notes)
+	}
+	first, err := profile.Load(res.ProfilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tuned, err := Tune(context.Background(), res.Dir, nil)
+	if err != nil {
+		t.Fatalf("tune of a budget-cut run: %v", err)
+	}
+	again, err := profile.Load(tuned.ProfilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tuned.Measured != 0 || again.Hash != first.Hash {
+		t.Fatalf("tune measured %d, hash %s then %s", tuned.Measured, first.Hash, again.Hash)
+	}
+	resumed, err := Run(context.Background(), Config{Resume: res.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resumed.Measured != 0 {
+		t.Fatalf("resume of a finished run measured %d trials", resumed.Measured)
+	}
+}

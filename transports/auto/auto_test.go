@@ -1,0 +1,77 @@
+package auto
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/profile"
+)
+
+const golden = "../profile/testdata/profile.yaml" // 0–4K eager, sm pipeline, cma from 1 MiB
+
+func goldenHash(t *testing.T) string {
+	t.Helper()
+	p, err := profile.LoadEnv(golden, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Hash
+}
+
+func TestRoutesFollowTheRanges(t *testing.T) {
+	r, err := Load(transports.Options{"auto.profile": golden, "auto.hash": goldenHash(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		n      int
+		single bool
+	}{{0, false}, {4096, false}, {4097, false}, {1048575, false}, {1048576, true}, {64 << 20, true}} {
+		if got := r.Rendezvous(tc.n); got != tc.single {
+			t.Errorf("Rendezvous(%d) = %v, want %v", tc.n, got, tc.single)
+		}
+	}
+	if !r.UsesSingleCopy() {
+		t.Error("UsesSingleCopy = false")
+	}
+	if r.SM.EagerLimit != 4096 || r.SM.Depth != 64 || r.SM.FragSize != 65536 || r.SM.FragSlots != 16 || r.SM.CellSize != 4160 {
+		t.Errorf("sm parameters %+v do not follow the decision", r.SM)
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	hash := goldenHash(t)
+	changed := filepath.Join(t.TempDir(), "p.yaml")
+	p, err := profile.LoadEnv(golden, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Decisions["intranode"]["host_host"] = func(d profile.Decision) profile.Decision { d.FIFODepth = 8; return d }(p.Decisions["intranode"]["host_host"])
+	if err := profile.Write(changed, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts transports.Options
+		want string
+	}{
+		{"no profile", transports.Options{}, "needs a profile"},
+		{"no hash", transports.Options{"auto.profile": golden}, "no auto.hash"},
+		{"file changed since the launcher loaded it", transports.Options{"auto.profile": changed, "auto.hash": hash}, "the file changed"},
+		{"overrides differ", transports.Options{"auto.profile": golden, "auto.hash": hash, "auto.overrides": "GOTUNE_X=1"}, "overrides"},
+		{"no such decision", transports.Options{"auto.profile": golden, "auto.hash": hash, "auto.memory": "device_device"}, "decisions.intranode.device_device"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := os.Stat(changed); err != nil {
+		t.Fatal(err)
+	}
+}
