@@ -2,6 +2,7 @@ package sm
 
 import (
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/gotune/gotune/internal/sys"
@@ -17,24 +18,21 @@ import (
 // requests-to-send, pulls single copies into posted receives and drains
 // fragments into them.
 //
-// Hand-off: one owner word. Every entry point of the engine takes it with
-// one compare-and-swap (free → application) and gives it back with one
-// store; the progress goroutine takes it only when it is free (free →
-// progress), runs one pass over the channels and gives it back. The engine
-// state is never touched by both at once, and the word's atomics order
-// their accesses. The progress goroutine does not compete with an
-// application that is communicating: if the application has called in
-// since the goroutine last looked (or holds the word), it gives the word
-// straight back, so it works only while the application is away. When it
-// finds nothing to do it sleeps, backing off: never a spinning core. With
-// polling progress (the default) the entry points test one boolean of the
-// endpoint and touch no atomic.
-
-const (
-	ownerFree uint32 = iota
-	ownerApp
-	ownerProgress
-)
+// Hand-off: two flags, one per side, Dekker-style. The application sets
+// appIn on entry (a plain store), then checks progressIn; the progress
+// goroutine sets progressIn (an atomic exchange), forces a barrier on
+// every thread of the process (membarrier), then checks appIn. Whoever
+// sees the other's flag backs off, so the engine state is never touched by
+// both at once. The barrier, a system call, is paid by the progress
+// goroutine on its rare passes; the application pays two plain stores and
+// a load per call. Without membarrier the application's stores are atomic
+// exchanges instead (one locked instruction each). The progress goroutine
+// does not compete with an application that is polling: if the
+// application has polled since the goroutine last looked, it gives the
+// engine straight back. When it finds nothing to do it sleeps, backing off
+// (see progressMaxSleep): never a spinning core. With polling progress
+// (the default) the entry points test one boolean of the endpoint and
+// touch no flag.
 
 // The progress goroutine's sleeps: it backs off from progressMinSleep to
 // progressMaxSleep while the application is away and nothing arrives, and
@@ -61,7 +59,8 @@ func (e *Endpoint) enter() {
 
 // acquire makes the application the owner of the engine.
 func (e *Endpoint) acquire() {
-	if !e.owner.CompareAndSwap(ownerFree, ownerApp) {
+	e.setAppIn(1)
+	if atomic.LoadUint32(&e.progressIn) != 0 {
 		e.acquireSlow()
 	}
 }
@@ -70,24 +69,57 @@ func (e *Endpoint) acquire() {
 // short; the application never waits for its sleep.
 func (e *Endpoint) acquireSlow() {
 	for spin := 0; ; spin++ {
-		if e.owner.Load() == ownerFree && e.owner.CompareAndSwap(ownerFree, ownerApp) {
-			return
+		e.setAppIn(0)
+		for atomic.LoadUint32(&e.progressIn) != 0 {
+			switch {
+			case spin < tightSpins:
+				sys.CPURelax()
+			case spin&1 == 0:
+				runtime.Gosched() // the pass may have been preempted by Go's scheduler,
+			default:
+				sys.Yield() // or by the kernel's: let it finish
+			}
+			spin++
 		}
-		switch {
-		case spin < tightSpins:
-			sys.CPURelax()
-		case spin&1 == 0:
-			runtime.Gosched() // the pass may have been preempted by Go's scheduler,
-		default:
-			sys.Yield() // or by the kernel's: let it finish
+		e.setAppIn(1)
+		if atomic.LoadUint32(&e.progressIn) == 0 {
+			return
 		}
 	}
 }
 
-func (e *Endpoint) exit() { e.owner.Store(ownerFree) }
+func (e *Endpoint) exit() { e.setAppIn(0) }
+
+// setAppIn is the application's side of the hand-off.
+func (e *Endpoint) setAppIn(v uint32) {
+	if e.fenced {
+		sys.StoreRelaxed(&e.appIn, v)
+	} else {
+		atomic.StoreUint32(&e.appIn, v)
+	}
+}
+
+// tryTake is the progress goroutine's side: it owns the engine when it
+// returns true, until release.
+func (e *Endpoint) tryTake() bool {
+	atomic.StoreUint32(&e.progressIn, 1)
+	if e.fenced {
+		if err := sys.ProcessBarrier(); err != nil {
+			e.fenced = false // cannot happen once registered; never risk it
+		}
+	}
+	if atomic.LoadUint32(&e.appIn) != 0 {
+		atomic.StoreUint32(&e.progressIn, 0)
+		return false
+	}
+	return true
+}
+
+func (e *Endpoint) release() { atomic.StoreUint32(&e.progressIn, 0) }
 
 func (e *Endpoint) startProgressThread() {
 	e.async = true
+	e.fenced = sys.RegisterProcessBarrier() == nil
 	e.stopProgress = make(chan struct{})
 	e.progressDone = make(chan struct{})
 	go e.progressLoop()
@@ -112,12 +144,12 @@ func (e *Endpoint) progressLoop() {
 			return
 		}
 		moved, busy := false, true
-		if e.owner.CompareAndSwap(ownerFree, ownerProgress) {
+		if e.tryTake() {
 			if busy = e.calls != calls; !busy { // the application is away
 				moved = e.progress()
 			}
 			calls = e.calls
-			e.owner.Store(ownerFree)
+			e.release()
 		}
 		if moved {
 			// Work is flowing (a pipelined message draining, say): go on

@@ -206,9 +206,12 @@ type Endpoint struct {
 	livePersistent int
 
 	// async is set with sm.progress=thread: every entry point takes the
-	// owner word, which the progress goroutine takes when it is free.
+	// engine through the appIn/progressIn hand-off (async.go); fenced says
+	// the progress goroutine's membarrier lets appIn be stored plainly.
 	async        bool
-	owner        atomic.Uint32
+	fenced       bool
+	appIn        uint32
+	progressIn   uint32
 	stopProgress chan struct{}
 	progressDone chan struct{}
 	// calls counts the application's communication calls with the

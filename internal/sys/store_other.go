@@ -1,0 +1,9 @@
+//go:build !amd64 || race
+
+package sys
+
+import "sync/atomic"
+
+// StoreRelaxed is an atomic store where no plain-store version exists (and
+// under the race detector, which must see it).
+func StoreRelaxed(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
