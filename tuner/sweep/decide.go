@@ -28,28 +28,18 @@ type candidate struct {
 // every trial of a stage. ok is false when any of its trials failed (it
 // hung): such a candidate is out.
 func samplesOf(trials []Trial, stage, cand string, pattern bench.Pattern) (map[int][]float64, bool) {
-	out := map[int][]float64{}
-	for _, t := range trials {
-		if t.Stage != stage || t.Candidate != cand {
-			continue
-		}
-		if t.Failed != "" {
-			return nil, false
-		}
-		if t.Pattern != pattern {
-			continue
-		}
-		for _, p := range t.Points {
-			out[p.Size] = append(out[p.Size], p.Samples...)
-		}
-	}
-	return out, len(out) > 0
+	return gather(trials, stage, cand, pattern, func(s []float64) []float64 { return s })
 }
 
 // trialMedians is samplesOf with one value per trial and size: the median
 // of its repetitions. Repetitions of one trial share processes, pinning and
 // buffers; trials are the independent measurements a test may count.
 func trialMedians(trials []Trial, stage, cand string, pattern bench.Pattern) (map[int][]float64, bool) {
+	return gather(trials, stage, cand, pattern, func(s []float64) []float64 { return []float64{search.Median(s)} })
+}
+
+// gather collects, per size, what values makes of each trial's samples.
+func gather(trials []Trial, stage, cand string, pattern bench.Pattern, values func([]float64) []float64) (map[int][]float64, bool) {
 	out := map[int][]float64{}
 	for _, t := range trials {
 		if t.Stage != stage || t.Candidate != cand {
@@ -63,7 +53,7 @@ func trialMedians(trials []Trial, stage, cand string, pattern bench.Pattern) (ma
 		}
 		for _, p := range t.Points {
 			if len(p.Samples) > 0 {
-				out[p.Size] = append(out[p.Size], search.Median(p.Samples))
+				out[p.Size] = append(out[p.Size], values(p.Samples)...)
 			}
 		}
 	}
