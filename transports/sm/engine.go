@@ -523,10 +523,16 @@ func (e *Endpoint) Isend(to int, buf []byte) (transports.Request, error) {
 
 func (e *Endpoint) isend(p *peer, buf []byte) *request {
 	r := e.newRequest(p, buf, true)
-	r.proto = e.protoFor(p, len(buf))
+	e.postSend(p, r)
+	return r
+}
+
+// postSend queues send r (fresh or a started persistent one) and moves
+// what the ring takes now.
+func (e *Endpoint) postSend(p *peer, r *request) {
+	r.proto = e.protoFor(p, len(r.buf))
 	p.sendq.push(r)
 	e.progressSend(p)
-	return r
 }
 
 // Irecv posts a receive.

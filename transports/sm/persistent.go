@@ -109,9 +109,7 @@ func (q *persistentRequest) Start() error {
 	r.active, r.done, r.n, r.err, r.off, r.id, r.waiting = true, false, 0, nil, 0, 0, false
 	p := r.peer
 	if r.isSend {
-		r.proto = e.protoFor(p, len(r.buf))
-		p.sendq.push(r)
-		e.progressSend(p)
+		e.postSend(p, r)
 		return nil
 	}
 	r.proto = protoEager

@@ -148,7 +148,7 @@ func h1Rank(r *launch.Rank) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: par.Options}
+	env := rankEnv(r, par.Options)
 	t, err := cma.New(env)
 	if err != nil {
 		return nil, err

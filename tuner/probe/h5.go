@@ -100,7 +100,7 @@ func h5Rank(r *launch.Rank) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep, err := sm.New(transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment}, p, nil, "sm")
+	ep, err := sm.New(rankEnv(r, nil), p, nil, "sm")
 	if err != nil {
 		return nil, err
 	}

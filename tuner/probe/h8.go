@@ -132,7 +132,7 @@ func h8Rank(r *launch.Rank) (any, error) {
 	if err := r.Params(&par); err != nil {
 		return nil, err
 	}
-	t, err := cma.New(transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: par.Options})
+	t, err := cma.New(rankEnv(r, par.Options))
 	if err != nil {
 		return nil, err
 	}

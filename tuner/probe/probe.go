@@ -114,3 +114,8 @@ func classify(err error) (Outcome, string, map[int]string) {
 		return ProbeFailed, err.Error(), nil
 	}
 }
+
+// rankEnv is the transport environment of a probe's rank.
+func rankEnv(r *launch.Rank, opts transports.Options) transports.Env {
+	return transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: opts}
+}
