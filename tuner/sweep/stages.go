@@ -2,7 +2,6 @@ package sweep
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -367,10 +366,6 @@ func (r *Runner) measureRound(stage string, cands []candidate, sizes []int, roun
 		}
 	}
 	return nil
-}
-
-func (o Outcome) String() string {
-	return fmt.Sprintf("eager %d, frag %dx%d, depth %d, %d ranges", o.SM.Eager, o.SM.Frag, o.SM.Slots, o.SM.Depth, len(o.Ranges))
 }
 
 // progressMode probes H8 on polling progress: a hazard there means the

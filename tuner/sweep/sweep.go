@@ -185,9 +185,6 @@ func Open(ctx context.Context, cfg Config) (*Runner, error) {
 	return r, nil
 }
 
-// Dir is the run directory.
-func (r *Runner) Dir() string { return r.dir }
-
 // Close releases the stores.
 func (r *Runner) Close() error {
 	err := r.store.Close()
@@ -319,35 +316,6 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
-// LoadTrials reads a run directory's stored trials, in order.
-func LoadTrials(dir string) (Meta, []Trial, error) {
-	var meta Meta
-	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
-	if err != nil {
-		return meta, nil, fmt.Errorf("read run: %w", err)
-	}
-	if err := json.Unmarshal(b, &meta); err != nil {
-		return meta, nil, fmt.Errorf("%s: %w", filepath.Join(dir, MetaFile), err)
-	}
-	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
-	if err != nil {
-		return meta, nil, err
-	}
-	defer s.Close()
-	var trials []Trial
-	for _, rec := range s.Records() {
-		if rec.Kind != "trial" {
-			continue
-		}
-		var t Trial
-		if err := json.Unmarshal(rec.Data, &t); err != nil {
-			return meta, nil, fmt.Errorf("%s: record %s: %w", filepath.Join(dir, MeasurementsFile), rec.Key, err)
-		}
-		trials = append(trials, t)
-	}
-	return meta, trials, nil
-}
-
 // candidateOrder rotates candidates by round so no candidate always runs
 // first (or right after the same neighbour).
 func candidateOrder[T any](cands []T, round int) []T {
@@ -358,7 +326,6 @@ func candidateOrder[T any](cands []T, round int) []T {
 	return slices.Concat(cands[k:], cands[:k])
 }
 
-func lower(s string) string { return strings.ToLower(s) }
 
 // killedFromOutside reports a rank killed by a signal nobody in the job
 // sent (kill -9 by an operator, the OOM killer): not the candidate's
