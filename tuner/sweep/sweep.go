@@ -326,7 +326,6 @@ func candidateOrder[T any](cands []T, round int) []T {
 	return slices.Concat(cands[k:], cands[:k])
 }
 
-
 // killedFromOutside reports a rank killed by a signal nobody in the job
 // sent (kill -9 by an operator, the OOM killer): not the candidate's
 // fault, so the sweep stops to be resumed rather than dropping it.
