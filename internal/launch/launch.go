@@ -224,7 +224,7 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 	var errs []error
 	for r, err := range j.exitErr {
 		if err != nil {
-			errs = append(errs, fmt.Errorf("rank %d of %s: %s", r, job.Kind, describeExit(err)))
+			errs = append(errs, fmt.Errorf("rank %d of %s: %w", r, job.Kind, exitError(err)))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -304,7 +304,7 @@ func (j *running) start(exe, sock string, extra []*os.File, stderr io.Writer) er
 				j.exitErr[r] = err
 				close(j.exited[r])
 				if err != nil {
-					j.fail(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(err)))
+					j.fail(fmt.Errorf("rank %d of %s: %w", r, j.job.Kind, exitError(err)))
 				}
 			}()
 		}
@@ -315,15 +315,25 @@ func (j *running) start(exe, sock string, extra []*os.File, stderr io.Writer) er
 	return <-started
 }
 
-func describeExit(err error) string {
+// KilledError is a rank process ended by a signal the job did not send
+// (an operator's kill -9, the OOM killer).
+type KilledError struct{ Signal syscall.Signal }
+
+func (e *KilledError) Error() string {
+	return "killed by signal " + strconv.Itoa(int(e.Signal)) + " (" + e.Signal.String() + ")"
+}
+
+// exitError says how a rank process ended: a *KilledError, a status, or
+// what went wrong waiting for it.
+func exitError(err error) error {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by signal " + strconv.Itoa(int(ws.Signal())) + " (" + ws.Signal().String() + ")"
+			return &KilledError{Signal: ws.Signal()}
 		}
-		return "exited with status " + strconv.Itoa(ee.ExitCode())
+		return errors.New("exited with status " + strconv.Itoa(ee.ExitCode()))
 	}
-	return err.Error()
+	return err
 }
 
 // kill ends every rank still alive. Once all are reaped it does nothing:
@@ -412,7 +422,7 @@ func (j *running) serve(c net.Conn) {
 			if silent {
 				<-j.exited[r]
 				if e := j.exitErr[r]; e != nil {
-					j.fail(fmt.Errorf("rank %d of %s: %s", r, j.job.Kind, describeExit(e)))
+					j.fail(fmt.Errorf("rank %d of %s: %w", r, j.job.Kind, exitError(e)))
 				} else {
 					j.fail(fmt.Errorf("rank %d of %s closed its bootstrap connection without a result", r, j.job.Kind))
 				}

@@ -40,7 +40,7 @@ func Open(path string) (*Store, error) {
 	// One writer at a time: a second process would write at its own
 	// offset, and its Open could take the first's half-written line for a
 	// torn one and cut it.
-	if err := sys.LockFile(f); err != nil {
+	if err := lock(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -136,3 +136,19 @@ func (s *Store) Append(r Record) error {
 
 // Close closes the file.
 func (s *Store) Close() error { return s.f.Close() }
+
+// lockGrace is how long Open waits for a lock to be let go. A writer that
+// was just killed can leave it held for a moment: a child it was forking
+// holds a copy of the descriptor until its exec closes it.
+const lockGrace = 2 * time.Second
+
+func lock(f *os.File) error {
+	deadline := time.Now().Add(lockGrace)
+	for {
+		err := sys.LockFile(f)
+		if !errors.Is(err, sys.ErrLocked) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -329,4 +329,7 @@ func candidateOrder[T any](cands []T, round int) []T {
 // killedFromOutside reports a rank killed by a signal nobody in the job
 // sent (kill -9 by an operator, the OOM killer): not the candidate's
 // fault, so the sweep stops to be resumed rather than dropping it.
-func killedFromOutside(err error) bool { return strings.Contains(err.Error(), "killed by signal") }
+func killedFromOutside(err error) bool {
+	var k *launch.KilledError
+	return errors.As(err, &k)
+}
