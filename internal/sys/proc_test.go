@@ -73,18 +73,43 @@ func TestNotSupportedMatches(t *testing.T) {
 	}
 }
 
-func TestCopyMovsb(t *testing.T) {
-	for _, n := range []int{0, 1, 63, 64, 4097, 1 << 20} {
-		src := make([]byte, n)
-		for i := range src {
-			src[i] = byte(i*31 + 7)
-		}
-		dst := make([]byte, n+1)
-		dst[n] = 0xEE
-		if got := CopyMovsb(dst[:n], src); got != n || !bytes.Equal(dst[:n], src) || dst[n] != 0xEE {
-			t.Errorf("n=%d: copied %d, equal %v, guard %#x", n, got, bytes.Equal(dst[:n], src), dst[n])
+// Both copy routines copy exactly min(len) bytes at every alignment of
+// either side (CopyStream splits off an unaligned head and a short tail
+// around its streaming body) and leave the bytes around dst alone.
+func TestCopyRoutines(t *testing.T) {
+	routines := []struct {
+		name string
+		copy func(dst, src []byte) int
+	}{{"movsb", CopyMovsb}, {"stream", CopyStream}}
+	sizes := []int{0, 1, 63, 64, 255, 256, 257, 4097, 1<<20 + 5}
+	offsets := []struct{ dst, src int }{{0, 0}, {1, 0}, {0, 3}, {17, 40}, {63, 63}}
+	for _, r := range routines {
+		for _, n := range sizes {
+			for _, o := range offsets {
+				src := make([]byte, o.src+n)
+				for i := range src {
+					src[i] = byte(i*31 + 7)
+				}
+				buf := bytes.Repeat([]byte{0xEE}, o.dst+n+64)
+				got := r.copy(buf[o.dst:o.dst+n], src[o.src:])
+				if got != n || !bytes.Equal(buf[o.dst:o.dst+n], src[o.src:]) {
+					t.Errorf("%s n=%d dst+%d src+%d: copied %d, equal %v", r.name, n, o.dst, o.src, got, bytes.Equal(buf[o.dst:o.dst+n], src[o.src:]))
+				}
+				if !allGuard(buf[:o.dst]) || !allGuard(buf[o.dst+n:]) {
+					t.Errorf("%s n=%d dst+%d src+%d: wrote outside dst", r.name, n, o.dst, o.src)
+				}
+			}
 		}
 	}
+}
+
+func allGuard(b []byte) bool {
+	for _, c := range b {
+		if c != 0xEE {
+			return false
+		}
+	}
+	return true
 }
 
 // A watch sees our own process alive, a child alive until it exits (before

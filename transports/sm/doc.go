@@ -3,12 +3,12 @@
 // plug into.
 //
 // Every ordered pair of ranks owns one single-producer/single-consumer channel
-// in the job's shared segment: a ring of fixed-size cells and a ring of
-// fragment slots. A cell's first word is its sequence number, written last,
+// in the job's shared segment: a ring of fixed-size cells and a byte ring
+// for fragments. A cell's first word is its sequence number, written last,
 // so a receiver polls one cache line and finds the header and an eager
 // payload together. Messages up to the eager limit travel inline in one cell;
-// larger ones are pipelined through the fragment slots (one descriptor cell
-// per fragment); with a single-copy mechanism attached, messages from its
+// larger ones are pipelined through the fragment ring (one descriptor cell
+// per fragment, each fragment packed to a cache line); with a single-copy mechanism attached, messages from its
 // threshold up use rendezvous: a request-to-send cell, one copy by the
 // mechanism, and a completion cell.
 //

@@ -14,13 +14,13 @@ import (
 // Cell kinds.
 const (
 	kindEager    uint8 = iota + 1 // payload inline
-	kindFrag                      // payload in the next fragment slot; word 0 = message size
+	kindFrag                      // payload in the fragment ring, length in the header; word 0 = message size
 	kindRTS                       // rendezvous request: size, sender address, sender request id
 	kindCTS                       // push rendezvous: sender id, receiver id, receiver address, capacity
 	kindFIN                       // rendezvous completion: request id, status, errno
 	kindResend                    // pull receiver could not single-copy: sender id, receiver id, errno
 	kindFallback                  // push sender could not single-copy: receiver id, errno
-	kindFragTo                    // payload in the next fragment slot for receive request word 0
+	kindFragTo                    // payload in the fragment ring for receive request word 0
 )
 
 const ctrlPayload = 32 // four little-endian words
@@ -738,8 +738,12 @@ func (e *Endpoint) progressSend(p *peer) bool {
 			p.tx.publish(kindEager, len(r.buf))
 			r.complete(len(r.buf), nil)
 		case protoPipeline:
-			for r.off < len(r.buf) && p.tx.cellFree() && p.tx.fragFree() {
-				n := e.copy(p.tx.nextFrag(), r.buf[r.off:])
+			for r.off < len(r.buf) && p.tx.cellFree() {
+				frag := p.tx.nextFrag(len(r.buf) - r.off)
+				if frag == nil {
+					break
+				}
+				n := e.copy(frag, r.buf[r.off:])
 				p.tx.publishFrag(kindFrag, n, uint64(len(r.buf)))
 				r.off += n
 				moved = true
@@ -844,9 +848,9 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int) {
 		}
 	}
 	in := &p.cur
-	src := p.rx.curFrag()[:n]
+	src := p.rx.curFrag(n)
 	if in.req != nil {
-		e.copy(in.req.buf[min(in.req.off, len(in.req.buf)):], src)
+		e.copyOut(in.req.buf[min(in.req.off, len(in.req.buf)):], src, in.size)
 		in.req.off += n
 	} else {
 		copy(in.unx.data[in.unx.got:], src)
@@ -866,6 +870,15 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int) {
 		}
 		p.cur = incoming{}
 	}
+}
+
+// copyOut copies a fragment of a size-byte message into its receive buffer.
+func (e *Endpoint) copyOut(dst, src []byte, size int) {
+	if e.params.StreamMin > 0 && size >= e.params.StreamMin {
+		sys.CopyStream(dst, src)
+		return
+	}
+	e.copy(dst, src)
 }
 
 func copyRoutine(name string) func(dst, src []byte) int {

@@ -82,13 +82,18 @@ func small(depth, slots int) sm.Params {
 
 // Messages of every protocol, in order, across many ring wrap-arounds.
 func TestOrderedDeliveryAcrossWrapAround(t *testing.T) {
-	sizes := []int{0, 1, 63, 64, 65, 127, 128, 129, 1000, 4096}
+	sizes := []int{0, 1, 63, 64, 65, 127, 128, 129, 200, 385, 1000, 4096}
 	movsb := small(3, 2)
 	movsb.Copy = "movsb"
 	threaded := small(1, 1)
 	threaded.Progress = "thread"
-	for _, p := range []sm.Params{small(1, 1), small(2, 1), small(3, 2), movsb, sm.DefaultParams(), threaded} {
-		t.Run(fmt.Sprintf("depth%d_frags%d_%s_%s", p.Depth, p.FragSlots, p.Copy, cmp.Or(p.Progress, "poll")), func(t *testing.T) {
+	// Fragments of 192 bytes in a ring of one or two: tails of other
+	// lengths leave room that does not fit the next fragment, which then
+	// wraps to the ring's start.
+	packed, packed1 := small(4, 2), small(4, 1)
+	packed.FragSize, packed1.FragSize = 192, 192
+	for _, p := range []sm.Params{small(1, 1), small(2, 1), small(3, 2), movsb, packed, packed1, sm.DefaultParams(), threaded} {
+		t.Run(fmt.Sprintf("depth%d_frag%dx%d_%s_%s", p.Depth, p.FragSize, p.FragSlots, p.Copy, cmp.Or(p.Progress, "poll")), func(t *testing.T) {
 			a, b := pair(t, p, nil)
 			const rounds = 50
 			sbuf, rbuf := buffer(t, 4096), buffer(t, 4096)

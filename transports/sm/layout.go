@@ -21,11 +21,16 @@ type Params struct {
 	Depth      int // cells per channel
 	CellSize   int // bytes per cell, header included; a multiple of 64
 	EagerLimit int // largest message sent inline; at most CellSize-16
-	FragSize   int // bytes per fragment slot; a multiple of 64
-	FragSlots  int // fragment slots per channel
+	FragSize   int // largest fragment in bytes; a multiple of 64
+	FragSlots  int // fragment ring size in largest fragments: the ring holds FragSlots*FragSize bytes
 	// Copy selects the payload copy routine: "go" (Go's vector loop),
 	// "movsb" (REP MOVSB), or "auto" (movsb from MoveStringMin bytes up).
 	Copy string
+	// StreamMin is the message size from which the receiver copies
+	// fragments out to the receive buffer with streaming (non-temporal)
+	// stores, so that a destination larger than the cache does not evict
+	// the source and the fragment ring; 0 never streams.
+	StreamMin int
 	// NoDrainOnSend makes a send blocked on a full ring stop draining the
 	// incoming channels: the deadlock of hazard H5, kept so that the probe
 	// can prove its detector works. Never set it for real traffic.
@@ -41,13 +46,22 @@ type Params struct {
 }
 
 // MoveStringMin is where auto switches to REP MOVSB. Measured here (Zen 5,
-// pinned ranks, paired runs): movsb won 5/5 at 64 KiB and 8/10 at 1 MiB,
-// lost 4/6 at 32 KiB and 5/5 at 8 KiB.
-const MoveStringMin = 64 << 10
+// pinned ranks, alternating runs of bw): movsb won 5/5 at 64 KiB and 8/10
+// at 1 MiB; with fragments packed in a byte ring it also won 3/3 at 8 KiB
+// and at 32 KiB and 2/3 at 16 KiB (by 10-40%). (With one message per
+// fixed fragment slot it had lost at 8 and 32 KiB.)
+const MoveStringMin = 8 << 10
+
+// DefaultStreamMin is the built-in sm.stream: half this machine's 32 MiB L3.
+// Measured here (bw, alternating runs): streaming stores took 16 MiB from
+// 33-35 to 46 GB/s with a 256 KiB fragment ring, and from 15-19 to 48 GB/s
+// with a 1 MiB one; 4 MiB was unchanged.
+const DefaultStreamMin = 8 << 20
 
 // DefaultParams are the built-in channel parameters.
 func DefaultParams() Params {
-	return Params{Depth: 64, CellSize: 4096 + cacheLine, EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 16, Copy: "auto", Progress: "poll"}
+	return Params{Depth: 64, CellSize: 4096 + cacheLine, EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 16,
+		Copy: "auto", StreamMin: DefaultStreamMin, Progress: "poll"}
 }
 
 // OptionKeys documents the options ParseParams reads.
@@ -56,8 +70,9 @@ var OptionKeys = map[string]string{
 	"sm.cell":     "cell size in bytes, header included (multiple of 64)",
 	"sm.eager":    "eager limit: largest message sent inline in one cell",
 	"sm.frag":     "fragment size for pipelined messages (multiple of 64)",
-	"sm.frags":    "fragment slots per channel",
-	"sm.copy":     "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB)",
+	"sm.frags":    "fragment ring size, in largest fragments (ring bytes = sm.frag x sm.frags)",
+	"sm.copy":     "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 8 KiB)",
+	"sm.stream":   "message size from which fragments are copied out with streaming stores (0: never)",
 	"sm.drain":    "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)",
 	"sm.progress": "poll (channels advance inside engine calls only) or thread (a progress thread also advances them while the application computes)",
 	"sm.persist":  "return (freeing a persistent send returns its FIFO credit) or leak (UNSAFE: hazard H3's credit leak, for probes only)",
@@ -90,6 +105,9 @@ func ParseParams(o transports.Options) (Params, error) {
 	if p.Copy, err = o.String("sm.copy", p.Copy, "auto", "go", "movsb"); err != nil {
 		return p, err
 	}
+	if p.StreamMin, err = o.Int("sm.stream", p.StreamMin); err != nil {
+		return p, err
+	}
 	drain, err := o.String("sm.drain", "always", "always", "never")
 	if err != nil {
 		return p, err
@@ -120,9 +138,11 @@ func (p Params) Validate() error {
 	case p.FragSize < cacheLine || p.FragSize%cacheLine != 0:
 		return fmt.Errorf("sm.frag=%d: need a positive multiple of %d", p.FragSize, cacheLine)
 	case p.FragSlots < 1:
-		return fmt.Errorf("sm.frags=%d: need at least 1 slot", p.FragSlots)
+		return fmt.Errorf("sm.frags=%d: the ring needs room for at least 1 fragment", p.FragSlots)
 	case p.Copy != "auto" && p.Copy != "go" && p.Copy != "movsb":
 		return fmt.Errorf("sm.copy=%q: want auto, go or movsb", p.Copy)
+	case p.StreamMin < 0:
+		return fmt.Errorf("sm.stream=%d: want 0 (never) or a message size", p.StreamMin)
 	case p.Progress != "" && p.Progress != "poll" && p.Progress != "thread":
 		return fmt.Errorf("sm.progress=%q: want poll or thread", p.Progress)
 	}
@@ -149,13 +169,12 @@ func channelIndex(src, dst, n int) int {
 // channel is one directed ring as mapped in this process.
 type channel struct {
 	tail     *uint64 // cells consumed (written by the consumer)
-	fragTail *uint64 // fragment slots consumed (written by the consumer)
+	fragTail *uint64 // fragment ring bytes consumed, padding included (written by the consumer)
 	cells    []byte
 	frags    []byte
 	depth    uint64
 	cellSize uint64
 	fragSize uint64
-	slots    uint64
 }
 
 func openChannel(seg []byte, src, dst, n int, p Params) (*channel, error) {
@@ -174,7 +193,6 @@ func openChannel(seg []byte, src, dst, n int, p Params) (*channel, error) {
 		depth:    uint64(p.Depth),
 		cellSize: uint64(p.CellSize),
 		fragSize: uint64(p.FragSize),
-		slots:    uint64(p.FragSlots),
 	}, nil
 }
 
@@ -187,8 +205,8 @@ type cellHeader struct {
 	_      [3]byte
 }
 
-// Cells and fragment slots are addressed by byte offset, advanced and
-// wrapped as the ring turns: no division on the polling path.
+// Cells are addressed by byte offset, advanced and wrapped as the ring turns:
+// no division on the polling path.
 
 func (c *channel) header(off uint64) *cellHeader {
 	return (*cellHeader)(unsafe.Pointer(&c.cells[off]))
@@ -198,8 +216,40 @@ func (c *channel) payload(off uint64) []byte {
 	return c.cells[off+headerSize : off+c.cellSize]
 }
 
-func (c *channel) frag(off uint64) []byte {
-	return c.frags[off : off+c.fragSize]
+// The fragment ring is a ring of bytes. A fragment of n bytes takes n
+// rounded up to a cache line, contiguously: one that would cross the end of
+// the ring starts at offset 0 instead, and the bytes it skipped count as
+// used until the consumer passes them. Small fragments pack densely (a
+// 256 KiB ring holds 32 fragments of 8 KiB), and both sides compute every
+// placement from the lengths alone, so nothing but the descriptor cell
+// travels.
+
+// fragPos is a position in the fragment ring: bytes passed (padding
+// included) and the offset they lead to.
+type fragPos struct {
+	n   uint64
+	off uint64
+}
+
+// place returns where an n-byte fragment goes from pos: the bytes skipped
+// to the ring's start (0 if it fits before the end), its offset, and the
+// bytes it takes.
+func (c *channel) place(pos fragPos, n int) (skip, off, take uint64) {
+	take = uint64(sys.RoundUp(n, cacheLine))
+	off = pos.off
+	if off+take > uint64(len(c.frags)) {
+		skip, off = uint64(len(c.frags))-off, 0
+	}
+	return skip, off, take
+}
+
+// advance moves pos past a fragment placed by place.
+func (c *channel) advance(pos *fragPos, skip, off, take uint64) {
+	pos.n += skip + take
+	pos.off = off + take
+	if pos.off == uint64(len(c.frags)) {
+		pos.off = 0
+	}
 }
 
 // ring is a position in a ring of fixed-size entries: a sequence count and
@@ -220,8 +270,11 @@ func (r *ring) advance(entry, size uint64) {
 // producer is the sending side's private view of a channel.
 type producer struct {
 	*channel
-	head, fragHead         ring
+	head                   ring
+	fragHead               fragPos
 	tailSeen, fragTailSeen uint64
+	// the fragment nextFrag handed out, for publishFrag
+	pendSkip, pendOff, pendTake uint64
 }
 
 func (p *producer) cellFree() bool {
@@ -232,19 +285,32 @@ func (p *producer) cellFree() bool {
 	return p.head.n-p.tailSeen < p.depth
 }
 
-func (p *producer) fragFree() bool {
-	if p.fragHead.n-p.fragTailSeen < p.slots {
-		return true
-	}
-	p.fragTailSeen = atomic.LoadUint64(p.fragTail)
-	return p.fragHead.n-p.fragTailSeen < p.slots
+// fits reports whether skip+take more bytes fit in the ring, given what the
+// consumer has released as far as the producer knows. An empty ring takes
+// any placement: the bytes skipped then were never written.
+func (p *producer) fits(skip, take uint64) bool {
+	used := p.fragHead.n - p.fragTailSeen
+	return used == 0 || used+skip+take <= uint64(len(p.frags))
 }
 
 // cell is the payload area of the cell being filled.
 func (p *producer) cell() []byte { return p.payload(p.head.off) }
 
-// nextFrag is the fragment slot being filled.
-func (p *producer) nextFrag() []byte { return p.frag(p.fragHead.off) }
+// nextFrag returns the ring space for the next fragment of a message with
+// rest bytes still to send (at most FragSize of them), or nil when the ring
+// has no room for it yet. publishFrag hands it over.
+func (p *producer) nextFrag(rest int) []byte {
+	n := min(rest, int(p.fragSize))
+	skip, off, take := p.place(p.fragHead, n)
+	if !p.fits(skip, take) {
+		p.fragTailSeen = atomic.LoadUint64(p.fragTail)
+		if !p.fits(skip, take) {
+			return nil
+		}
+	}
+	p.pendSkip, p.pendOff, p.pendTake = skip, off, take
+	return p.frags[off : off+uint64(n)]
+}
 
 // publish completes the current cell: fields first, then the sequence number.
 func (p *producer) publish(kind uint8, length int) {
@@ -255,19 +321,23 @@ func (p *producer) publish(kind uint8, length int) {
 	p.head.advance(p.cellSize, uint64(len(p.cells)))
 }
 
-// publishFrag hands the filled fragment slot over with its descriptor cell,
-// whose first word is the message size (kindFrag) or the receive request it
-// is for (kindFragTo).
+// publishFrag hands the fragment nextFrag returned over with its
+// descriptor cell, whose first word is the message size (kindFrag) or the
+// receive request it is for (kindFragTo). length must be the length of that
+// fragment: the consumer places it from the length.
 func (p *producer) publishFrag(kind uint8, length int, word uint64) {
 	binary.LittleEndian.PutUint64(p.cell(), word)
-	p.fragHead.advance(p.fragSize, uint64(len(p.frags)))
+	p.advance(&p.fragHead, p.pendSkip, p.pendOff, p.pendTake)
 	p.publish(kind, length)
 }
 
 // consumer is the receiving side's private view of a channel.
 type consumer struct {
 	*channel
-	head, fragHead ring
+	head     ring
+	fragHead fragPos
+	// the fragment curFrag placed, for releaseFrag
+	curSkip, curOff, curTake uint64
 }
 
 // peek returns the next published cell, or nil.
@@ -282,8 +352,12 @@ func (c *consumer) peek() *cellHeader {
 // body is the payload area of the current cell.
 func (c *consumer) body() []byte { return c.payload(c.head.off) }
 
-// curFrag is the oldest unconsumed fragment slot.
-func (c *consumer) curFrag() []byte { return c.frag(c.fragHead.off) }
+// curFrag is the oldest unconsumed fragment, n bytes long (the length in
+// its descriptor cell).
+func (c *consumer) curFrag(n int) []byte {
+	c.curSkip, c.curOff, c.curTake = c.place(c.fragHead, n)
+	return c.frags[c.curOff : c.curOff+uint64(n)]
+}
 
 // release hands the current cell back to the producer.
 func (c *consumer) release() {
@@ -291,8 +365,8 @@ func (c *consumer) release() {
 	atomic.StoreUint64(c.tail, c.head.n)
 }
 
-// releaseFrag hands the oldest fragment slot back to the producer.
+// releaseFrag hands the fragment curFrag returned back to the producer.
 func (c *consumer) releaseFrag() {
-	c.fragHead.advance(c.fragSize, uint64(len(c.frags)))
+	c.advance(&c.fragHead, c.curSkip, c.curOff, c.curTake)
 	atomic.StoreUint64(c.fragTail, c.fragHead.n)
 }

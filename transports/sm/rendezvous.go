@@ -18,7 +18,7 @@ import (
 // matches ErrNotSupported: ptrace rules, no kernel support), the message is
 // not lost and nothing fails: the side that failed tells its peer (Resend
 // from a pull receiver, Fallback from a push sender), the sender streams the
-// message through the fragment slots, each fragment cell naming the receive
+// message through the fragment ring, each fragment cell naming the receive
 // it is for (FragTo), and neither side uses single copy with the other again.
 // Any other copy error (the peer has exited: ESRCH; a bad address: EFAULT)
 // fails the message on both sides: the failing side with its error, the peer
@@ -133,14 +133,18 @@ func (e *Endpoint) disableSingle(p *peer, why error) {
 }
 
 // progressFallback streams re-routed rendezvous sends through the
-// fragment slots. Each fragment cell names the receive it is for, so these
+// fragment ring. Each fragment cell names the receive it is for, so these
 // fragments may interleave with an ordinary pipelined message.
 func (e *Endpoint) progressFallback(p *peer) bool {
 	moved := false
 	for p.fallq.len() > 0 {
 		r := p.fallq.front()
-		for r.off < len(r.buf) && p.tx.cellFree() && p.tx.fragFree() {
-			n := e.copy(p.tx.nextFrag(), r.buf[r.off:])
+		for r.off < len(r.buf) && p.tx.cellFree() {
+			frag := p.tx.nextFrag(len(r.buf) - r.off)
+			if frag == nil {
+				break
+			}
+			n := e.copy(frag, r.buf[r.off:])
 			p.tx.publishFrag(kindFragTo, n, r.id)
 			r.off += n
 			moved = true
@@ -161,7 +165,7 @@ func (e *Endpoint) receiveFragmentTo(p *peer, n int, id uint64) {
 	if r == nil {
 		panic(fmt.Sprintf("%s: corrupt channel %d->%d: fragment for unknown request %d", e.name, p.rank, e.rank, id))
 	}
-	e.copy(r.buf[min(r.off, len(r.buf)):], p.rx.curFrag()[:n])
+	e.copyOut(r.buf[min(r.off, len(r.buf)):], p.rx.curFrag(n), len(r.buf))
 	r.off += n
 	p.rx.releaseFrag()
 	p.rx.release()

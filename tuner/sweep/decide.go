@@ -66,7 +66,10 @@ type Score struct {
 	Value     float64 // geometric mean over the common points; higher is better
 	Cost      int64
 	Dropped   string // why it is out, if it is
-	Chosen    bool
+	// LosesAt names a point where the best candidate beats this one by a
+	// settled test: it cannot be chosen, whatever its score.
+	LosesAt string
+	Chosen  bool
 }
 
 // StageDecision is what a stage concluded.
@@ -87,10 +90,14 @@ type point struct {
 // pickCheapest scores every candidate by the geometric mean of its medians
 // over the (pattern, size) points all surviving candidates have (latency
 // inverted, so higher is better everywhere), and chooses the cheapest
-// within search.Noise of the best.
+// within search.Noise of the best that the best does not beat at any single
+// point (U test over the trials' medians): a geomean over many sizes would
+// otherwise hide a real loss at one of them (an eager limit one step too
+// small loses 10-40% at the sizes between, and nothing elsewhere).
 func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate) StageDecision {
 	d := StageDecision{Stage: stage, Patterns: patterns}
 	samples := map[string]map[point][]float64{}
+	perTrial := map[string]map[point][]float64{} // one median per trial
 	var common []point
 	first := true
 	for _, c := range cands {
@@ -109,6 +116,13 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 			continue
 		}
 		samples[c.name] = all
+		perTrial[c.name] = map[point][]float64{}
+		for _, pat := range patterns {
+			m, _ := trialMedians(trials, stage, c.name, pat)
+			for n, v := range m {
+				perTrial[c.name][point{pat, n}] = v
+			}
+		}
 		var keep []point
 		for pt := range all {
 			if first || slices.Contains(common, pt) {
@@ -129,7 +143,7 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 		}
 	}
 	sort.Ints(d.Sizes)
-	best := 0.0
+	best, bestName := 0.0, ""
 	for _, c := range cands {
 		sc := Score{Candidate: c.name, Cost: c.cost}
 		s, ok := samples[c.name]
@@ -150,13 +164,27 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 				logSum += math.Log(m)
 			}
 			sc.Value = math.Exp(logSum / float64(len(common)))
-			best = max(best, sc.Value)
+			if sc.Value > best {
+				best, bestName = sc.Value, c.name
+			}
 		}
 		d.Scores = append(d.Scores, sc)
 	}
+	for i, sc := range d.Scores {
+		if sc.Dropped != "" || sc.Candidate == bestName {
+			continue
+		}
+		for _, pt := range common {
+			cmp := search.Compare(perTrial[bestName][pt], perTrial[sc.Candidate][pt], pt.pattern.HigherIsBetter())
+			if cmp.Outcome == search.AWins {
+				d.Scores[i].LosesAt = fmt.Sprintf("%s %s %s", pt.pattern, transports.FormatSize(pt.size), cmp)
+				break
+			}
+		}
+	}
 	chosen := -1
 	for i, sc := range d.Scores {
-		if sc.Dropped != "" || sc.Value < (1-search.Noise)*best {
+		if sc.Dropped != "" || sc.LosesAt != "" || sc.Value < (1-search.Noise)*best {
 			continue
 		}
 		if chosen < 0 || sc.Cost < d.Scores[chosen].Cost || (sc.Cost == d.Scores[chosen].Cost && sc.Value > d.Scores[chosen].Value) {

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,22 @@ func trial(stage, cand string, pattern bench.Pattern, round int, sizes []int, sa
 		t.Points = append(t.Points, bench.Point{Size: n, Samples: samples})
 	}
 	return t
+}
+
+// rounds fabricates five bandwidth trials of stage "s" with the given
+// value per size, each trial a little off the last (independent trials).
+func rounds(cand string, at map[int]float64) []Trial {
+	var out []Trial
+	for r := range 5 {
+		tr := Trial{Stage: "s", Candidate: cand, Transport: "sm", Pattern: bench.Bandwidth, Round: r + 1}
+		for _, n := range slices.Sorted(maps.Keys(at)) {
+			v := at[n] * (1 + 0.002*float64(r))
+			tr.Sizes = append(tr.Sizes, n)
+			tr.Points = append(tr.Points, bench.Point{Size: n, Samples: []float64{v, v, v}})
+		}
+		out = append(out, tr)
+	}
+	return out
 }
 
 func TestPickCheapest(t *testing.T) {
@@ -51,6 +68,10 @@ func TestPickCheapest(t *testing.T) {
 			trial("s", "small", bench.Bandwidth, 2, sizes, 100, 100, 100),
 			trial("s", "large", bench.Bandwidth, 1, sizes, 100, 100, 100),
 		}, "small"},
+		{"a cheap candidate beaten at one point is out", bench.Bandwidth, append(
+			rounds("small", map[int]float64{64: 100, 1024: 80, 4096: 100, 16384: 100, 65536: 100, 1 << 20: 100, 4 << 20: 100, 16 << 20: 100}),
+			rounds("large", map[int]float64{64: 99, 1024: 100, 4096: 99, 16384: 99, 65536: 99, 1 << 20: 99, 4 << 20: 99, 16 << 20: 99})...,
+		), "large"},
 		{"other stages do not count", bench.Bandwidth, []Trial{
 			trial("other", "small", bench.Bandwidth, 1, sizes, 1000),
 			trial("s", "small", bench.Bandwidth, 1, sizes, 10),

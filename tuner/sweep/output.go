@@ -51,7 +51,7 @@ func (r *Runner) summary(res Result) string {
 		for _, p := range d.Patterns {
 			pats = append(pats, string(p))
 		}
-		fmt.Fprintf(&w, "## %s (%s over %s; score: geomean of medians, latency inverted, relative to the best; cheapest within %.0f%% of best wins)\n",
+		fmt.Fprintf(&w, "## %s (%s over %s; score: geomean of medians, latency inverted, relative to the best; cheapest within %.0f%% of best and beaten at no point wins)\n",
 			d.Stage, strings.Join(pats, "+"), sizeList(d.Sizes), 100*search.Noise)
 		best := 0.0
 		for _, s := range d.Scores {
@@ -65,6 +65,9 @@ func (r *Runner) summary(res Result) string {
 			val := s.Dropped
 			if val == "" {
 				val = fmt.Sprintf("%.3f", s.Value/best)
+			}
+			if s.LosesAt != "" {
+				val += "  loses at " + s.LosesAt
 			}
 			fmt.Fprintf(&w, " %s %-22s %s\n", mark, s.Candidate, val)
 		}

@@ -1,0 +1,97 @@
+package sm
+
+import (
+	"testing"
+
+	"github.com/gotune/gotune/internal/sys"
+)
+
+// ringPair is one channel's producer and consumer over private memory.
+func ringPair(t *testing.T, p Params) (*producer, *consumer) {
+	t.Helper()
+	seg, err := sys.MapAnon(p.SegmentBytes(2), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Unmap(seg) })
+	c, err := openChannel(seg, 0, 1, 2, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &producer{channel: c}, &consumer{channel: c}
+}
+
+// placed is a fragment a test hands to the producer: its length and the
+// ring offset it must land at (noRoom: the producer must refuse it).
+type placed struct {
+	n   int
+	off uint64
+}
+
+const noRoom = ^uint64(0)
+
+// packed is count fragments of n bytes from offset 0, then last.
+func packed(n, count int, last placed) []placed {
+	fs := make([]placed, 0, count+1)
+	for i := range count {
+		fs = append(fs, placed{n, uint64(i * n)})
+	}
+	return append(fs, last)
+}
+
+// The fragment ring is counted in bytes: fragments smaller than FragSize
+// pack densely, one that would cross the end starts over at offset 0, and
+// the consumer finds every fragment where the producer put it from the
+// length in its descriptor cell alone.
+func TestFragmentRingPlacement(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		size, slots int
+		frags       []placed
+		release     int // fragments the consumer takes before the last one is offered
+	}{
+		{"8K fragments fill a 256K ring 32 times", 64 << 10, 4, packed(8<<10, 32, placed{8 << 10, noRoom}), 0},
+		{"a released fragment makes room", 64 << 10, 4, packed(8<<10, 32, placed{8 << 10, 0}), 1},
+		{"lengths round up to a cache line", 256, 1, []placed{{1, 0}, {65, 64}, {64, 192}, {1, noRoom}}, 0},
+		{"a fragment that would cross the end wraps to the start", 192, 2, []placed{{192, 0}, {100, 192}, {128, 0}}, 1},
+		{"a wrap waits for the start to be released", 192, 2, []placed{{192, 0}, {100, 192}, {128, noRoom}}, 0},
+		{"a wrap needs its whole length free at the start", 192, 2, []placed{{64, 0}, {192, 64}, {150, noRoom}}, 1},
+		{"a wrap fits once the ring is drained", 192, 2, []placed{{64, 0}, {192, 64}, {150, 0}}, 2},
+		{"an empty ring takes a wrapping fragment", 192, 1, []placed{{128, 0}, {128, 0}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Params{Depth: 64, CellSize: 128, EagerLimit: 64, FragSize: tc.size, FragSlots: tc.slots, Copy: "go"}
+			prod, cons := ringPair(t, p)
+			taken := 0
+			for i, f := range tc.frags {
+				if i == len(tc.frags)-1 {
+					for ; taken < tc.release; taken++ {
+						h := cons.peek()
+						if h == nil {
+							t.Fatalf("fragment %d: no descriptor cell", taken)
+						}
+						if got := cons.curFrag(int(h.length)); len(got) != tc.frags[taken].n || got[0] != byte(taken+1) {
+							t.Fatalf("consumer found %d bytes marked %d, want fragment %d (%d bytes)", len(got), got[0], taken+1, tc.frags[taken].n)
+						}
+						cons.releaseFrag()
+						cons.release()
+					}
+				}
+				b := prod.nextFrag(f.n)
+				switch {
+				case f.off == noRoom && b != nil:
+					t.Fatalf("fragment %d (%d bytes) placed, want no room", i, f.n)
+				case f.off == noRoom:
+					continue
+				case b == nil:
+					t.Fatalf("fragment %d (%d bytes): no room, want offset %d", i, f.n, f.off)
+				}
+				if off := uint64(sys.AddressOf(b) - sys.AddressOf(prod.frags)); off != f.off || len(b) != f.n {
+					t.Fatalf("fragment %d: %d bytes at offset %d, want %d at %d", i, len(b), off, f.n, f.off)
+				}
+				b[0] = byte(i + 1)
+				prod.publishFrag(kindFrag, f.n, 0)
+			}
+		})
+	}
+}
