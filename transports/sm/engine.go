@@ -510,15 +510,17 @@ func (e *Endpoint) Abort(err error) { e.abort.Store(&err) }
 
 // Isend starts a send.
 func (e *Endpoint) Isend(to int, buf []byte) (transports.Request, error) {
-	if e.async {
-		e.enter()
-		defer e.exit()
-	}
 	p, err := e.peer(to)
 	if err != nil {
 		return nil, err
 	}
-	return e.isend(p, buf), nil
+	if !e.async {
+		return e.isend(p, buf), nil
+	}
+	e.enter() // no defer: it costs more than the hand-off on this path
+	r := e.isend(p, buf)
+	e.exit()
+	return r, nil
 }
 
 func (e *Endpoint) isend(p *peer, buf []byte) *request {
@@ -537,15 +539,17 @@ func (e *Endpoint) postSend(p *peer, r *request) {
 
 // Irecv posts a receive.
 func (e *Endpoint) Irecv(from int, buf []byte) (transports.Request, error) {
-	if e.async {
-		e.enter()
-		defer e.exit()
-	}
 	p, err := e.peer(from)
 	if err != nil {
 		return nil, err
 	}
-	return e.irecv(p, buf), nil
+	if !e.async {
+		return e.irecv(p, buf), nil
+	}
+	e.enter()
+	r := e.irecv(p, buf)
+	e.exit()
+	return r, nil
 }
 
 func (e *Endpoint) irecv(p *peer, buf []byte) *request {

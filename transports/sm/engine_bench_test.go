@@ -56,40 +56,49 @@ func pingPong(b *testing.B, p sm.Params) {
 	}
 }
 
-// BenchmarkStream is one-way throughput through windows of 64 messages.
+// BenchmarkStream is one-way throughput through windows of 64 messages, in
+// both progress modes: the thread's cost shows per message at small sizes.
 func BenchmarkStream(b *testing.B) {
-	for _, n := range []int{4096, 65536, 1 << 20} {
-		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
-			a, c := pair(b, sm.DefaultParams(), nil)
-			sa, sc := buffer(b, n), buffer(b, n)
-			const window = 64
-			done := make(chan error)
-			go func() {
-				reqs := make([]transports.Request, window)
-				for i := 0; i < b.N; i += window {
-					for w := range min(window, b.N-i) {
-						reqs[w], _ = c.Irecv(0, sc)
-					}
-					if err := c.Wait(reqs[:min(window, b.N-i)]...); err != nil {
-						done <- err
-						return
-					}
-				}
-				done <- nil
-			}()
-			b.SetBytes(int64(n))
-			reqs := make([]transports.Request, window)
-			for i := 0; i < b.N; i += window {
-				for w := range min(window, b.N-i) {
-					reqs[w], _ = a.Isend(1, sa)
-				}
-				if err := a.Wait(reqs[:min(window, b.N-i)]...); err != nil {
-					b.Fatal(err)
-				}
+	for _, mode := range []string{"poll", "thread"} {
+		for _, n := range []int{8, 4096, 65536, 1 << 20} {
+			b.Run(fmt.Sprintf("progress=%s/size=%d", mode, n), func(b *testing.B) {
+				p := sm.DefaultParams()
+				p.Progress = mode
+				stream(b, p, n)
+			})
+		}
+	}
+}
+
+func stream(b *testing.B, p sm.Params, n int) {
+	a, c := pair(b, p, nil)
+	sa, sc := buffer(b, n), buffer(b, n)
+	const window = 64
+	done := make(chan error)
+	go func() {
+		reqs := make([]transports.Request, window)
+		for i := 0; i < b.N; i += window {
+			for w := range min(window, b.N-i) {
+				reqs[w], _ = c.Irecv(0, sc)
 			}
-			if err := <-done; err != nil {
-				b.Fatal(err)
+			if err := c.Wait(reqs[:min(window, b.N-i)]...); err != nil {
+				done <- err
+				return
 			}
-		})
+		}
+		done <- nil
+	}()
+	b.SetBytes(int64(n))
+	reqs := make([]transports.Request, window)
+	for i := 0; i < b.N; i += window {
+		for w := range min(window, b.N-i) {
+			reqs[w], _ = a.Isend(1, sa)
+		}
+		if err := a.Wait(reqs[:min(window, b.N-i)]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
 	}
 }
