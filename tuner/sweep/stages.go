@@ -88,7 +88,7 @@ func (r *Runner) measure(stage string, cands []candidate, patterns []bench.Patte
 var (
 	eagerPatterns     = []bench.Pattern{bench.Latency, bench.Bandwidth}
 	fragmentPatterns  = []bench.Pattern{bench.Bandwidth}
-	depthPatterns     = []bench.Pattern{bench.MsgRate}
+	depthPatterns     = []bench.Pattern{bench.MsgRate, bench.Bandwidth} // bw: a shallow ring shows at 512 B-1 KiB
 	transportPatterns = []bench.Pattern{bench.Bandwidth}
 	allocPatterns     = []bench.Pattern{allocPattern}
 )
