@@ -231,25 +231,21 @@ type fragPos struct {
 	off uint64
 }
 
-// place returns where an n-byte fragment goes from pos: the bytes skipped
-// to the ring's start (0 if it fits before the end), its offset, and the
-// bytes it takes.
-func (c *channel) place(pos fragPos, n int) (skip, off, take uint64) {
-	take = uint64(sys.RoundUp(n, cacheLine))
+// place returns the offset of an n-byte fragment that goes from pos, and
+// the position after it (the bytes skipped to the ring's start included).
+func (c *channel) place(pos fragPos, n int) (off uint64, next fragPos) {
+	size := uint64(len(c.frags))
+	take := uint64(sys.RoundUp(n, cacheLine))
 	off = pos.off
-	if off+take > uint64(len(c.frags)) {
-		skip, off = uint64(len(c.frags))-off, 0
+	if off+take > size {
+		pos.n += size - off
+		off = 0
 	}
-	return skip, off, take
-}
-
-// advance moves pos past a fragment placed by place.
-func (c *channel) advance(pos *fragPos, skip, off, take uint64) {
-	pos.n += skip + take
-	pos.off = off + take
-	if pos.off == uint64(len(c.frags)) {
-		pos.off = 0
+	next = fragPos{n: pos.n + take, off: off + take}
+	if next.off == size {
+		next.off = 0
 	}
+	return off, next
 }
 
 // ring is a position in a ring of fixed-size entries: a sequence count and
@@ -273,8 +269,7 @@ type producer struct {
 	head                   ring
 	fragHead               fragPos
 	tailSeen, fragTailSeen uint64
-	// the fragment nextFrag handed out, for publishFrag
-	pendSkip, pendOff, pendTake uint64
+	pendNext               fragPos // after the fragment nextFrag handed out, for publishFrag
 }
 
 func (p *producer) cellFree() bool {
@@ -285,12 +280,11 @@ func (p *producer) cellFree() bool {
 	return p.head.n-p.tailSeen < p.depth
 }
 
-// fits reports whether skip+take more bytes fit in the ring, given what the
-// consumer has released as far as the producer knows. An empty ring takes
-// any placement: the bytes skipped then were never written.
-func (p *producer) fits(skip, take uint64) bool {
-	used := p.fragHead.n - p.fragTailSeen
-	return used == 0 || used+skip+take <= uint64(len(p.frags))
+// fits reports whether the ring can hold everything up to next, given what
+// the consumer has released as far as the producer knows. An empty ring
+// takes any placement: the bytes skipped then were never written.
+func (p *producer) fits(next fragPos) bool {
+	return p.fragHead.n == p.fragTailSeen || next.n-p.fragTailSeen <= uint64(len(p.frags))
 }
 
 // cell is the payload area of the cell being filled.
@@ -301,14 +295,14 @@ func (p *producer) cell() []byte { return p.payload(p.head.off) }
 // has no room for it yet. publishFrag hands it over.
 func (p *producer) nextFrag(rest int) []byte {
 	n := min(rest, int(p.fragSize))
-	skip, off, take := p.place(p.fragHead, n)
-	if !p.fits(skip, take) {
+	off, next := p.place(p.fragHead, n)
+	if !p.fits(next) {
 		p.fragTailSeen = atomic.LoadUint64(p.fragTail)
-		if !p.fits(skip, take) {
+		if !p.fits(next) {
 			return nil
 		}
 	}
-	p.pendSkip, p.pendOff, p.pendTake = skip, off, take
+	p.pendNext = next
 	return p.frags[off : off+uint64(n)]
 }
 
@@ -327,7 +321,7 @@ func (p *producer) publish(kind uint8, length int) {
 // fragment: the consumer places it from the length.
 func (p *producer) publishFrag(kind uint8, length int, word uint64) {
 	binary.LittleEndian.PutUint64(p.cell(), word)
-	p.advance(&p.fragHead, p.pendSkip, p.pendOff, p.pendTake)
+	p.fragHead = p.pendNext
 	p.publish(kind, length)
 }
 
@@ -336,8 +330,7 @@ type consumer struct {
 	*channel
 	head     ring
 	fragHead fragPos
-	// the fragment curFrag placed, for releaseFrag
-	curSkip, curOff, curTake uint64
+	curNext  fragPos // after the fragment curFrag placed, for releaseFrag
 }
 
 // peek returns the next published cell, or nil.
@@ -355,8 +348,9 @@ func (c *consumer) body() []byte { return c.payload(c.head.off) }
 // curFrag is the oldest unconsumed fragment, n bytes long (the length in
 // its descriptor cell).
 func (c *consumer) curFrag(n int) []byte {
-	c.curSkip, c.curOff, c.curTake = c.place(c.fragHead, n)
-	return c.frags[c.curOff : c.curOff+uint64(n)]
+	off, next := c.place(c.fragHead, n)
+	c.curNext = next
+	return c.frags[off : off+uint64(n)]
 }
 
 // release hands the current cell back to the producer.
@@ -367,6 +361,6 @@ func (c *consumer) release() {
 
 // releaseFrag hands the fragment curFrag returned back to the producer.
 func (c *consumer) releaseFrag() {
-	c.advance(&c.fragHead, c.curSkip, c.curOff, c.curTake)
+	c.fragHead = c.curNext
 	atomic.StoreUint64(c.fragTail, c.fragHead.n)
 }
