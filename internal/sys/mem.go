@@ -32,6 +32,17 @@ func MapAnon(size int, populate bool) ([]byte, error) {
 	return b[:size], nil
 }
 
+// MapInaccessible reserves size bytes that the process cannot read or write
+// (PROT_NONE): a stand-in, in tests, for device memory, where a stray CPU
+// access must crash instead of passing unnoticed. Unmap releases it.
+func MapInaccessible(size int) ([]byte, error) {
+	b, err := unix.Mmap(-1, 0, RoundUp(max(size, 1), PageSize), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("reserve %d inaccessible bytes: %w", size, err)
+	}
+	return b[:size], nil
+}
+
 // MapShared maps size bytes of fd shared and read-write, pre-faulted.
 func MapShared(fd uintptr, size int) ([]byte, error) {
 	b, err := unix.Mmap(int(fd), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)

@@ -192,5 +192,14 @@ func crossMemory(pid int, local [][]byte, remote []RemoteSegment, write bool) (i
 // empty and must live outside the Go heap, or be pinned, to stay valid).
 func AddressOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
+// BytesAt is the n bytes at addr as a slice: memory the Go runtime does not
+// manage (a mapping, a peer's buffer in a single-process test, or a device
+// address that only a GPU copy may dereference). The caller vouches that
+// the range stays valid while the slice is used.
+func BytesAt(addr uintptr, n int) []byte {
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
+	return unsafe.Slice((*byte)(p), n)
+}
+
 // Yield gives up the CPU to another runnable thread.
 func Yield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }

@@ -25,6 +25,10 @@ const (
 
 const ctrlPayload = 32 // four little-endian words
 
+// rtsDevice in an RTS cell's fourth word says the sender's buffer is
+// device memory.
+const rtsDevice = 1
+
 // SingleCopy is a mechanism that moves a rendezvous message with one copy
 // between address spaces (CMA, XPMEM, KNEM, ...).
 //
@@ -67,6 +71,7 @@ type request struct {
 	n       int
 	err     error
 	waiting bool // rendezvous control sent, completion pending
+	dev     bool // buf is device memory: staged through Memory, never touched
 	// orphan marks a request failed while the engine's queues may still
 	// point at it (abort, peer gone): it is never recycled.
 	orphan bool
@@ -119,6 +124,7 @@ type unexpected struct {
 	got      int    // bytes of data arrived so far
 	complete bool
 	rts      bool // a rendezvous request: data is nil
+	dev      bool // the rendezvous sender's buffer is device memory
 	size     int
 	addr     uintptr
 	id       uint64
@@ -193,6 +199,7 @@ type Endpoint struct {
 	rank      int
 	params    Params
 	single    SingleCopy
+	mem       Memory  // nil: every buffer is host memory
 	peers     []*peer // indexed by rank; nil for self
 	active    []*peer // the non-nil peers
 	rndv      map[uint64]*request
@@ -355,7 +362,11 @@ func (e *Endpoint) peer(r int) (*peer, error) {
 	return e.peers[r], nil
 }
 
-func (e *Endpoint) protoFor(p *peer, n int) proto {
+func (e *Endpoint) protoFor(p *peer, r *request) proto {
+	n := len(r.buf)
+	if r.dev {
+		return e.deviceProto(p, n)
+	}
 	switch {
 	case n <= e.params.EagerLimit:
 		return protoEager
@@ -405,7 +416,7 @@ func (e *Endpoint) send(to int, buf []byte) error {
 		return err
 	}
 	// Fast path: nothing queued ahead and room for an eager cell.
-	if len(buf) <= e.params.EagerLimit && p.sendq.len() == 0 && p.ctrl.len() == 0 && p.tx.cellFree() {
+	if e.mem == nil && len(buf) <= e.params.EagerLimit && p.sendq.len() == 0 && p.ctrl.len() == 0 && p.tx.cellFree() {
 		copy(p.tx.cell(), buf)
 		p.tx.publish(kindEager, len(buf))
 		return nil
@@ -434,7 +445,7 @@ func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 		return 0, err
 	}
 	// Fast path for two ranks: nothing pending, poll the one channel.
-	if len(e.active) == 1 && p.recvq.len() == 0 && p.unexp.len() == 0 && !p.cur.active && p.sendq.len() == 0 && p.ctrl.len() == 0 {
+	if e.mem == nil && len(e.active) == 1 && p.recvq.len() == 0 && p.unexp.len() == 0 && !p.cur.active && p.sendq.len() == 0 && p.ctrl.len() == 0 {
 		for spin := 0; ; spin++ {
 			h := p.rx.peek()
 			if h == nil {
@@ -525,6 +536,9 @@ func (e *Endpoint) Isend(to int, buf []byte) (transports.Request, error) {
 
 func (e *Endpoint) isend(p *peer, buf []byte) *request {
 	r := e.newRequest(p, buf, true)
+	if e.mem != nil && !e.classify(r) {
+		return r
+	}
 	e.postSend(p, r)
 	return r
 }
@@ -532,7 +546,7 @@ func (e *Endpoint) isend(p *peer, buf []byte) *request {
 // postSend queues send r (fresh or a started persistent one) and moves
 // what the ring takes now.
 func (e *Endpoint) postSend(p *peer, r *request) {
-	r.proto = e.protoFor(p, len(r.buf))
+	r.proto = e.protoFor(p, r)
 	p.sendq.push(r)
 	e.progressSend(p)
 }
@@ -554,6 +568,9 @@ func (e *Endpoint) Irecv(from int, buf []byte) (transports.Request, error) {
 
 func (e *Endpoint) irecv(p *peer, buf []byte) *request {
 	r := e.newRequest(p, buf, false)
+	if e.mem != nil && !e.classify(r) {
+		return r
+	}
 	e.postRecv(p, r)
 	return r
 }
@@ -568,10 +585,15 @@ func (e *Endpoint) postRecv(p *peer, r *request) {
 	u := p.unexp.pop()
 	switch {
 	case u.rts:
-		e.startRendezvousRecv(p, r, u.size, u.addr, u.id)
+		e.startRendezvousRecv(p, r, u.size, u.addr, u.id, u.dev)
 		e.freeUnexpected(u)
 	case u.complete:
-		n := copy(r.buf, u.data)
+		var n int
+		if r.dev {
+			n = e.getDevice(r, r.buf, u.data)
+		} else {
+			n = copy(r.buf, u.data)
+		}
 		r.complete(n, truncated(u.size, len(r.buf)))
 		e.freeUnexpected(u)
 	default: // still arriving: finish (and free) when the last fragment lands
@@ -738,7 +760,11 @@ func (e *Endpoint) progressSend(p *peer) bool {
 			if !p.tx.cellFree() {
 				return moved
 			}
-			copy(p.tx.cell(), r.buf)
+			if r.dev {
+				e.putDevice(r, p.tx.cell(), r.buf)
+			} else {
+				copy(p.tx.cell(), r.buf)
+			}
 			p.tx.publish(kindEager, len(r.buf))
 			r.complete(len(r.buf), nil)
 		case protoPipeline:
@@ -747,7 +773,12 @@ func (e *Endpoint) progressSend(p *peer) bool {
 				if frag == nil {
 					break
 				}
-				n := e.copy(frag, r.buf[r.off:])
+				var n int
+				if r.dev {
+					n = e.putDevice(r, frag, r.buf[r.off:])
+				} else {
+					n = e.copy(frag, r.buf[r.off:])
+				}
 				p.tx.publishFrag(kindFrag, n, uint64(len(r.buf)))
 				r.off += n
 				moved = true
@@ -767,7 +798,11 @@ func (e *Endpoint) progressSend(p *peer) bool {
 			e.nextID++
 			r.id, r.waiting = e.nextID, true
 			e.rndv[r.id] = r
-			putWords(p.tx.cell(), []uint64{uint64(len(r.buf)), uint64(addressOf(r.buf)), r.id, 0})
+			flags := uint64(0)
+			if r.dev {
+				flags = rtsDevice
+			}
+			putWords(p.tx.cell(), []uint64{uint64(len(r.buf)), uint64(addressOf(r.buf)), r.id, flags})
 			p.tx.publish(kindRTS, ctrlPayload)
 		}
 		p.sendq.pop()
@@ -797,7 +832,11 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 		case kindEager:
 			n := int(h.length)
 			if r := e.matchNew(p); r != nil {
-				r.complete(copy(r.buf, body[:n]), truncated(n, len(r.buf)))
+				if r.dev {
+					r.complete(e.getDevice(r, r.buf, body[:n]), truncated(n, len(r.buf)))
+				} else {
+					r.complete(copy(r.buf, body[:n]), truncated(n, len(r.buf)))
+				}
 			} else {
 				u := e.newUnexpected(n)
 				u.got, u.complete = copy(u.data, body[:n]), true
@@ -809,10 +848,10 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 			p.rx.release()
 			size, addr, id := int(w[0]), uintptr(w[1]), w[2]
 			if r := e.matchNew(p); r != nil {
-				e.startRendezvousRecv(p, r, size, addr, id)
+				e.startRendezvousRecv(p, r, size, addr, id, w[3] == rtsDevice)
 			} else {
 				u := e.newUnexpected(0)
-				u.rts, u.size, u.addr, u.id = true, size, addr, id
+				u.rts, u.size, u.addr, u.id, u.dev = true, size, addr, id, w[3] == rtsDevice
 				p.unexp.push(u)
 			}
 		case kindFrag:
@@ -854,7 +893,11 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int) {
 	in := &p.cur
 	src := p.rx.curFrag(n)
 	if in.req != nil {
-		e.copyOut(in.req.buf[min(in.req.off, len(in.req.buf)):], src, in.size)
+		if dst := in.req.buf[min(in.req.off, len(in.req.buf)):]; in.req.dev {
+			e.getDevice(in.req, dst, src)
+		} else {
+			e.copyOut(dst, src, in.size)
+		}
 		in.req.off += n
 	} else {
 		copy(in.unx.data[in.unx.got:], src)
@@ -869,7 +912,13 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int) {
 	case in.unx != nil && in.unx.got >= in.size:
 		in.unx.complete = true
 		if r := in.unx.req; r != nil {
-			r.complete(copy(r.buf, in.unx.data), truncated(in.size, len(r.buf)))
+			n := 0
+			if r.dev {
+				n = e.getDevice(r, r.buf, in.unx.data)
+			} else {
+				n = copy(r.buf, in.unx.data)
+			}
+			r.complete(n, truncated(in.size, len(r.buf)))
 			e.freeUnexpected(in.unx)
 		}
 		p.cur = incoming{}

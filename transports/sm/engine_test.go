@@ -25,6 +25,12 @@ func pair(t testing.TB, p sm.Params, single sm.SingleCopy) (*sm.Endpoint, *sm.En
 // different local settings such as the progress mode).
 func pairWith(t testing.TB, p0, p1 sm.Params, single sm.SingleCopy) (*sm.Endpoint, *sm.Endpoint) {
 	t.Helper()
+	return pairMem(t, p0, p1, single, nil)
+}
+
+// pairMem builds two endpoints whose buffers may be device memory (mem).
+func pairMem(t testing.TB, p0, p1 sm.Params, single sm.SingleCopy, mem sm.Memory) (*sm.Endpoint, *sm.Endpoint) {
+	t.Helper()
 	seg, err := sys.MapAnon(p0.SegmentBytes(2), true)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +40,7 @@ func pairWith(t testing.TB, p0, p1 sm.Params, single sm.SingleCopy) (*sm.Endpoin
 	var eps [2]*sm.Endpoint
 	for r, p := range []sm.Params{p0, p1} {
 		env := transports.Env{Rank: r, Size: 2, PIDs: []int{pid, pid}, Segment: seg}
-		if eps[r], err = sm.New(env, p, single, "sm"); err != nil {
+		if eps[r], err = sm.NewWithMemory(env, p, single, mem, "sm"); err != nil {
 			t.Fatal(err)
 		}
 		ep := eps[r]

@@ -49,6 +49,9 @@ func (e *Endpoint) SendInit(to int, buf []byte) (transports.PersistentRequest, e
 		return nil, err
 	}
 	q := &persistentRequest{request{ep: e, peer: p, buf: buf, isSend: true, persistent: true}}
+	if e.mem != nil && !e.classify(&q.request) {
+		return nil, q.err
+	}
 	if p.credits > 0 {
 		p.credits--
 		q.credit = true
@@ -68,8 +71,12 @@ func (e *Endpoint) RecvInit(from int, buf []byte) (transports.PersistentRequest,
 	if err != nil {
 		return nil, err
 	}
+	q := &persistentRequest{request{ep: e, peer: p, buf: buf, persistent: true}}
+	if e.mem != nil && !e.classify(&q.request) {
+		return nil, q.err
+	}
 	e.livePersistent++
-	return &persistentRequest{request{ep: e, peer: p, buf: buf, persistent: true}}, nil
+	return q, nil
 }
 
 // PersistentCredits reports, for the channel to rank to, how many

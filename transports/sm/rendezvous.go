@@ -33,9 +33,13 @@ const (
 // startRendezvousRecv moves a matched rendezvous message. As with the
 // other protocols, a message longer than the buffer fills the buffer and
 // the receive fails with ErrTruncated; the sender completes normally.
-func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintptr, sendID uint64) {
+func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintptr, sendID uint64, senderDevice bool) {
 	r.proto, r.n = protoRendezvous, size
-	if !e.single.Pull() {
+	pull := e.single.Pull()
+	if c, ok := e.single.(PullChooser); ok {
+		pull = c.PullFor(senderDevice, r.dev)
+	}
+	if !pull {
 		e.nextID++
 		r.id, r.waiting = e.nextID, true
 		e.rndv[r.id] = r
@@ -144,7 +148,12 @@ func (e *Endpoint) progressFallback(p *peer) bool {
 			if frag == nil {
 				break
 			}
-			n := e.copy(frag, r.buf[r.off:])
+			var n int
+			if r.dev {
+				n = e.putDevice(r, frag, r.buf[r.off:])
+			} else {
+				n = e.copy(frag, r.buf[r.off:])
+			}
 			p.tx.publishFrag(kindFragTo, n, r.id)
 			r.off += n
 			moved = true
@@ -165,7 +174,11 @@ func (e *Endpoint) receiveFragmentTo(p *peer, n int, id uint64) {
 	if r == nil {
 		panic(fmt.Sprintf("%s: corrupt channel %d->%d: fragment for unknown request %d", e.name, p.rank, e.rank, id))
 	}
-	e.copyOut(r.buf[min(r.off, len(r.buf)):], p.rx.curFrag(n), len(r.buf))
+	if dst, src := r.buf[min(r.off, len(r.buf)):], p.rx.curFrag(n); r.dev {
+		e.getDevice(r, dst, src)
+	} else {
+		e.copyOut(dst, src, len(r.buf))
+	}
 	r.off += n
 	p.rx.releaseFrag()
 	p.rx.release()

@@ -1,0 +1,110 @@
+package sm
+
+import (
+	"fmt"
+
+	"github.com/gotune/gotune/transports"
+)
+
+// Memory lets the engine carry messages in buffers the CPU must not touch:
+// GPU memory. The engine never copies such a buffer itself. Eager and
+// pipelined messages are staged through Memory's copies into and out of its
+// cells and fragments, and a SingleCopy mechanism moves rendezvous messages
+// (CUDA IPC, say).
+type Memory interface {
+	// Device reports whether the CPU must not touch b. The engine asks once
+	// per request, when it is posted; the answer may also prepare b for a
+	// peer's single copy (export an IPC handle, say), and an error fails
+	// the request.
+	Device(b []byte) (bool, error)
+	// ToHost copies device memory src into host memory dst, which is as
+	// long; FromHost copies host memory src into device memory dst.
+	ToHost(dst, src []byte) error
+	FromHost(dst, src []byte) error
+}
+
+// DeviceRouter is implemented by a SingleCopy that decides which messages
+// in device buffers it moves. Without it, every device message larger than
+// the eager limit goes by single copy.
+type DeviceRouter interface {
+	DeviceRendezvous(n int) bool
+}
+
+// PullChooser is implemented by a SingleCopy that picks pull or push per
+// message from where the two buffers live: a GPU mechanism must copy from
+// the side that can open the other's memory.
+type PullChooser interface {
+	PullFor(senderDevice, receiverDevice bool) bool
+}
+
+// NewWithMemory is New for buffers that may be device memory.
+func NewWithMemory(env transports.Env, p Params, single SingleCopy, mem Memory, name string) (*Endpoint, error) {
+	e, err := New(env, p, single, name)
+	if err != nil {
+		return nil, err
+	}
+	if mem != nil {
+		e.mem = mem
+	}
+	return e, nil
+}
+
+// classify marks r as a device request where the Memory says so; it
+// reports false, having failed r, when the Memory refused the buffer. Only
+// endpoints with a Memory call it: host-only paths stay as they were.
+func (e *Endpoint) classify(r *request) bool {
+	if len(r.buf) == 0 {
+		return true
+	}
+	dev, err := e.mem.Device(r.buf)
+	if err != nil {
+		r.complete(0, fmt.Errorf("%s: %s: %w", e.name, r.describe(), err))
+		return false
+	}
+	r.dev = dev
+	return true
+}
+
+// putDevice stages device bytes src of r into the engine's memory dst (a
+// cell or a fragment) and returns how many it copied.
+func (e *Endpoint) putDevice(r *request, dst, src []byte) int {
+	n := min(len(dst), len(src))
+	if err := e.mem.ToHost(dst[:n], src[:n]); err != nil {
+		e.stagingFailed(r, "from", err)
+	}
+	return n
+}
+
+// getDevice stages the engine's memory src (a cell or a fragment) into
+// r's device bytes dst and returns how many it copied.
+func (e *Endpoint) getDevice(r *request, dst, src []byte) int {
+	n := min(len(dst), len(src))
+	if err := e.mem.FromHost(dst[:n], src[:n]); err != nil {
+		e.stagingFailed(r, "into", err)
+	}
+	return n
+}
+
+// stagingFailed makes a failed device copy terminal: the channel may hold
+// part of the message already, so no later message on it could be trusted.
+func (e *Endpoint) stagingFailed(r *request, dir string, err error) {
+	err = fmt.Errorf("%s: %s: staging copy %s device memory: %w", e.name, r.describe(), dir, err)
+	e.Abort(err)
+}
+
+// deviceProto routes a send from device memory: single copy where the
+// mechanism takes it, else staged through a cell or the fragments.
+func (e *Endpoint) deviceProto(p *peer, n int) proto {
+	single := e.single != nil && !p.noSingle
+	if r, ok := e.single.(DeviceRouter); ok && single {
+		if r.DeviceRendezvous(n) {
+			return protoRendezvous
+		}
+	} else if single && n > e.params.EagerLimit {
+		return protoRendezvous
+	}
+	if n <= e.params.EagerLimit {
+		return protoEager
+	}
+	return protoPipeline
+}

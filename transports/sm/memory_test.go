@@ -1,0 +1,191 @@
+package sm_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// fakeDevice stands in for GPU memory: every "device" buffer is a
+// PROT_NONE mapping, so an engine that touched one with the CPU would
+// crash the test, and its bytes live in a host shadow that only the fake's
+// copies reach.
+type fakeDevice struct {
+	bufs []fakeBuf
+	// staged counts the fake's copies, to show the staged paths ran.
+	toHost, fromHost, single int
+}
+
+type fakeBuf struct {
+	addr   uintptr
+	shadow []byte
+}
+
+func (f *fakeDevice) alloc(t *testing.T, n int) []byte {
+	t.Helper()
+	b, err := sys.MapInaccessible(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Unmap(b) })
+	f.bufs = append(f.bufs, fakeBuf{sys.AddressOf(b), make([]byte, n)})
+	return b
+}
+
+// shadow returns the host bytes behind device bytes b, or nil if b is not
+// device memory.
+func (f *fakeDevice) shadow(b []byte) []byte {
+	return f.shadowAt(sys.AddressOf(b), len(b))
+}
+
+func (f *fakeDevice) shadowAt(addr uintptr, n int) []byte {
+	for _, d := range f.bufs {
+		if addr >= d.addr && addr+uintptr(n) <= d.addr+uintptr(len(d.shadow)) {
+			off := int(addr - d.addr)
+			return d.shadow[off : off+n]
+		}
+	}
+	return nil
+}
+
+func (f *fakeDevice) Device(b []byte) (bool, error) { return f.shadow(b) != nil, nil }
+
+func (f *fakeDevice) ToHost(dst, src []byte) error {
+	s := f.shadow(src)
+	if s == nil || len(dst) != len(src) {
+		return fmt.Errorf("ToHost from %d host bytes", len(src))
+	}
+	f.toHost++
+	copy(dst, s)
+	return nil
+}
+
+func (f *fakeDevice) FromHost(dst, src []byte) error {
+	s := f.shadow(dst)
+	if s == nil || len(dst) != len(src) {
+		return fmt.Errorf("FromHost into %d host bytes", len(dst))
+	}
+	f.fromHost++
+	copy(s, src)
+	return nil
+}
+
+// fakeIPC is a single copy for device buffers, as CUDA IPC is: host sends
+// never take it, and it pulls when the sender's buffer is on the device
+// (the receiver opens it) and pushes otherwise.
+type fakeIPC struct {
+	dev       *fakeDevice
+	threshold int
+}
+
+func (c *fakeIPC) Name() string                   { return "fakeipc" }
+func (c *fakeIPC) Pull() bool                     { return true }
+func (c *fakeIPC) Rendezvous(int) bool            { return false }
+func (c *fakeIPC) DeviceRendezvous(n int) bool    { return n >= c.threshold }
+func (c *fakeIPC) PullFor(senderDev, _ bool) bool { return senderDev }
+func (c *fakeIPC) Copy(_ int, local []byte, remote uintptr, pull bool) error {
+	// One process: the remote address is ours too.
+	far := c.dev.shadowAt(remote, len(local))
+	if far == nil {
+		far = sys.BytesAt(remote, len(local))
+	}
+	near := c.dev.shadow(local)
+	if near == nil {
+		near = local
+	}
+	c.dev.single++
+	if pull {
+		copy(near, far)
+	} else {
+		copy(far, near)
+	}
+	return nil
+}
+
+// Every placement of the two buffers (host or device on either side), at
+// eager, pipelined and single-copy sizes, with early arrivals: the bytes
+// arrive, and the CPU never touches device memory (it would fault).
+func TestDeviceBuffersAreStagedNeverTouched(t *testing.T) {
+	for _, single := range []bool{false, true} {
+		for _, place := range []string{"H-H", "D-H", "H-D", "D-D"} {
+			t.Run(fmt.Sprintf("single=%v/%s", single, place), func(t *testing.T) {
+				dev := &fakeDevice{}
+				var mech sm.SingleCopy
+				if single {
+					mech = &fakeIPC{dev: dev, threshold: 300}
+				}
+				a, b := pairMem(t, small(4, 2), small(4, 2), mech, dev)
+				sizes := []int{1, 50, 64, 200, 1000, 5000}
+				alloc := func(devSide bool, n int) []byte {
+					if devSide {
+						return dev.alloc(t, n)
+					}
+					return buffer(t, n)
+				}
+				sdev, rdev := place[0] == 'D', place[2] == 'D'
+				sends, recvs := make([][]byte, len(sizes)), make([][]byte, len(sizes))
+				for i, n := range sizes {
+					sends[i], recvs[i] = alloc(sdev, n), alloc(rdev, n)
+					want := make([]byte, n)
+					fill(want, i+1)
+					if s := dev.shadow(sends[i]); s != nil {
+						copy(s, want)
+					} else {
+						copy(sends[i], want)
+					}
+				}
+				both(t, func() error {
+					var reqs []transports.Request
+					for i := range sizes {
+						r, err := a.Isend(1, sends[i])
+						if err != nil {
+							return err
+						}
+						reqs = append(reqs, r)
+					}
+					return a.Wait(reqs...)
+				}, func() error {
+					var reqs []transports.Request
+					for i := range sizes {
+						if i == len(sizes)/2 { // the rest arrive before their receives
+							if err := b.Wait(reqs...); err != nil {
+								return err
+							}
+							reqs = nil
+						}
+						r, err := b.Irecv(0, recvs[i])
+						if err != nil {
+							return err
+						}
+						reqs = append(reqs, r)
+					}
+					return b.Wait(reqs...)
+				})
+				for i, n := range sizes {
+					want := make([]byte, n)
+					fill(want, i+1)
+					got := dev.shadow(recvs[i])
+					if got == nil {
+						got = recvs[i]
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("message %d (%d bytes) corrupted", i, n)
+					}
+				}
+				if sdev && dev.toHost == 0 && !single {
+					t.Error("device sends never staged")
+				}
+				if single && sdev && dev.single == 0 {
+					t.Error("no single copy for device sends above the threshold")
+				}
+				if rdev && !(single && sdev) && dev.fromHost == 0 {
+					t.Error("device receives never staged")
+				}
+			})
+		}
+	}
+}
