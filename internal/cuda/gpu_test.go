@@ -1,0 +1,730 @@
+package cuda_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/bench/gpuload"
+	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/testutil"
+)
+
+// The IPC test re-executes this binary as the importing process.
+const (
+	ipcChildEnv  = "GOTUNE_CUDA_IPC_CHILD" // the device ordinal to open on
+	ipcMemEnv    = "GOTUNE_CUDA_IPC_MEM"
+	ipcEventEnv  = "GOTUNE_CUDA_IPC_EVENT"
+	ipcSizeEnv   = "GOTUNE_CUDA_IPC_SIZE"
+	ipcBytesSeed = 0x5a
+)
+
+func TestMain(m *testing.M) {
+	if ord := os.Getenv(ipcChildEnv); ord != "" {
+		if err := ipcChild(ord); err != nil {
+			fmt.Fprintln(os.Stderr, "IPC child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// device opens ordinal, locks the test's goroutine to its thread and binds
+// the device there; it skips the test without a driver or the device.
+func device(t *testing.T, ordinal int) *cuda.Device {
+	t.Helper()
+	testutil.SkipUnless(t, "cuda", cuda.Load())
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ordinal >= n {
+		t.Skipf("needs %d CUDA devices, have %d", ordinal+1, n)
+	}
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	d, err := cuda.Open(ordinal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := d.Bind(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// bindHere binds d on the calling test's goroutine: t.Run starts each
+// subtest on a goroutine of its own, which is on another OS thread, where no
+// context is current.
+func bindHere(t *testing.T, d *cuda.Device) {
+	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	if err := d.Bind(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7) ^ seed ^ byte(i>>11)
+	}
+	return b
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestDevices(t *testing.T) {
+	d := device(t, 0)
+	v, _ := cuda.DriverVersion()
+	path, _ := cuda.LibraryPath()
+	n, _ := cuda.DeviceCount()
+	t.Logf("driver %d.%d from %s, %d devices", v/1000, v%1000/10, path, n)
+	for i := range n {
+		x, err := cuda.Open(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%v: %+v", x, x.Info)
+		if x.SMs <= 0 || x.TotalMem == 0 || x.PCIBusID == "" || x.Name == "" || x.Major < 3 {
+			t.Errorf("implausible device info %+v", x.Info)
+		}
+		if !x.UnifiedAddressing {
+			t.Errorf("%v: no unified addressing on a 64-bit host", x)
+		}
+		x.Close()
+	}
+	if ok, err := d.Bound(); !ok || err != nil {
+		t.Errorf("Bound after Bind: %v, %v", ok, err)
+	}
+	free, total, err := cuda.MemInfo()
+	if err != nil || free == 0 || total < free {
+		t.Errorf("MemInfo: free %d total %d: %v", free, total, err)
+	}
+}
+
+func TestErrorFromDriver(t *testing.T) {
+	d := device(t, 0)
+	_, err := d.Alloc(cuda.MemDevice, 1<<50)
+	if !errors.Is(err, cuda.ErrOutOfMemory) || !cuda.IsCode(err, cuda.CodeOutOfMemory) {
+		t.Fatalf("1 PiB: %v, want out of memory", err)
+	}
+	if want := "cuMemAlloc 1 PiB: CUDA_ERROR_OUT_OF_MEMORY: out of memory"; err.Error() != want {
+		t.Errorf("got %q, want %q", err, want)
+	}
+}
+
+// Every kind: fill it, copy it through device memory and back, compare.
+func TestAllocEveryKind(t *testing.T) {
+	d := device(t, 0)
+	const n = 1<<20 + 12345
+	s, err := cuda.NewStream(cuda.StreamNonBlocking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	scratch, err := d.Alloc(cuda.MemDevice, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scratch.Free()
+	for _, kind := range []cuda.MemKind{cuda.MemHost, cuda.MemPinned, cuda.MemDevice, cuda.MemManaged,
+		cuda.MemManagedDevice, cuda.MemManagedHost, cuda.MemPool} {
+		t.Run(kind.String(), func(t *testing.T) {
+			bindHere(t, d)
+			b, err := d.Alloc(kind, n)
+			if errors.Is(err, cuda.ErrNotSupported) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := pattern(n, byte(kind))
+			if kind.HostVisible() {
+				if copy(b.Bytes(), want) != n {
+					t.Fatalf("Bytes() has %d bytes", len(b.Bytes()))
+				}
+			} else if b.Bytes() != nil {
+				t.Fatal("device memory has host Bytes()")
+			} else if err := cuda.CopyHtoD(b.Ptr(), want); err != nil {
+				t.Fatal(err)
+			}
+			if err := cuda.CopyAsync(scratch.Ptr(), b.Ptr(), n, s); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, n)
+			if err := cuda.CopyDtoH(got, scratch.Ptr()); err != nil {
+				t.Fatal(err)
+			}
+			if i := firstDiff(got, want); i >= 0 {
+				t.Fatalf("byte %d: got %#x, want %#x", i, got[i], want[i])
+			}
+			info, err := cuda.PointerAttributes(b.Ptr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: pointer %+v", kind, info)
+			switch {
+			case kind == cuda.MemDevice || kind == cuda.MemPool:
+				if info.Type != cuda.MemoryDevice || info.Managed || info.Ordinal != d.Ordinal {
+					t.Errorf("device memory reads as %+v", info)
+				}
+			case kind == cuda.MemPinned:
+				if info.Type != cuda.MemoryHost || info.Managed {
+					t.Errorf("pinned memory reads as %+v", info)
+				}
+			case kind.Managed():
+				if !info.Managed {
+					t.Errorf("managed memory reads as %+v", info)
+				}
+			}
+			if err := b.Free(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Free(); err != nil {
+				t.Fatalf("second Free: %v", err)
+			}
+		})
+	}
+	if err := cuda.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSynchronousCopies(t *testing.T) {
+	d := device(t, 0)
+	for _, n := range []int{1, 4096, 12345, 4 << 20} {
+		a, err := d.Alloc(cuda.MemDevice, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := d.Alloc(cuda.MemDevice, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pattern(n, 3)
+		got := make([]byte, n)
+		steps := []struct {
+			name string
+			f    func() error
+		}{
+			{"HtoD", func() error { return cuda.CopyHtoD(a.Ptr(), want) }},
+			{"DtoD", func() error { return cuda.CopyDtoD(b.Ptr(), a.Ptr(), n) }},
+			{"Memset", func() error { return cuda.Memset(a.Ptr(), 0, n) }},
+			{"DtoH", func() error { return cuda.CopyDtoH(got, b.Ptr()) }},
+		}
+		for _, s := range steps {
+			if err := s.f(); err != nil {
+				t.Fatalf("%s %d bytes: %v", s.name, n, err)
+			}
+		}
+		if i := firstDiff(got, want); i >= 0 {
+			t.Fatalf("%d bytes: byte %d differs", n, i)
+		}
+		zero := make([]byte, n)
+		if err := cuda.CopyDtoH(got, a.Ptr()); err != nil || !bytes.Equal(got, zero) {
+			t.Fatalf("%d bytes: memset did not clear (%v)", n, err)
+		}
+		a.Free()
+		b.Free()
+	}
+}
+
+func TestAsyncCopyAndEvents(t *testing.T) {
+	d := device(t, 0)
+	const n = 32 << 20
+	src, err := d.Alloc(cuda.MemPinned, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Free()
+	dst, err := d.Alloc(cuda.MemPinned, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Free()
+	mid, err := d.Alloc(cuda.MemDevice, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mid.Free()
+	copy(src.Bytes(), pattern(n, 9))
+
+	up, err := cuda.NewStream(cuda.StreamNonBlocking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Destroy()
+	down, err := cuda.NewStream(cuda.StreamNonBlocking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Destroy()
+	start, _ := cuda.NewEvent(cuda.EventDefault)
+	uploaded, _ := cuda.NewEvent(cuda.EventDefault)
+	done, err := cuda.NewEvent(cuda.EventDisableTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer start.Destroy()
+	defer uploaded.Destroy()
+	defer done.Destroy()
+
+	if err := start.Record(up); err != nil {
+		t.Fatal(err)
+	}
+	if err := cuda.CopyAsync(mid.Ptr(), src.Ptr(), n, up); err != nil {
+		t.Fatal(err)
+	}
+	if err := uploaded.Record(up); err != nil {
+		t.Fatal(err)
+	}
+	// The download waits for the upload through the event, not the host.
+	if err := down.WaitEvent(uploaded); err != nil {
+		t.Fatal(err)
+	}
+	if err := cuda.CopyAsync(dst.Ptr(), mid.Ptr(), n, down); err != nil {
+		t.Fatal(err)
+	}
+	if err := done.Record(down); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := done.Query()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("copies not done after 10 s")
+		}
+		runtime.Gosched()
+	}
+	if ok, err := down.Query(); !ok || err != nil {
+		t.Errorf("stream query after its last event completed: %v, %v", ok, err)
+	}
+	el, err := uploaded.Since(start)
+	if err != nil || el <= 0 {
+		t.Fatalf("elapsed %v: %v", el, err)
+	}
+	t.Logf("host->device %s pinned: %v (%.1f GB/s)", cuda.Size(n), el, float64(n)/el.Seconds()/1e9)
+	if i := firstDiff(dst.Bytes(), src.Bytes()); i >= 0 {
+		t.Fatalf("byte %d differs", i)
+	}
+	if _, err := done.Since(start); err == nil {
+		t.Error("elapsed time of a timing-disabled event succeeded")
+	}
+}
+
+// Copies, memsets, event record and query and stream query allocate nothing.
+func TestHotPathsDoNotAllocate(t *testing.T) {
+	d := device(t, 0)
+	host, err := d.Alloc(cuda.MemPinned, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Free()
+	dev, err := d.Alloc(cuda.MemDevice, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Free()
+	s, _ := cuda.NewStream(cuda.StreamNonBlocking)
+	defer s.Destroy()
+	ev, _ := cuda.NewEvent(cuda.EventDisableTiming)
+	defer ev.Destroy()
+	for name, f := range map[string]func(){
+		"CopyAsync":   func() { cuda.CopyAsync(dev.Ptr(), host.Ptr(), 4096, s) },
+		"MemsetAsync": func() { cuda.MemsetAsync(dev.Ptr(), 1, 4096, s) },
+		"Record":      func() { ev.Record(s) },
+		"EventQuery":  func() { ev.Query() },
+		"StreamQuery": func() { s.Query() },
+	} {
+		if n := testing.AllocsPerRun(100, f); n != 0 {
+			t.Errorf("%s: %v allocations per call", name, n)
+		}
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStreamOrderedPool(t *testing.T) {
+	d := device(t, 0)
+	if !d.MemoryPools {
+		t.Skip("no memory pools")
+	}
+	if err := d.SetPoolReleaseThreshold(64 << 20); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := cuda.NewStream(cuda.StreamNonBlocking)
+	defer s.Destroy()
+	host, _ := d.Alloc(cuda.MemPinned, 1<<20)
+	defer host.Free()
+	for i := range 3 {
+		b, err := d.AllocAsync(1<<20, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cuda.MemsetAsync(b.Ptr(), byte(0xa0+i), 1<<20, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := cuda.CopyAsync(host.Ptr(), b.Ptr(), 1<<20, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.FreeAsync(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(host.Bytes(), bytes.Repeat([]byte{byte(0xa0 + i)}, 1<<20)) {
+			t.Fatalf("round %d: pool memory did not hold the memset", i)
+		}
+	}
+	u, err := d.PoolUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pool after 3 rounds with a 64 MiB release threshold: %+v", u)
+	if u.Used != 0 || u.Reserved < 1<<20 {
+		t.Errorf("pool %+v: want nothing used and the freed MiB kept", u)
+	}
+	if err := d.TrimPool(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetPoolReleaseThreshold(0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRegisterHost(t *testing.T) {
+	d := device(t, 0)
+	h, err := cuda.AllocHost(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Free()
+	// Unregistered pageable memory: reported, not asserted (HMM systems vary).
+	before, err := cuda.PointerAttributes(h.Ptr())
+	if err != nil {
+		t.Logf("pageable memory before registration: %v", err)
+	}
+	if err := cuda.RegisterHost(h.Bytes(), 0); err != nil {
+		t.Fatal(err)
+	}
+	after, err := cuda.PointerAttributes(h.Ptr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pageable host memory: %+v before registration, %+v after", before, after)
+	if after.Type != cuda.MemoryHost {
+		t.Errorf("registered memory reads as %+v", after)
+	}
+	if err := cuda.RegisterHost(h.Bytes(), 0); !errors.Is(err, cuda.ErrHostMemoryRegistered) {
+		t.Errorf("registering twice: %v", err)
+	}
+	dev, _ := d.Alloc(cuda.MemDevice, 1<<20)
+	defer dev.Free()
+	copy(h.Bytes(), pattern(1<<20, 1))
+	s, _ := cuda.NewStream(cuda.StreamNonBlocking)
+	defer s.Destroy()
+	if err := cuda.CopyAsync(dev.Ptr(), h.Ptr(), 1<<20, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cuda.UnregisterHost(h.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPeerAccess(t *testing.T) {
+	d0 := device(t, 0)
+	n, _ := cuda.DeviceCount()
+	if n < 2 {
+		t.Skip("needs two devices")
+	}
+	d1, err := cuda.Open(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d1.Close()
+	ok, err := d0.CanAccessPeer(d1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v can access %v: %v", d0, d1, ok)
+	if !ok {
+		t.Skip("no peer access")
+	}
+	for range 2 { // the second time it is already enabled: not an error
+		if err := d0.EnablePeerAccess(d1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const size = 8 << 20
+	a, _ := d0.Alloc(cuda.MemDevice, size)
+	defer a.Free()
+	if err := cuda.CopyHtoD(a.Ptr(), pattern(size, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d1.Bind(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := d1.Alloc(cuda.MemDevice, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { d1.Bind(); b.Free(); d0.Bind() }()
+	if err := d0.Bind(); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := cuda.NewStream(cuda.StreamNonBlocking)
+	defer s.Destroy()
+	start, _ := cuda.NewEvent(cuda.EventDefault)
+	defer start.Destroy()
+	end, _ := cuda.NewEvent(cuda.EventDefault)
+	defer end.Destroy()
+	start.Record(s)
+	if err := cuda.CopyPeerAsync(b.Ptr(), d1, a.Ptr(), d0, size, s); err != nil {
+		t.Fatal(err)
+	}
+	end.Record(s)
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	el, _ := end.Since(start)
+	t.Logf("peer copy %s cuda0->cuda1: %v (%.1f GB/s)", cuda.Size(size), el, float64(size)/el.Seconds()/1e9)
+	got := make([]byte, size)
+	if err := cuda.CopyDtoH(got, b.Ptr()); err != nil {
+		t.Fatal(err)
+	}
+	if i := firstDiff(got, pattern(size, 4)); i >= 0 {
+		t.Fatalf("byte %d differs", i)
+	}
+	if err := d0.DisablePeerAccess(d1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// IPC: this process exports device memory and an event, a child process (this
+// binary again) opens them on the same device or a peer, checks the bytes and
+// writes its own, which this process then reads.
+func TestIPC(t *testing.T) {
+	d := device(t, 0)
+	n, _ := cuda.DeviceCount()
+	for _, peer := range []int{0, 1} {
+		t.Run(fmt.Sprintf("cuda0-to-cuda%d", peer), func(t *testing.T) {
+			bindHere(t, d)
+			if peer >= n {
+				t.Skipf("needs %d devices", peer+1)
+			}
+			const size = 4<<20 + 100
+			b, err := d.Alloc(cuda.MemDevice, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Free()
+			if err := cuda.CopyHtoD(b.Ptr(), pattern(size, ipcBytesSeed)); err != nil {
+				t.Fatal(err)
+			}
+			h, err := b.IPCHandle()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, err := cuda.NewEvent(cuda.EventInterprocess | cuda.EventDisableTiming)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ev.Destroy()
+			if err := ev.Record(nil); err != nil {
+				t.Fatal(err)
+			}
+			eh, err := ev.IPCHandle()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(),
+				ipcChildEnv+"="+strconv.Itoa(peer),
+				ipcMemEnv+"="+h.String(),
+				ipcEventEnv+"="+eh.String(),
+				ipcSizeEnv+"="+strconv.Itoa(size))
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			t.Logf("child: %s", strings.TrimSpace(string(out)))
+			got := make([]byte, size)
+			if err := cuda.CopyDtoH(got, b.Ptr()); err != nil {
+				t.Fatal(err)
+			}
+			if i := firstDiff(got, pattern(size, ^byte(ipcBytesSeed))); i >= 0 {
+				t.Fatalf("byte %d: the child's write did not arrive", i)
+			}
+		})
+	}
+}
+
+func ipcChild(ordinal string) error {
+	ord, err := strconv.Atoi(ordinal)
+	if err != nil {
+		return err
+	}
+	size, err := strconv.Atoi(os.Getenv(ipcSizeEnv))
+	if err != nil {
+		return err
+	}
+	mh, err := cuda.ParseIPCMemHandle(os.Getenv(ipcMemEnv))
+	if err != nil {
+		return err
+	}
+	eh, err := cuda.ParseIPCEventHandle(os.Getenv(ipcEventEnv))
+	if err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	d, err := cuda.Open(ord)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Bind(); err != nil {
+		return err
+	}
+	// The event was made on cuda0: open it in this device's context, and if
+	// the driver refuses a foreign device's event there, in cuda0's.
+	ev, err := cuda.OpenIPCEvent(eh)
+	if err != nil && ord != 0 {
+		fmt.Printf("event of cuda0 not opened on cuda%d (%v); opening it on cuda0\n", ord, err)
+		d0, err0 := cuda.Open(0)
+		if err0 != nil {
+			return err0
+		}
+		defer d0.Close()
+		if err := d0.Bind(); err != nil {
+			return err
+		}
+		ev, err = cuda.OpenIPCEvent(eh)
+		if err == nil {
+			err = ev.Synchronize()
+			ev.Destroy()
+		}
+		if err != nil {
+			return err
+		}
+		if err := d.Bind(); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	} else {
+		fmt.Printf("event of cuda0 opened on cuda%d\n", ord)
+		defer ev.Destroy()
+		if err := ev.Synchronize(); err != nil {
+			return err
+		}
+	}
+	b, err := d.OpenIPC(mh, size)
+	if err != nil {
+		return err
+	}
+	got := make([]byte, size)
+	if err := cuda.CopyDtoH(got, b.Ptr()); err != nil {
+		return err
+	}
+	if i := firstDiff(got, pattern(size, ipcBytesSeed)); i >= 0 {
+		return fmt.Errorf("on cuda%d: byte %d of the exported memory differs", ord, i)
+	}
+	if err := cuda.CopyHtoD(b.Ptr(), pattern(size, ^byte(ipcBytesSeed))); err != nil {
+		return err
+	}
+	if err := cuda.Synchronize(); err != nil {
+		return err
+	}
+	return b.Free()
+}
+
+// The gpuload kernel, loaded and launched through the raw module API.
+func TestModuleLaunch(t *testing.T) {
+	d := device(t, 0)
+	if _, err := cuda.LoadModule([]byte(".version 7.8\n.target sm_70\n.address_size 64\nthis is not PTX\n")); err == nil ||
+		!strings.Contains(err.Error(), "cuModuleLoadDataEx") {
+		t.Errorf("broken PTX: %v", err)
+	} else {
+		t.Logf("broken PTX: %v", err)
+	}
+	m, err := cuda.LoadModule([]byte(gpuload.PTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unload()
+	if m.Log != "" {
+		t.Logf("JIT log: %s", m.Log)
+	}
+	f, err := m.Function(gpuload.Entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs, _ := f.Attribute(cuda.FuncAttrNumRegs)
+	perSM, err := f.MaxActiveBlocksPerSM(gpuload.BlockSize, 0)
+	if err != nil || perSM <= 0 {
+		t.Fatalf("occupancy %d: %v", perSM, err)
+	}
+	t.Logf("%s: %d registers, %d blocks of %d threads per SM", f.Name, regs, perSM, gpuload.BlockSize)
+	counter, _ := d.Alloc(cuda.MemDevice, 8)
+	defer counter.Free()
+	if err := cuda.Memset(counter.Ptr(), 0, 8); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := cuda.NewStream(cuda.StreamNonBlocking)
+	defer s.Destroy()
+	var args cuda.Args
+	args.SetPtr(0, 0).Set(1, uint64(time.Millisecond)).SetPtr(2, counter.Ptr())
+	const blocks = 7
+	if err := f.Launch(cuda.Dim3{X: blocks}, cuda.Dim3{X: gpuload.BlockSize}, 0, s, &args); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(10, func() {
+		f.Launch(cuda.Dim3{X: blocks}, cuda.Dim3{X: gpuload.BlockSize}, 0, s, &args)
+	}); n != 0 {
+		t.Errorf("Launch: %v allocations", n)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 8)
+	if err := cuda.CopyDtoH(got, counter.Ptr()); err != nil {
+		t.Fatal(err)
+	}
+	// One launch plus the 11 of AllocsPerRun (it runs f once to warm up).
+	if c := binary.LittleEndian.Uint32(got); c != 12*blocks {
+		t.Errorf("done counter %d, want %d", c, 12*blocks)
+	}
+}

@@ -1,0 +1,331 @@
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// StreamFlags are CUstream_flags.
+type StreamFlags uint32
+
+const (
+	// StreamBlocking (CU_STREAM_DEFAULT) synchronizes with the legacy default
+	// stream: work on it waits for, and holds up, legacy-stream work such as
+	// the synchronous copies.
+	StreamBlocking StreamFlags = 0x0
+	// StreamNonBlocking (CU_STREAM_NON_BLOCKING) does not synchronize with
+	// the legacy default stream.
+	StreamNonBlocking StreamFlags = 0x1
+)
+
+// Stream is a CUstream. A nil *Stream is the default stream of the calling
+// thread's context, which is the legacy stream.
+type Stream struct {
+	h uintptr
+}
+
+// The predefined stream handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD).
+var (
+	LegacyStream    = &Stream{h: 0x1}
+	PerThreadStream = &Stream{h: 0x2}
+)
+
+func (s *Stream) handle() uintptr {
+	if s == nil {
+		return 0
+	}
+	return s.h
+}
+
+// Handle returns the CUstream (0 for nil: the default stream).
+func (s *Stream) Handle() uintptr { return s.handle() }
+
+// NewStream creates a stream in the bound context.
+func NewStream(flags StreamFlags) (*Stream, error) {
+	d, err := lib()
+	if err != nil {
+		return nil, err
+	}
+	var h uintptr
+	if r, _, _ := purego.SyscallN(d.cuStreamCreate, uintptr(unsafe.Pointer(&h)), uintptr(flags)); uint32(r) != 0 {
+		return nil, newError(r, fmt.Sprintf("cuStreamCreate flags %#x", uint32(flags)))
+	}
+	return &Stream{h: h}, nil
+}
+
+// Destroy destroys a stream made by NewStream; the predefined streams and a
+// destroyed one are left alone.
+func (s *Stream) Destroy() error {
+	if s == nil || s.h <= 0x2 {
+		return nil
+	}
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	h := s.h
+	s.h = 0
+	return result(call(d.cuStreamDestroy, h), "cuStreamDestroy")
+}
+
+// Synchronize waits until all work queued on s has completed.
+func (s *Stream) Synchronize() error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if r := call(d.cuStreamSynchronize, s.handle()); uint32(r) != 0 {
+		return newError(r, "cuStreamSynchronize")
+	}
+	return nil
+}
+
+// Query reports whether all work queued on s has completed, without
+// waiting. It allocates nothing.
+func (s *Stream) Query() (bool, error) {
+	d, err := lib()
+	if err != nil {
+		return false, err
+	}
+	switch r := uint32(call(d.cuStreamQuery, s.handle())); r {
+	case 0:
+		return true, nil
+	case CodeNotReady:
+		return false, nil
+	default:
+		return false, newError(uintptr(r), "cuStreamQuery")
+	}
+}
+
+// WaitEvent makes future work on s wait for e's last recorded work.
+func (s *Stream) WaitEvent(e *Event) error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if r := call(d.cuStreamWaitEvent, s.handle(), e.h, 0); uint32(r) != 0 {
+		return newError(r, "cuStreamWaitEvent")
+	}
+	return nil
+}
+
+// EventFlags are CUevent_flags.
+type EventFlags uint32
+
+const (
+	EventDefault       EventFlags = 0x0
+	EventBlockingSync  EventFlags = 0x1 // the host sleeps in Synchronize
+	EventDisableTiming EventFlags = 0x2 // no timestamps: cheaper record and query
+	EventInterprocess  EventFlags = 0x4 // IPC-shareable; needs EventDisableTiming
+)
+
+// Event is a CUevent.
+type Event struct {
+	h  uintptr
+	ms float32 // cuEventElapsedTime's result lands here: no allocation
+}
+
+// Handle returns the CUevent.
+func (e *Event) Handle() uintptr { return e.h }
+
+// NewEvent creates an event in the bound context.
+func NewEvent(flags EventFlags) (*Event, error) {
+	d, err := lib()
+	if err != nil {
+		return nil, err
+	}
+	var h uintptr
+	if r, _, _ := purego.SyscallN(d.cuEventCreate, uintptr(unsafe.Pointer(&h)), uintptr(flags)); uint32(r) != 0 {
+		return nil, newError(r, fmt.Sprintf("cuEventCreate flags %#x", uint32(flags)))
+	}
+	return &Event{h: h}, nil
+}
+
+// Destroy destroys the event; a second Destroy does nothing.
+func (e *Event) Destroy() error {
+	if e == nil || e.h == 0 {
+		return nil
+	}
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	h := e.h
+	e.h = 0
+	return result(call(d.cuEventDestroy, h), "cuEventDestroy")
+}
+
+// Record captures the work queued on s so far. It allocates nothing.
+func (e *Event) Record(s *Stream) error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if r := call(d.cuEventRecord, e.h, s.handle()); uint32(r) != 0 {
+		return newError(r, "cuEventRecord")
+	}
+	return nil
+}
+
+// Query reports whether the recorded work has completed, without waiting.
+// It allocates nothing.
+func (e *Event) Query() (bool, error) {
+	d, err := lib()
+	if err != nil {
+		return false, err
+	}
+	switch r := uint32(call(d.cuEventQuery, e.h)); r {
+	case 0:
+		return true, nil
+	case CodeNotReady:
+		return false, nil
+	default:
+		return false, newError(uintptr(r), "cuEventQuery")
+	}
+}
+
+// Synchronize waits for the recorded work.
+func (e *Event) Synchronize() error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if r := call(d.cuEventSynchronize, e.h); uint32(r) != 0 {
+		return newError(r, "cuEventSynchronize")
+	}
+	return nil
+}
+
+// Since returns the GPU time between start's and e's completion (both
+// recorded and complete, neither with EventDisableTiming); resolution is
+// about half a microsecond.
+func (e *Event) Since(start *Event) (time.Duration, error) {
+	d, err := lib()
+	if err != nil {
+		return 0, err
+	}
+	// e.ms is a field of a heap object kept alive below: no allocation.
+	r := call(d.cuEventElapsedTime, uintptr(unsafe.Pointer(&e.ms)), start.h, e.h)
+	ms := e.ms
+	runtime.KeepAlive(e)
+	if uint32(r) != 0 {
+		return 0, newError(r, "cuEventElapsedTime")
+	}
+	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
+}
+
+// CopyAsync queues a copy of n bytes from src to dst on s (cuMemcpyAsync:
+// unified addressing infers the direction). Host memory must be pinned for
+// the copy to be asynchronous; pageable host memory makes it synchronous.
+// It allocates nothing.
+func CopyAsync(dst, src uintptr, n int, s *Stream) error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if r := call(d.cuMemcpyAsync, dst, src, uintptr(n), s.handle()); uint32(r) != 0 {
+		return newError(r, "cuMemcpyAsync "+Size(n))
+	}
+	return nil
+}
+
+// CopyPeerAsync queues a copy of n bytes from src in srcDev's context to dst
+// in dstDev's context on s (cuMemcpyPeerAsync).
+func CopyPeerAsync(dst uintptr, dstDev *Device, src uintptr, srcDev *Device, n int, s *Stream) error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if r := call(d.cuMemcpyPeerAsync, dst, dstDev.ctx, src, srcDev.ctx, uintptr(n), s.handle()); uint32(r) != 0 {
+		return newError(r, fmt.Sprintf("cuMemcpyPeerAsync %s cuda%d->cuda%d", Size(n), srcDev.Ordinal, dstDev.Ordinal))
+	}
+	return nil
+}
+
+// Copy copies n bytes from src to dst and returns when done (cuMemcpy). It
+// runs on the legacy default stream, so it first waits for every blocking
+// stream of the context: the coupling of hazard H4.
+func Copy(dst, src uintptr, n int) error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if r := call(d.cuMemcpy, dst, src, uintptr(n)); uint32(r) != 0 {
+		return newError(r, "cuMemcpy "+Size(n))
+	}
+	return nil
+}
+
+// CopyHtoD copies src to device memory dst (cuMemcpyHtoD, synchronous, on
+// the legacy default stream: see Copy). src may be Go memory.
+func CopyHtoD(dst uintptr, src []byte) error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	if r, _, _ := purego.SyscallN(d.cuMemcpyHtoD, dst, uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))); uint32(r) != 0 {
+		return newError(r, "cuMemcpyHtoD "+Size(len(src)))
+	}
+	return nil
+}
+
+// CopyDtoH copies device memory src to dst (cuMemcpyDtoH, synchronous, on
+// the legacy default stream: see Copy). dst may be Go memory.
+func CopyDtoH(dst []byte, src uintptr) error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	if r, _, _ := purego.SyscallN(d.cuMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), src, uintptr(len(dst))); uint32(r) != 0 {
+		return newError(r, "cuMemcpyDtoH "+Size(len(dst)))
+	}
+	return nil
+}
+
+// CopyDtoD copies n bytes between device memory (cuMemcpyDtoD, on the legacy
+// default stream: see Copy).
+func CopyDtoD(dst, src uintptr, n int) error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if r := call(d.cuMemcpyDtoD, dst, src, uintptr(n)); uint32(r) != 0 {
+		return newError(r, "cuMemcpyDtoD "+Size(n))
+	}
+	return nil
+}
+
+// Memset sets n bytes at device (or managed) memory dst to v (cuMemsetD8,
+// on the legacy default stream).
+func Memset(dst uintptr, v byte, n int) error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if r := call(d.cuMemsetD8, dst, uintptr(v), uintptr(n)); uint32(r) != 0 {
+		return newError(r, "cuMemsetD8 "+Size(n))
+	}
+	return nil
+}
+
+// MemsetAsync queues setting n bytes at dst to v on s. It allocates nothing.
+func MemsetAsync(dst uintptr, v byte, n int, s *Stream) error {
+	d, err := lib()
+	if err != nil {
+		return err
+	}
+	if r := call(d.cuMemsetD8Async, dst, uintptr(v), uintptr(n), s.handle()); uint32(r) != 0 {
+		return newError(r, "cuMemsetD8Async "+Size(n))
+	}
+	return nil
+}
