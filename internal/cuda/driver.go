@@ -56,6 +56,7 @@ type driver struct {
 	cuModuleLoadDataEx, cuModuleUnload, cuModuleGetFunction     uintptr
 	cuLaunchKernel, cuOccupancyMaxActiveBlocksPerMultiprocessor uintptr
 	cuFuncGetAttribute                                          uintptr
+	cuMemGetAddressRange                                        uintptr
 }
 
 // symbol binds one entry point. names are tried in order (the versioned
@@ -136,6 +137,7 @@ func (d *driver) symbols() []symbol {
 		req(&d.cuLaunchKernel, "cuLaunchKernel"),
 		req(&d.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
 		req(&d.cuFuncGetAttribute, "cuFuncGetAttribute"),
+		req(&d.cuMemGetAddressRange, "cuMemGetAddressRange_v2"),
 	}
 }
 

@@ -4,5 +4,6 @@ package all
 import (
 	_ "github.com/gotune/gotune/transports/auto"
 	_ "github.com/gotune/gotune/transports/cma"
+	_ "github.com/gotune/gotune/transports/cudaipc"
 	_ "github.com/gotune/gotune/transports/sm"
 )

@@ -1,0 +1,114 @@
+package cudaipc
+
+import (
+	"fmt"
+
+	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/sys"
+)
+
+// copier is the CUDA IPC single copy (sm.SingleCopy): the side that can
+// open the other's device memory copies with one cuMemcpyAsync.
+type copier struct {
+	p      Params
+	dev    *cuda.Device
+	stream *cuda.Stream
+	tables []*table     // by rank
+	rankOf map[int]int  // pid -> rank
+	opened []*openCache // by rank
+}
+
+// openCache keeps a peer's opened allocations, least recently used last.
+type openCache struct {
+	limit int
+	maps  []opened
+}
+
+type opened struct {
+	index int    // entry in the peer's table
+	id    uint64 // buffer id of the entry
+	buf   *cuda.Buffer
+}
+
+func (c *copier) Name() string { return "cudaipc" }
+
+// Pull is the default direction; PullFor decides per message.
+func (c *copier) Pull() bool { return true }
+
+// Rendezvous: host messages never take CUDA IPC (sm's copy-in/copy-out).
+func (c *copier) Rendezvous(int) bool { return false }
+
+// DeviceRendezvous: device messages from the threshold up do.
+func (c *copier) DeviceRendezvous(n int) bool { return n >= c.p.Threshold }
+
+// PullFor: the receiver opens a device sender's memory; a host sender
+// (into a device receive) pushes into the receiver's opened memory.
+func (c *copier) PullFor(senderDevice, _ bool) bool { return senderDevice }
+
+// Copy moves len(local) bytes between local and the peer's device memory
+// at remote, which the peer exported in its table before naming it.
+func (c *copier) Copy(pid int, local []byte, remote uintptr, pull bool) error {
+	rank, ok := c.rankOf[pid]
+	if !ok {
+		return fmt.Errorf("cudaipc: no rank has pid %d", pid)
+	}
+	far, err := c.open(rank, remote, len(local))
+	if err != nil {
+		return err
+	}
+	near := sys.AddressOf(local)
+	if pull {
+		err = cuda.CopyAsync(near, far, len(local), c.stream)
+	} else {
+		err = cuda.CopyAsync(far, near, len(local), c.stream)
+	}
+	if err != nil {
+		return err
+	}
+	return c.stream.Synchronize()
+}
+
+// open returns the local address of the peer's device bytes at remote.
+func (c *copier) open(rank int, remote uintptr, n int) (uintptr, error) {
+	e, index, ok := c.tables[rank].find(remote, n)
+	if !ok {
+		return 0, fmt.Errorf("cudaipc: rank %d exported no device allocation holding %d bytes at %#x", rank, n, remote)
+	}
+	oc := c.opened[rank]
+	for i, o := range oc.maps {
+		if o.index == index && o.id == e.id {
+			if i > 0 { // most recently used first
+				copy(oc.maps[1:i+1], oc.maps[:i])
+				oc.maps[0] = o
+			}
+			return o.buf.Ptr() + (remote - uintptr(e.base)), nil
+		}
+	}
+	buf, err := c.dev.OpenIPC(e.handle, int(e.size))
+	if err != nil {
+		return 0, fmt.Errorf("cudaipc: open rank %d's allocation %#x (%s): %w", rank, e.base, cuda.Size(int(e.size)), err)
+	}
+	if oc.limit > 0 && len(oc.maps) >= oc.limit {
+		last := oc.maps[len(oc.maps)-1]
+		oc.maps = oc.maps[:len(oc.maps)-1]
+		if err := last.buf.Free(); err != nil {
+			return 0, fmt.Errorf("cudaipc: close rank %d's mapping: %w", rank, err)
+		}
+	}
+	oc.maps = append([]opened{{index: index, id: e.id, buf: buf}}, oc.maps...)
+	return buf.Ptr() + (remote - uintptr(e.base)), nil
+}
+
+// close unmaps every opened allocation.
+func (c *copier) close() error {
+	var first error
+	for _, oc := range c.opened {
+		for _, o := range oc.maps {
+			if err := o.buf.Free(); err != nil && first == nil {
+				first = err
+			}
+		}
+		oc.maps = nil
+	}
+	return first
+}

@@ -1,0 +1,228 @@
+package cudaipc
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// Params configure the GPU side of the transport.
+type Params struct {
+	// Staging is "async" (cuMemcpyAsync on a non-blocking stream) or
+	// "sync" (the legacy stream: UNSAFE next to a kernel on a blocking
+	// stream, hazard H4).
+	Staging string
+	// Threshold is the smallest device message sent by CUDA IPC; smaller
+	// ones are staged through the cells and fragments.
+	Threshold int
+	// Cache is how many opened peer allocations a rank keeps per peer
+	// (least recently used closed first); 0 keeps all.
+	Cache int
+	// GPUs maps ranks to devices: rank r binds GPUs[r mod len]; empty
+	// means r mod the device count.
+	GPUs []int
+}
+
+// OptionKeys documents the options ParseParams reads (besides sm.*).
+var OptionKeys = map[string]string{
+	"cudaipc.staging":   "async (device messages below the threshold staged on a non-blocking stream) or sync (on the legacy stream: UNSAFE beside a kernel on a blocking stream, hazard H4)",
+	"cudaipc.threshold": "smallest device message sent by CUDA IPC single copy (smaller ones are staged through shared memory)",
+	"cudaipc.cache":     "opened peer allocations kept per peer (0: all)",
+	"cudaipc.gpus":      "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)",
+}
+
+// DefaultThreshold is the built-in cudaipc.threshold.
+const DefaultThreshold = 8 << 10
+
+// ParseParams reads cudaipc.* options.
+func ParseParams(o transports.Options) (Params, error) {
+	p := Params{}
+	var err error
+	if p.Staging, err = o.String("cudaipc.staging", "async", "async", "sync"); err != nil {
+		return p, err
+	}
+	if p.Threshold, err = o.Int("cudaipc.threshold", DefaultThreshold); err != nil {
+		return p, err
+	}
+	if p.Cache, err = o.Int("cudaipc.cache", 64); err != nil {
+		return p, err
+	}
+	if s, ok := o["cudaipc.gpus"]; ok {
+		if p.GPUs, err = ParseGPUs(s); err != nil {
+			return p, fmt.Errorf("option cudaipc.gpus=%q: %w", s, err)
+		}
+	}
+	return p, nil
+}
+
+// ParseGPUs reads a comma-separated list of GPU ordinals.
+func ParseGPUs(s string) ([]int, error) {
+	var gpus []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("not a GPU ordinal: %q", f)
+		}
+		gpus = append(gpus, n)
+	}
+	return gpus, nil
+}
+
+// GPUFor is the ordinal rank binds among count devices.
+func GPUFor(rank, count int, gpus []int) int {
+	if len(gpus) > 0 {
+		return gpus[rank%len(gpus)]
+	}
+	return rank % count
+}
+
+func init() {
+	keys := maps.Clone(sm.OptionKeys)
+	maps.Copy(keys, OptionKeys)
+	transports.Register(&transports.Driver{
+		Name:        "cudaipc",
+		Keys:        keys,
+		SharedBytes: sharedBytes,
+		New:         New,
+		Check:       Check,
+	})
+}
+
+// sharedBytes: sm's channels, then one handle table per rank.
+func sharedBytes(size int, o transports.Options) (int, error) {
+	p, err := sm.ParseParams(o)
+	if err != nil {
+		return 0, err
+	}
+	return p.SegmentBytes(size) + size*tableBytes, nil
+}
+
+// Transport is the sm engine over GPU memory, plus what it holds of CUDA.
+type Transport struct {
+	*sm.Endpoint
+	dev      *cuda.Device
+	stream   *cuda.Stream
+	copier   *copier
+	segment  []byte // registered with the driver
+	released bool
+}
+
+// New builds the transport in a rank whose goroutine is locked to its OS
+// thread (the rank runtime does that): it binds the rank's GPU there.
+func New(env transports.Env) (transports.Transport, error) {
+	sp, err := sm.ParseParams(env.Options)
+	if err != nil {
+		return nil, err
+	}
+	if sp.Progress == "thread" {
+		return nil, errors.New("cudaipc: sm.progress=thread is not supported: the progress thread holds no CUDA context")
+	}
+	p, err := ParseParams(env.Options)
+	if err != nil {
+		return nil, err
+	}
+	count, err := cuda.DeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("cudaipc: %w", err)
+	}
+	if count == 0 {
+		return nil, fmt.Errorf("cudaipc: %w: no CUDA device", transports.ErrNotSupported)
+	}
+	ordinal := GPUFor(env.Rank, count, p.GPUs)
+	if ordinal >= count {
+		return nil, fmt.Errorf("cudaipc: rank %d: GPU %d of %d devices", env.Rank, ordinal, count)
+	}
+	t := &Transport{}
+	if err := t.open(env, sp, p, ordinal); err != nil {
+		t.release()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int) error {
+	var err error
+	if t.dev, err = cuda.Open(ordinal); err != nil {
+		return fmt.Errorf("cudaipc: rank %d: %w", env.Rank, err)
+	}
+	if err := t.dev.Bind(); err != nil {
+		return fmt.Errorf("cudaipc: rank %d: %w", env.Rank, err)
+	}
+	if t.stream, err = cuda.NewStream(cuda.StreamNonBlocking); err != nil {
+		return fmt.Errorf("cudaipc: %w", err)
+	}
+	smBytes := sp.SegmentBytes(env.Size)
+	if len(env.Segment) < smBytes+env.Size*tableBytes {
+		return fmt.Errorf("cudaipc: segment of %d bytes, need %d", len(env.Segment), smBytes+env.Size*tableBytes)
+	}
+	c := &copier{p: p, dev: t.dev, stream: t.stream, rankOf: map[int]int{}}
+	for r := range env.Size {
+		tb, err := tableAt(env.Segment[smBytes+r*tableBytes:])
+		if err != nil {
+			return err
+		}
+		c.tables = append(c.tables, tb)
+		c.opened = append(c.opened, &openCache{limit: p.Cache})
+		c.rankOf[env.PIDs[r]] = r
+	}
+	t.copier = c
+	// Staging copies to and from the cells and fragments are DMA once the
+	// driver knows the memory.
+	seg := env.Segment[:smBytes]
+	if err := cuda.RegisterHost(seg, 0); err != nil && !errors.Is(err, cuda.ErrHostMemoryRegistered) {
+		return fmt.Errorf("cudaipc: register the shared segment: %w", err)
+	}
+	t.segment = seg
+	mem := &memory{own: c.tables[env.Rank], stream: t.stream, sync: p.Staging == "sync"}
+	smEnv := env
+	smEnv.Segment = seg
+	if t.Endpoint, err = sm.NewWithMemory(smEnv, sp, c, mem, "cudaipc"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Close closes the engine, then unmaps peers' memory and releases CUDA.
+func (t *Transport) Close() error {
+	err := t.Endpoint.Close()
+	return errors.Join(err, t.release())
+}
+
+func (t *Transport) release() error {
+	if t.released {
+		return nil
+	}
+	t.released = true
+	var errs []error
+	if t.copier != nil {
+		errs = append(errs, t.copier.close())
+	}
+	if t.segment != nil {
+		errs = append(errs, cuda.UnregisterHost(t.segment))
+	}
+	if t.stream != nil {
+		errs = append(errs, t.stream.Destroy())
+	}
+	if t.dev != nil {
+		errs = append(errs, t.dev.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Check reports whether CUDA is usable here (gotune doctor).
+func Check(transports.Transport, transports.Env) error {
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: no CUDA device", transports.ErrNotSupported)
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package cudaipc
+
+import (
+	"fmt"
+
+	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/sys"
+)
+
+// memory tells the sm engine which buffers are GPU memory and stages them
+// through its cells and fragments (sm.Memory).
+type memory struct {
+	spans  []span // buffers classified before, newest first
+	own    *table
+	stream *cuda.Stream // non-blocking: staging in async mode, single copies
+	sync   bool         // staging on the legacy stream (hazard H4's coupling)
+}
+
+// span is an address range known to be host memory, or a device
+// allocation exported under its buffer id.
+type span struct {
+	base, end uintptr
+	device    bool
+	id        uint64
+}
+
+// maxSpans bounds the classification cache; older spans are asked again.
+const maxSpans = 64
+
+// Device reports whether b is GPU memory, exporting its allocation's IPC
+// handle the first time. Managed memory counts as host memory: the CPU may
+// touch it (the driver migrates the pages).
+func (m *memory) Device(b []byte) (bool, error) {
+	addr := sys.AddressOf(b)
+	end := addr + uintptr(len(b))
+	for i, s := range m.spans {
+		if addr < s.base || end > s.end {
+			continue
+		}
+		if !s.device {
+			return false, nil
+		}
+		// The same address may be a new allocation since (freed and
+		// allocated again): its buffer id tells.
+		if id, err := cuda.BufferID(addr); err == nil && id == s.id {
+			return true, nil
+		}
+		m.spans = append(m.spans[:i], m.spans[i+1:]...)
+		break
+	}
+	info, err := cuda.PointerAttributes(addr)
+	if err != nil {
+		return false, fmt.Errorf("classify buffer %#x: %w", addr, err)
+	}
+	if info.Type != cuda.MemoryDevice || info.Managed {
+		m.remember(span{base: addr, end: end})
+		return false, nil
+	}
+	a, err := cuda.AllocationOf(addr)
+	if err != nil {
+		return false, err
+	}
+	h, err := cuda.IPCHandleOf(a.Base)
+	if err != nil {
+		return false, fmt.Errorf("export device buffer %#x: %w", addr, err)
+	}
+	if err := m.own.publish(a, h); err != nil {
+		return false, err
+	}
+	m.remember(span{base: a.Base, end: a.Base + uintptr(a.Size), device: true, id: a.BufferID})
+	return true, nil
+}
+
+func (m *memory) remember(s span) {
+	if len(m.spans) == maxSpans {
+		m.spans = m.spans[:maxSpans-1]
+	}
+	m.spans = append(m.spans, span{})
+	copy(m.spans[1:], m.spans)
+	m.spans[0] = s
+}
+
+// ToHost stages device memory src into dst (a cell or fragment).
+func (m *memory) ToHost(dst, src []byte) error {
+	if m.sync {
+		return cuda.CopyDtoH(dst, sys.AddressOf(src))
+	}
+	if err := cuda.CopyAsync(sys.AddressOf(dst), sys.AddressOf(src), len(src), m.stream); err != nil {
+		return err
+	}
+	return m.stream.Synchronize()
+}
+
+// FromHost stages src (a cell or fragment) into device memory dst.
+func (m *memory) FromHost(dst, src []byte) error {
+	if m.sync {
+		return cuda.CopyHtoD(sys.AddressOf(dst), src)
+	}
+	if err := cuda.CopyAsync(sys.AddressOf(dst), sys.AddressOf(src), len(src), m.stream); err != nil {
+		return err
+	}
+	return m.stream.Synchronize()
+}
