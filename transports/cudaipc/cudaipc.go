@@ -188,6 +188,9 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 	return nil
 }
 
+// GPU is the device the rank bound.
+func (t *Transport) GPU() *cuda.Device { return t.dev }
+
 // Close closes the engine, then unmaps peers' memory and releases CUDA.
 func (t *Transport) Close() error {
 	err := t.Endpoint.Close()

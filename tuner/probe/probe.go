@@ -110,6 +110,8 @@ func classify(err error) (Outcome, string, map[int]string) {
 		return HazardDetected, fmt.Sprintf("hang: %v", stall), stall.Stacks
 	case strings.Contains(err.Error(), corruptionMarker):
 		return HazardDetected, "corrupted data: " + err.Error(), nil
+	case strings.Contains(err.Error(), couplingMarker):
+		return HazardDetected, err.Error(), nil
 	default:
 		return ProbeFailed, err.Error(), nil
 	}

@@ -1,0 +1,184 @@
+package probe
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/gotune/gotune/bench/gpuload"
+	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cudaipc"
+)
+
+// H4: an eager device message staged through a synchronous copy that
+// queues behind a running kernel, while the kernel waits for that message.
+// Rank 1 launches a kernel on a blocking stream (as an application's
+// compute kernel runs) that spins until a flag in device memory turns
+// non-zero, then receives rank 0's eight-byte device message into that
+// flag. Staged on a non-blocking stream (cudaipc.staging=async), the copy
+// runs beside the kernel and releases it at once. Staged on the legacy
+// stream (cudaipc.staging=sync, the unsafe variant), the copy waits for the
+// kernel, which waits for the copy: the rank stalls until the kernel's own
+// bound, and the watchdog catches it first.
+
+const h4Kind = "probe-h4"
+
+type h4Params struct {
+	Unsafe bool               `json:"unsafe"`
+	Spin   time.Duration      `json:"spin"` // the kernel's bound: past the watchdog's deadline
+	Base   transports.Options `json:"base,omitempty"`
+}
+
+func h4Options(base transports.Options, unsafe bool) transports.Options {
+	o := transports.Options{}
+	for k, v := range base {
+		o[k] = v
+	}
+	o["cudaipc.staging"] = "async"
+	if unsafe {
+		o["cudaipc.staging"] = "sync"
+	}
+	delete(o, "sm.progress") // cudaipc polls
+	return o
+}
+
+func init() {
+	launch.Register(h4Kind, h4Rank)
+	register(&Probe{
+		ID:          "H4",
+		Hazard:      "eager device message staged by a synchronous copy that queues behind a kernel waiting for it (MVAPICH2 eager path with blocking cudaMemcpy)",
+		Description: "a kernel on a blocking stream spins until an 8-byte device message lands in its flag; unsafe: staging on the legacy stream (cudaipc.staging=sync). Needs a GPU",
+		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
+			return runH4(ctx, unsafe, deadline, nil)
+		},
+		RunOptions: runH4,
+	})
+}
+
+func runH4(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) (v Verdict) {
+	start := time.Now()
+	v = Verdict{ID: "H4", Unsafe: unsafe}
+	defer func() { v.Duration = time.Since(start) }()
+	if _, err := cuda.DeviceCount(); err != nil {
+		v.Outcome, v.Detail = ProbeFailed, "needs a GPU: "+err.Error()
+		return v
+	}
+	opts := h4Options(base, unsafe)
+	drv, err := transports.Lookup("cudaipc")
+	if err != nil {
+		v.Outcome, v.Detail = ProbeFailed, err.Error()
+		return v
+	}
+	seg, err := drv.SharedBytes(2, opts)
+	if err != nil {
+		v.Outcome, v.Detail = ProbeFailed, err.Error()
+		return v
+	}
+	spin := min(deadline+10*time.Second, gpuload.MaxDuration)
+	params, _ := json.Marshal(h4Params{Unsafe: unsafe, Spin: spin, Base: opts})
+	res, err := launch.Run(ctx, launch.Job{Kind: h4Kind, Size: 2, SegmentBytes: seg, Params: params, Stall: deadline}, quiet)
+	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
+		v.Detail = fmt.Sprintf("staging=%s: %s", opts["cudaipc.staging"], v.Detail)
+		return v
+	}
+	var took time.Duration
+	var s string
+	if len(res) > 1 && json.Unmarshal(res[1], &s) == nil {
+		took, _ = time.ParseDuration(s)
+	}
+	v.Detail = fmt.Sprintf("staging=%s: the kernel waiting on a blocking stream was released by the staged message %v after the send began (its bound: %v)", opts["cudaipc.staging"], took.Round(time.Microsecond), spin)
+	return v
+}
+
+// h4Rank: rank 0 sends the flag value from device memory; rank 1 holds the
+// kernel and receives into its flag.
+func h4Rank(r *launch.Rank) (any, error) {
+	var par h4Params
+	if err := r.Params(&par); err != nil {
+		return nil, err
+	}
+	runtime.LockOSThread()
+	t, err := cudaipc.New(rankEnv(r, par.Base))
+	if err != nil {
+		return nil, err
+	}
+	tr := t.(*cudaipc.Transport)
+	dev := tr.GPU()
+	buf, err := dev.Alloc(cuda.MemDevice, 8)
+	if err != nil {
+		return nil, errors.Join(err, t.Close())
+	}
+	defer buf.Free()
+	view := sys.BytesAt(buf.Ptr(), 8)
+	if r.ID == 0 {
+		one := make([]byte, 8)
+		binary.LittleEndian.PutUint32(one, 1)
+		if err := cuda.CopyHtoD(buf.Ptr(), one); err != nil {
+			return nil, err
+		}
+		if _, err := t.Recv(1, make([]byte, 1)); err != nil { // rank 1's kernel runs
+			return nil, err
+		}
+		if err := t.Send(1, view); err != nil {
+			return nil, err
+		}
+		return nil, t.Close()
+	}
+	if err := cuda.Memset(buf.Ptr(), 0, 8); err != nil {
+		return nil, err
+	}
+	k, err := gpuload.Load(dev)
+	if err != nil {
+		return nil, err
+	}
+	defer k.Close()
+	blocking, err := cuda.NewStream(cuda.StreamBlocking)
+	if err != nil {
+		return nil, err
+	}
+	defer blocking.Destroy()
+	if err := k.Launch(blocking, gpuload.Spec{Fraction: gpuload.Partial, Duration: par.Spin, Flag: buf.Ptr()}); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := t.Send(0, make([]byte, 1)); err != nil {
+		return nil, err
+	}
+	q, err := t.Irecv(0, view)
+	if err != nil {
+		return nil, err
+	}
+	for !q.Done() {
+		r.Beat()
+		tr.Progress()
+	}
+	if err := t.Wait(q); err != nil {
+		return nil, err
+	}
+	took := time.Since(start)
+	if err := blocking.Synchronize(); err != nil {
+		return nil, err
+	}
+	if took >= par.Spin {
+		return nil, fmt.Errorf("%s: the message landed only when the kernel's %v bound ran out (%v)", couplingMarker, par.Spin, took)
+	}
+	got := make([]byte, 8)
+	if err := cuda.CopyDtoH(got, buf.Ptr()); err != nil {
+		return nil, err
+	}
+	if binary.LittleEndian.Uint32(got) != 1 {
+		return took.String(), fmt.Errorf("%s: the flag holds %x, want 1", corruptionMarker, got)
+	}
+	return took.String(), t.Close()
+}
+
+// couplingMarker starts the error of a copy that waited for the kernel it
+// was meant to release (errors cross the process boundary as text).
+const couplingMarker = "copy coupled to the kernel"
