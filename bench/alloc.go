@@ -36,7 +36,7 @@ func newChurnArena(spec Spec) (*arena, error) {
 		heap.Close()
 		return nil, err
 	}
-	return &arena{ack: ack, heap: heap}, nil
+	return &arena{ack: ack, heap: heap, mapped: [][]byte{ack}}, nil
 }
 
 // churnWindow: rank 0 allocates and sends a window, rank 1 allocates and
@@ -53,7 +53,9 @@ func (l *loop) churnWindow(i int) error {
 		c.bufs = append(c.bufs, b)
 		var q transports.Request
 		if l.rank == 0 {
-			l.fill(b, i, 0, w)
+			if err = l.fill(b, i, 0, w); err != nil {
+				return err
+			}
 			q, err = l.t.Isend(l.peer, b)
 		} else {
 			q, err = l.t.Irecv(l.peer, b)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/hostmem"
@@ -23,20 +24,29 @@ type loop struct {
 	reqs           []transports.Request
 	iterNS         []int64 // per-iteration times of the distribution pass (rank 0)
 	timeIterations bool
-	churn          *churn // alloc pattern: per-message buffers (alloc.go)
+	churn          *churn   // alloc pattern: per-message buffers (alloc.go)
+	stage          *stager  // device buffers: validation goes through host scratch (gpu.go)
+	load           *gpuLoad // the GPU load kernel, run during every timed pass (gpu.go)
 }
 
 // arena holds a rank's message buffers for a whole run, allocated once for
 // the largest size, as OSU does: remapping per size would hand memory back
 // to the kernel (and, in a VM with free-page reporting, to the host) and
 // measure fresh page faults' after-effects instead of the transport.
+//
+// With a GPU (g not nil) the message buffers are of the rank's memory kind
+// (gpu.go); the acknowledgement stays in host memory.
 type arena struct {
 	send, recv [][]byte // one buffer each (as OSU), or one per window slot when validating
 	ack        []byte
 	heap       *hostmem.Allocator // alloc pattern only
+	mapped     [][]byte           // host memory from Alloc, to Free
+	gpuBufs    []*cuda.Buffer     // message buffers of a GPU memory kind
+	stage      *stager            // device buffers under --validate
+	load       *gpuLoad           // the rank's GPU load kernel, if any (owned by its rankGPU)
 }
 
-func newArena(spec Spec) (*arena, error) {
+func newArena(spec Spec, g *rankGPU) (*arena, error) {
 	if spec.Pattern == AllocChurn {
 		return newChurnArena(spec)
 	}
@@ -46,9 +56,22 @@ func newArena(spec Spec) (*arena, error) {
 		slots = max(spec.Window, 1)
 	}
 	a := &arena{}
+	alloc := a.alloc
+	if g != nil {
+		a.load = g.load
+		if g.kind != cuda.MemHost {
+			alloc = func(n int) ([]byte, error) {
+				v, b, err := g.alloc(n)
+				if err == nil {
+					a.gpuBufs = append(a.gpuBufs, b)
+				}
+				return v, err
+			}
+		}
+	}
 	for range slots {
 		for _, list := range []*[][]byte{&a.send, &a.recv} {
-			b, err := Alloc(largest)
+			b, err := alloc(largest)
 			if err != nil {
 				a.free()
 				return nil, err
@@ -56,27 +79,53 @@ func newArena(spec Spec) (*arena, error) {
 			*list = append(*list, b)
 		}
 	}
-	ack, err := Alloc(4)
+	ack, err := a.alloc(4)
 	if err != nil {
 		a.free()
 		return nil, err
 	}
 	a.ack = ack
+	if g != nil && spec.Validate && !g.kind.HostVisible() {
+		if a.stage, err = g.newStager(largest); err != nil {
+			a.free()
+			return nil, err
+		}
+	}
 	return a, nil
 }
 
-func (a *arena) free() {
+// alloc is Alloc, recorded for free.
+func (a *arena) alloc(n int) ([]byte, error) {
+	b, err := Alloc(n)
+	if err == nil {
+		a.mapped = append(a.mapped, b)
+	}
+	return b, err
+}
+
+func (a *arena) free() error {
 	if a.heap != nil {
 		a.heap.Close()
 	}
-	for _, b := range slices.Concat(a.send, a.recv, [][]byte{a.ack}) {
+	for _, b := range a.mapped {
 		Free(b)
 	}
+	var err error
+	for _, b := range a.gpuBufs {
+		if ferr := b.Free(); err == nil {
+			err = ferr
+		}
+	}
+	if serr := a.stage.close(); err == nil {
+		err = serr
+	}
+	return err
 }
 
 func newLoop(t transports.Transport, rank int, spec Spec, size int, a *arena) *loop {
 	l := &loop{t: t, rank: rank, peer: 1 - rank, pattern: spec.Pattern, size: size,
-		iters: spec.Iters, warmup: spec.Warmup, window: spec.Window, validate: spec.Validate, ack: a.ack}
+		iters: spec.Iters, warmup: spec.Warmup, window: spec.Window, validate: spec.Validate, ack: a.ack,
+		stage: a.stage, load: a.load}
 	di, dw := DefaultIters(spec.Pattern, size)
 	if l.iters <= 0 {
 		l.iters = di
@@ -164,7 +213,9 @@ func (l *loop) run() (int64, error) {
 func (l *loop) pingPong(i int) error {
 	s, r := l.sbuf[0], l.rbuf[0]
 	if l.rank == 0 {
-		l.fill(s, i, 0, 0)
+		if err := l.fill(s, i, 0, 0); err != nil {
+			return err
+		}
 		if err := l.t.Send(l.peer, s); err != nil {
 			return err
 		}
@@ -179,7 +230,9 @@ func (l *loop) pingPong(i int) error {
 	if err := l.check(r, i, 0, 0); err != nil {
 		return err
 	}
-	l.fill(s, i, 1, 0)
+	if err := l.fill(s, i, 1, 0); err != nil {
+		return err
+	}
 	return l.t.Send(l.peer, s)
 }
 
@@ -191,7 +244,9 @@ func (l *loop) streamWindow(i int) error {
 		var err error
 		if l.rank == 0 {
 			b := l.slot(l.sbuf, w)
-			l.fill(b, i, 0, w)
+			if err := l.fill(b, i, 0, w); err != nil {
+				return err
+			}
 			q, err = l.t.Isend(l.peer, b)
 		} else {
 			q, err = l.t.Irecv(l.peer, l.slot(l.rbuf, w))
@@ -228,7 +283,9 @@ func (l *loop) exchangeWindows(i int) error {
 	}
 	for w := range l.window {
 		b := l.slot(l.sbuf, w)
-		l.fill(b, i, l.rank, w)
+		if err := l.fill(b, i, l.rank, w); err != nil {
+			return err
+		}
 		q, err := l.t.Isend(l.peer, b)
 		if err != nil {
 			return err
@@ -269,13 +326,23 @@ func patternByte(i, from, w, k int) byte {
 	return byte(i*251 + from*97 + w*13 + k*7 + k>>9)
 }
 
-func (l *loop) fill(b []byte, i, from, w int) {
+// fill writes the pattern into b, through host scratch when b is device
+// memory.
+func (l *loop) fill(b []byte, i, from, w int) error {
 	if !l.validate {
-		return
+		return nil
 	}
-	for k := range b {
-		b[k] = patternByte(i, from, w, k)
+	dst := b
+	if l.stage != nil {
+		dst = l.stage.host[:len(b)]
 	}
+	for k := range dst {
+		dst[k] = patternByte(i, from, w, k)
+	}
+	if l.stage != nil {
+		return l.stage.toDevice(b, dst)
+	}
+	return nil
 }
 
 // ValidationError reports a payload byte that differs from what was sent.
@@ -289,9 +356,18 @@ func (e *ValidationError) Error() string {
 		e.Size, e.Iteration, e.Slot, e.Offset, e.Got, e.Want)
 }
 
+// check compares b with the pattern, through host scratch when b is device
+// memory.
 func (l *loop) check(b []byte, i, from, w int) error {
 	if !l.validate {
 		return nil
+	}
+	if l.stage != nil {
+		h := l.stage.host[:len(b)]
+		if err := l.stage.toHost(h, b); err != nil {
+			return err
+		}
+		b = h
 	}
 	for k := range b {
 		if want := patternByte(i, from, w, k); b[k] != want {
@@ -324,48 +400,84 @@ func (l *loop) value(elapsedNS int64, n int) float64 {
 // without per-iteration clock reads) plus one distribution pass whose
 // per-iteration times, corrected for the cost of reading the clock, give the
 // percentiles.
+//
+// When the spec gives the ranks GPUs (Spec.UsesGPU), Measure opens and binds
+// the rank's device on the calling goroutine, locked to its thread for the
+// call, and releases it before returning.
 func Measure(t transports.Transport, rank int, spec Spec, beat func()) ([]Point, error) {
-	if beat == nil {
-		beat = func() {}
+	g, err := openRankGPU(&spec, rank)
+	if err != nil {
+		return nil, err
 	}
-	cost := clockCost()
-	a, err := newArena(spec)
+	defer g.close()
+	a, err := newArena(spec, g)
 	if err != nil {
 		return nil, err
 	}
 	defer a.free()
+	points, _, err := measureAll(t, rank, spec, a, beat)
+	return points, err
+}
+
+// measureAll measures every size in arena a. Rank 0 returns the points;
+// rank 1 the warnings of its side, one list per size (nil when none).
+func measureAll(t transports.Transport, rank int, spec Spec, a *arena, beat func()) ([]Point, [][]string, error) {
+	if beat == nil {
+		beat = func() {}
+	}
+	cost := clockCost()
 	var points []Point
+	warnings := make([][]string, 0, len(spec.Sizes))
+	some := false
 	for _, size := range spec.Sizes {
 		p, err := newLoop(t, rank, spec, size, a).measure(spec.Reps, cost, beat)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if rank == 0 {
 			points = append(points, p)
 		}
+		warnings = append(warnings, p.Warnings)
+		some = some || len(p.Warnings) > 0
 	}
-	return points, nil
+	if rank == 0 || !some {
+		warnings = nil
+	}
+	return points, warnings, nil
+}
+
+// timedPass is one timed pass (repetition or distribution pass) with the
+// GPU load kernel, if any, running throughout: launched before the ranks
+// line up, released and waited for after.
+func (l *loop) timedPass() (int64, error) {
+	if err := l.load.start(); err != nil {
+		return 0, err
+	}
+	err := l.sync()
+	var ns int64
+	if err == nil {
+		ns, err = l.run()
+	}
+	if serr := l.load.stop(); err == nil {
+		err = serr
+	}
+	return ns, err
 }
 
 func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
+	late := l.load.lateCount()
 	samples := make([]float64, 0, reps)
 	for range reps {
 		beat()
-		if err := l.sync(); err != nil {
-			return Point{}, err
-		}
-		ns, err := l.run()
+		ns, err := l.timedPass()
 		if err != nil {
 			return Point{}, err
 		}
 		samples = append(samples, l.value(ns, l.iters))
 	}
-	if err := l.sync(); err != nil {
-		return Point{}, err
-	}
 	beat()
 	l.timeIterations = true
-	if _, err := l.run(); err != nil {
+	if _, err := l.timedPass(); err != nil {
 		return Point{}, err
 	}
 	var perIter []float64
@@ -377,5 +489,9 @@ func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
 	}
 	p := Summarize(l.size, l.pattern.Unit(), samples, perIter)
 	p.Iters, p.Warmup, p.Validated = l.iters, l.warmup, l.validate
+	if n := l.load.lateCount() - late; n > 0 {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("rank %d: the GPU load kernel on cuda%d reached its %v bound before %d of %d timed passes ended: they ran partly without load",
+			l.rank, l.load.ordinal, LoadBound, n, reps+1))
+	}
 	return p, nil
 }

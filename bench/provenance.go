@@ -25,6 +25,23 @@ type Provenance struct {
 	Gotune    string            `json:"gotune_version"`
 	Libraries map[string]string `json:"libraries,omitempty"` // e.g. "openmpi": "4.1.4"
 	Time      time.Time         `json:"time"`
+	// Ranks says where each rank's message buffers lived, for runs whose
+	// ranks had GPUs (Spec.UsesGPU); empty for host-only runs.
+	Ranks []RankInfo `json:"ranks,omitempty"`
+}
+
+// RankInfo is one rank's buffers and GPU, as the rank found them.
+type RankInfo struct {
+	Rank int      `json:"rank"`
+	Mem  string   `json:"mem"`           // memory kind of its message buffers
+	GPU  *GPUInfo `json:"gpu,omitempty"` // the device it bound
+}
+
+// GPUInfo identifies a device.
+type GPUInfo struct {
+	Ordinal  int    `json:"ordinal"`
+	Name     string `json:"name"`       // "NVIDIA H200"
+	PCIBusID string `json:"pci_bus_id"` // "0000:19:00.0"
 }
 
 // GotuneVersion reports the running binary's version.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/transports"
 )
 
@@ -64,6 +65,17 @@ type Spec struct {
 	// tuner's quick mode, which trades per-repetition length for more
 	// interleaved repetitions.
 	RepBytes int `json:"rep_bytes,omitempty"`
+	// Mem is where each rank's message buffers live, OSU's SRC,DST: rank
+	// 0's kind, then rank 1's (one kind: both). Empty: host memory on both
+	// ranks, as before GPU buffers existed.
+	Mem []cuda.MemKind `json:"mem,omitempty"`
+	// GPUs are device ordinals: rank r uses GPUs[r mod len(GPUs)]; without
+	// them, rank mod the device count (GPUFor). The ranks have GPUs when a
+	// kind is not host or GPUs are listed (UsesGPU).
+	GPUs []int `json:"gpus,omitempty"`
+	// GPULoad is the fraction of each rank's GPU (resident-block slots) the
+	// gpuload spin kernel holds during every timed pass (--kernel); 0: none.
+	GPULoad float64 `json:"gpu_load,omitempty"`
 }
 
 // Point is the measurement of one message size.

@@ -20,16 +20,37 @@ const rankMemoryLimit = 2 << 30
 
 func init() { launch.Register(jobKind, rankMain) }
 
-// rankMain is the body of each benchmark rank.
+// rankOutput is what a benchmark rank returns.
+type rankOutput struct {
+	Points   []Point    `json:"points,omitempty"`   // rank 0's
+	Warnings [][]string `json:"warnings,omitempty"` // rank 1's, one list per size
+	Rank     *RankInfo  `json:"rank,omitempty"`     // with a GPU: its buffers and device
+}
+
+// rankMain is the body of each benchmark rank. It runs on the rank's
+// measuring goroutine, which launch has locked to its OS thread: a GPU is
+// bound to that thread before the transport starts, and its buffers outlive
+// the transport.
 func rankMain(r *launch.Rank) (any, error) {
 	var spec Spec
 	if err := r.Params(&spec); err != nil {
 		return nil, err
 	}
+	g, err := openRankGPU(&spec, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer g.close()
 	t, err := open(r, spec.Transport, spec.Options)
 	if err != nil {
 		return nil, err
 	}
+	a, err := newArena(spec, g)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	defer a.free() // after the transport's Close, before the device's
 	// Message buffers are off-heap and the loops themselves allocate
 	// nothing: keep the collector out of the timed regions. Transports may
 	// still allocate (early arrivals, say); the limit lets the collector
@@ -37,11 +58,16 @@ func rankMain(r *launch.Rank) (any, error) {
 	runtime.GC()
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(rankMemoryLimit)
-	points, err := Measure(t, r.ID, spec, r.Beat)
+	var out rankOutput
+	out.Points, out.Warnings, err = measureAll(t, r.ID, spec, a, r.Beat)
 	if cerr := t.Close(); err == nil {
 		err = cerr
 	}
-	return points, err
+	if g != nil {
+		info := g.info(r.ID)
+		out.Rank = &info
+	}
+	return out, err
 }
 
 // open starts a transport in a rank and proves it works between the ranks.
@@ -94,7 +120,7 @@ func (s *Spec) Normalize() error {
 			return fmt.Errorf("size %d: negative", n)
 		}
 	}
-	return nil
+	return s.normalizeGPU()
 }
 
 // DefaultCPUs pins rank i to the i-th CPU this process may use, when there
@@ -121,6 +147,9 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 	if err := spec.Normalize(); err != nil {
 		return Result{}, err
 	}
+	if err := checkGPUs(&spec); err != nil {
+		return Result{}, err
+	}
 	d, _ := transports.Lookup(spec.Transport)
 	const ranks = 2
 	seg, err := d.SharedBytes(ranks, spec.Options)
@@ -137,8 +166,20 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 		return Result{}, err
 	}
 	res := Result{Label: "gotune " + spec.Transport, Provenance: Collect("/"), Spec: spec}
-	if err := json.Unmarshal(out[0], &res.Points); err != nil {
-		return Result{}, fmt.Errorf("decode rank 0 results: %w", err)
+	var outs [ranks]rankOutput
+	for r := range outs {
+		if err := json.Unmarshal(out[r], &outs[r]); err != nil {
+			return Result{}, fmt.Errorf("decode rank %d results: %w", r, err)
+		}
+		if outs[r].Rank != nil {
+			res.Provenance.Ranks = append(res.Provenance.Ranks, *outs[r].Rank)
+		}
+	}
+	res.Points = outs[0].Points
+	for i, w := range outs[1].Warnings {
+		if i < len(res.Points) {
+			res.Points[i].Warnings = append(res.Points[i].Warnings, w...)
+		}
 	}
 	return res, nil
 }

@@ -147,6 +147,9 @@ type Driver struct {
 	// SharedBytes is the size of the shared segment the driver needs for
 	// size ranks with these options.
 	SharedBytes func(size int, opts Options) (int, error)
+	// DeviceMemory says the transport takes buffers the CPU must not
+	// touch (GPU memory); others would fault on them.
+	DeviceMemory bool
 	// New builds the transport inside a rank.
 	New func(env Env) (Transport, error)
 	// Check reports, inside a running job, whether the transport can work

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/report"
 	"github.com/gotune/gotune/internal/sys"
@@ -71,6 +72,7 @@ func newVersion() *cobra.Command {
 type benchFlags struct {
 	transport, pattern, sizes, cpus, format, out, segment string
 	profile                                               string
+	mem, gpus, kernel                                     string
 	transportSet                                          bool // --transport given explicitly
 	reps, iters, warmup, window                           int
 	validate                                              bool
@@ -89,6 +91,9 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.window, "window", bench.DefaultWindow, "messages in flight per iteration (bw, bibw, msgrate)")
 	fl.BoolVar(&f.validate, "validate", false, "fill every payload with a per-iteration pattern and check every byte")
 	fl.StringVar(&f.cpus, "cpus", "auto", "CPU per rank (e.g. 0,1), auto, or none")
+	fl.StringVar(&f.mem, "mem", "host", "message buffers: KIND for both ranks or SRC,DST (rank 0's, rank 1's): host|pinned|device|managed|managed-device|managed-host, or OSU's H|D|M|MD|MH")
+	fl.StringVar(&f.gpus, "gpus", "", "GPU ordinals, e.g. 0,1: rank r uses the (r mod n)-th (default: rank mod the device count); also sets --opt "+bench.CUDAIPCGPUsOption)
+	fl.StringVar(&f.kernel, "kernel", "none", "GPU load on each rank's GPU during every timed repetition: none|partial|full|FRACTION (needs a GPU --mem or --gpus)")
 	fl.StringVarP(&f.format, "format", "f", "table", "output: "+strings.Join(report.Formats, "|"))
 	fl.StringVarP(&f.out, "out", "o", "", "append the output to FILE instead of printing it")
 	fl.StringArrayVar(&f.opts, "opt", nil, "transport option KEY=VALUE (repeatable; see gotune doctor)")
@@ -112,6 +117,10 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 		return bench.Spec{}, err
 	}
 	cpus, err := parseCPUs(f.cpus)
+	if err != nil {
+		return bench.Spec{}, err
+	}
+	mem, gpus, load, err := f.gpuSpec()
 	if err != nil {
 		return bench.Spec{}, err
 	}
@@ -140,11 +149,39 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 		}
 	}
 	s := bench.Spec{Transport: transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
-		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, CPUs: cpus, Backend: f.segment}
+		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, CPUs: cpus, Backend: f.segment,
+		Mem: mem, GPUs: gpus, GPULoad: load}
 	if err := s.Normalize(); err != nil {
 		return s, err
 	}
 	return s, nil
+}
+
+// gpuSpec reads --mem, --gpus and --kernel ("" reads as the default).
+func (f *benchFlags) gpuSpec() ([]cuda.MemKind, []int, float64, error) {
+	mem, kernel := f.mem, f.kernel
+	if mem == "" {
+		mem = "host"
+	}
+	if kernel == "" {
+		kernel = "none"
+	}
+	kinds, err := bench.ParseMem(mem)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("--mem: %w", err)
+	}
+	gpus, err := bench.ParseGPUs(f.gpus)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("--gpus: %w", err)
+	}
+	load, err := bench.ParseKernel(kernel)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("--kernel: %w", err)
+	}
+	if load > 0 && len(gpus) == 0 && !slices.ContainsFunc(kinds, func(k cuda.MemKind) bool { return k != cuda.MemHost }) {
+		return nil, nil, 0, fmt.Errorf("--kernel %s: the load kernel runs on the ranks' GPUs, and with --mem host on both ranks and no --gpus the ranks have none: add --gpus (e.g. --gpus 0) or a GPU --mem", kernel)
+	}
+	return kinds, gpus, load, nil
 }
 
 func parseOpts(kvs []string) (transports.Options, error) {
@@ -212,7 +249,8 @@ func newBench() *cobra.Command {
 		Short: "Measure one transport between two fresh rank processes",
 		Example: `  gotune bench --transport sm --pattern latency --sizes 8 --format osu
   gotune bench --transport cma --pattern bw --sizes 4K:16M --format osu
-  gotune bench -t sm -p bw --opt sm.frag=64K --opt sm.frags=4 --format bench --out sm.txt`,
+  gotune bench -t sm -p bw --opt sm.frag=64K --opt sm.frags=4 --format bench --out sm.txt
+  gotune bench -t sm -p bw --mem pinned,managed --gpus 0,1 --kernel partial --format osu`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !slices.Contains(report.Formats, f.format) {

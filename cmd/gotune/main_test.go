@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/launch"
 )
 
@@ -91,6 +96,16 @@ func TestBadInputNamesTheCulprit(t *testing.T) {
 		{[]string{"bench", "--opt", "novalue"}, "--opt"},
 		{[]string{"bench", "-t", "xpmem"}, `unknown transport "xpmem"`},
 		{[]string{"bench", "--segment", "sysv", "-s", "8"}, "sysv"},
+		{[]string{"bench", "--mem", "gpu"}, `--mem: unknown memory kind "gpu"`},
+		{[]string{"bench", "--mem", "H,D,H"}, "--mem"},
+		{[]string{"bench", "--mem", "pool"}, "--mem"},
+		{[]string{"bench", "--mem", "managed", "-p", "alloc"}, "--mem managed: the alloc pattern"},
+		{[]string{"bench", "--gpus", "0,x"}, "--gpus"},
+		{[]string{"bench", "--gpus", "-1"}, "--gpus"},
+		{[]string{"bench", "--kernel", "lots"}, "--kernel"},
+		{[]string{"bench", "--kernel", "full"}, "--kernel full: the load kernel runs on the ranks' GPUs, and with --mem host on both ranks and no --gpus"},
+		{[]string{"bench", "--kernel", "30%", "--mem", "host,host"}, "--kernel 30%"},
+		{[]string{"bench", "--gpus", "0,1", "--opt", "cudaipc.gpus=1,0"}, "--gpus 0,1 disagrees with --opt cudaipc.gpus=1,0"},
 	}
 	for _, c := range cases {
 		_, e, code := run(t, c.args...)
@@ -129,5 +144,87 @@ func TestProbeExitStatus(t *testing.T) {
 		if code != 0 || !regexp.MustCompile(`(?m)^`+id+` `).MatchString(out) {
 			t.Errorf("--list: exit %d, no line for %s: %q", code, id, out)
 		}
+	}
+}
+
+// --mem, --gpus and --kernel as the bench command reads them into its Spec
+// (nothing here loads CUDA: the checks against the driver are Run's).
+func TestGPUFlags(t *testing.T) {
+	const (
+		H = cuda.MemHost
+		P = cuda.MemPinned
+		D = cuda.MemDevice
+	)
+	cases := []struct {
+		args []string
+		mem  []cuda.MemKind
+		gpus []int
+		load float64
+		opt  string // cudaipc.gpus passed to the transport
+	}{
+		{args: nil},
+		{args: []string{"--mem", "host"}},
+		{args: []string{"--mem", "H,H"}},
+		{args: []string{"--mem", "device"}, mem: []cuda.MemKind{D, D}},
+		{args: []string{"--mem", "D"}, mem: []cuda.MemKind{D, D}},
+		{args: []string{"--mem", "H,D"}, mem: []cuda.MemKind{H, D}},
+		{args: []string{"--mem", "pinned,host"}, mem: []cuda.MemKind{P, H}},
+		{args: []string{"--mem", "MD,MH"}, mem: []cuda.MemKind{cuda.MemManagedDevice, cuda.MemManagedHost}},
+		{args: []string{"--mem", "D", "--gpus", "1,0"}, mem: []cuda.MemKind{D, D}, gpus: []int{1, 0}, opt: "1,0"},
+		{args: []string{"--gpus", "0"}, mem: []cuda.MemKind{H, H}, gpus: []int{0}, opt: "0"},
+		{args: []string{"--gpus", "0", "--opt", "cudaipc.gpus=0"}, mem: []cuda.MemKind{H, H}, gpus: []int{0}, opt: "0"},
+		{args: []string{"--opt", "cudaipc.gpus=1,0"}, mem: []cuda.MemKind{H, H}, gpus: []int{1, 0}, opt: "1,0"},
+		{args: []string{"--mem", "device", "--kernel", "partial"}, mem: []cuda.MemKind{D, D}, load: 0.5},
+		{args: []string{"--gpus", "0", "--kernel", "full"}, mem: []cuda.MemKind{H, H}, gpus: []int{0}, load: 1, opt: "0"},
+		{args: []string{"--mem", "H,D", "--kernel", "0.3"}, mem: []cuda.MemKind{H, D}, load: 0.3},
+		{args: []string{"--mem", "D", "--kernel", "25%"}, mem: []cuda.MemKind{D, D}, load: 0.25},
+		{args: []string{"--mem", "D", "--kernel", "none"}, mem: []cuda.MemKind{D, D}},
+	}
+	for _, c := range cases {
+		var f benchFlags
+		cmd := &cobra.Command{}
+		f.register(cmd)
+		if err := cmd.ParseFlags(append([]string{"--cpus", "none", "-s", "8", "-t", "cudaipc"}, c.args...)); err != nil {
+			t.Fatal(err)
+		}
+		s, err := f.spec()
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if !reflect.DeepEqual(s.Mem, c.mem) || !reflect.DeepEqual(s.GPUs, c.gpus) || s.GPULoad != c.load || s.Options[bench.CUDAIPCGPUsOption] != c.opt {
+			t.Errorf("%v: mem %v gpus %v load %v options %v; want mem %v gpus %v load %v %s=%q",
+				c.args, s.Mem, s.GPUs, s.GPULoad, s.Options, c.mem, c.gpus, c.load, bench.CUDAIPCGPUsOption, c.opt)
+		}
+	}
+}
+
+// Asking for GPU memory where there is no driver fails before any rank
+// starts, and says why.
+func TestGPUMemoryWithoutDriver(t *testing.T) {
+	if err := cuda.Load(); err == nil {
+		t.Skip("a CUDA driver is present here")
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-t", "cudaipc", "--mem", "device"}, "gotune: bench: --mem device: CUDA not available: "},
+		{[]string{"--mem", "H,MD"}, "gotune: bench: --mem managed-device: CUDA not available: "},
+		{[]string{"--gpus", "0", "--kernel", "partial"}, "gotune: bench: --gpus 0: CUDA not available: "},
+	} {
+		_, e, code := run(t, append([]string{"bench", "-s", "8"}, c.args...)...)
+		if code != 1 || !strings.HasPrefix(e, c.want) || !strings.Contains(e, "not supported") {
+			t.Errorf("%v: exit %d, stderr %q; want %q and the driver's reason", c.args, code, e, c.want)
+		}
+	}
+}
+
+// A host-only transport refuses device buffers before anything starts: its
+// CPU copies would fault on them.
+func TestHostTransportRefusesDeviceMemory(t *testing.T) {
+	_, e, code := run(t, "bench", "-t", "sm", "-s", "8", "--mem", "H,D")
+	if code != 1 || !strings.Contains(e, "--mem device: transport sm moves host memory only") {
+		t.Errorf("exit %d, stderr %q", code, e)
 	}
 }

@@ -86,11 +86,12 @@ func init() {
 	keys := maps.Clone(sm.OptionKeys)
 	maps.Copy(keys, OptionKeys)
 	transports.Register(&transports.Driver{
-		Name:        "cudaipc",
-		Keys:        keys,
-		SharedBytes: sharedBytes,
-		New:         New,
-		Check:       Check,
+		Name:         "cudaipc",
+		Keys:         keys,
+		DeviceMemory: true,
+		SharedBytes:  sharedBytes,
+		New:          New,
+		Check:        Check,
 	})
 }
 

@@ -1,0 +1,332 @@
+package bench_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/testutil"
+	"github.com/gotune/gotune/transports"
+)
+
+const (
+	H  = cuda.MemHost
+	P  = cuda.MemPinned
+	D  = cuda.MemDevice
+	M  = cuda.MemManaged
+	MD = cuda.MemManagedDevice
+	MH = cuda.MemManagedHost
+)
+
+func TestParseMem(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []cuda.MemKind
+		err  string
+	}{
+		{in: "host", want: []cuda.MemKind{H, H}},
+		{in: "H", want: []cuda.MemKind{H, H}},
+		{in: "pinned", want: []cuda.MemKind{P, P}},
+		{in: "device", want: []cuda.MemKind{D, D}},
+		{in: "D", want: []cuda.MemKind{D, D}},
+		{in: "managed", want: []cuda.MemKind{M, M}},
+		{in: "H,D", want: []cuda.MemKind{H, D}},
+		{in: "D,H", want: []cuda.MemKind{D, H}},
+		{in: "MD,MH", want: []cuda.MemKind{MD, MH}},
+		{in: "managed-device,managed-host", want: []cuda.MemKind{MD, MH}},
+		{in: " device , Pinned ", want: []cuda.MemKind{D, P}},
+		{in: "cuda,m", want: []cuda.MemKind{D, M}},
+		{in: "", err: `unknown memory kind ""`},
+		{in: "gpu", err: `unknown memory kind "gpu"`},
+		{in: "H,", err: `unknown memory kind ""`},
+		{in: "H,D,H", err: "want KIND or SRC,DST"},
+		{in: "pool", err: "use device"},
+		{in: "H,async", err: "use device"},
+	} {
+		got, err := bench.ParseMem(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("ParseMem(%q) = %v, %v; want an error containing %q", c.in, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("ParseMem(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestParseGPUs(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "[]", "  ": "[]", "0": "[0]", "0,1": "[0 1]", " 1, 0 ": "[1 0]", "3,3,2": "[3 3 2]",
+		"x": "error", "0,,1": "error", "-1": "error", "1,": "error", "0.5": "error",
+	} {
+		got, err := bench.ParseGPUs(in)
+		s := fmt.Sprint(got)
+		if err != nil {
+			s = "error"
+		}
+		if s != want {
+			t.Errorf("ParseGPUs(%q) = %s (%v), want %s", in, s, err, want)
+		}
+		if err == nil && len(got) > 0 {
+			if back, _ := bench.ParseGPUs(bench.FormatGPUs(got)); !reflect.DeepEqual(back, got) {
+				t.Errorf("FormatGPUs(%v) = %q does not read back", got, bench.FormatGPUs(got))
+			}
+		}
+	}
+}
+
+func TestParseKernel(t *testing.T) {
+	for in, want := range map[string]float64{"none": 0, "partial": 0.5, "full": 1, "0.3": 0.3, "25%": 0.25, "Full": 1} {
+		if got, err := bench.ParseKernel(in); err != nil || got != want {
+			t.Errorf("ParseKernel(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "lots", "2", "-0.5", "150%"} {
+		if got, err := bench.ParseKernel(bad); err == nil {
+			t.Errorf("ParseKernel(%q) = %v, want an error", bad, got)
+		}
+	}
+}
+
+// The rank → GPU rule, the same as the cudaipc transport's.
+func TestGPUFor(t *testing.T) {
+	for _, c := range []struct {
+		rank  int
+		gpus  []int
+		count int
+		want  int
+		err   string
+	}{
+		{rank: 0, count: 1, want: 0},
+		{rank: 1, count: 1, want: 0}, // both ranks on the only GPU
+		{rank: 1, count: 2, want: 1},
+		{rank: 3, count: 2, want: 1},
+		{rank: 2, count: 8, want: 2},
+		{rank: 0, gpus: []int{1, 0}, count: 2, want: 1},
+		{rank: 1, gpus: []int{1, 0}, count: 2, want: 0},
+		{rank: 1, gpus: []int{3}, count: 4, want: 3}, // one entry: every rank
+		{rank: 2, gpus: []int{0, 1}, count: 2, want: 0},
+		{rank: 1, gpus: []int{0, 5}, count: 2, err: "rank 1's device 5 does not exist (2 CUDA device(s))"},
+		{rank: 0, count: 0, err: "no CUDA device"},
+		{rank: 0, gpus: []int{0}, count: 0, err: "no CUDA device"},
+	} {
+		got, err := bench.GPUFor(c.rank, c.gpus, c.count)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("GPUFor(%d, %v, %d) = %d, %v; want an error containing %q", c.rank, c.gpus, c.count, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("GPUFor(%d, %v, %d) = %d, %v; want %d", c.rank, c.gpus, c.count, got, err, c.want)
+		}
+	}
+}
+
+func TestSpecGPUFields(t *testing.T) {
+	base := func(mod func(*bench.Spec)) bench.Spec {
+		s := bench.Spec{Transport: "sm", Pattern: bench.Bandwidth, Sizes: []int{8}}
+		mod(&s)
+		return s
+	}
+	for _, c := range []struct {
+		name  string
+		spec  bench.Spec
+		check func(bench.Spec) string
+		err   string
+	}{
+		{name: "one kind is both ranks'", spec: base(func(s *bench.Spec) { s.Mem = []cuda.MemKind{D} }),
+			check: func(s bench.Spec) string {
+				if !reflect.DeepEqual(s.Mem, []cuda.MemKind{D, D}) || s.MemKind(0) != D || s.MemKind(1) != D || !s.UsesGPU() {
+					return fmt.Sprintf("mem %v", s.Mem)
+				}
+				return ""
+			}},
+		{name: "host on both is the old spec", spec: base(func(s *bench.Spec) { s.Mem = []cuda.MemKind{H, H} }),
+			check: func(s bench.Spec) string {
+				if s.Mem != nil || s.UsesGPU() || s.MemKind(1) != H {
+					return fmt.Sprintf("mem %v", s.Mem)
+				}
+				return ""
+			}},
+		{name: "host ranks with a GPU list keep their kinds", spec: base(func(s *bench.Spec) { s.Mem, s.GPUs, s.GPULoad = []cuda.MemKind{H}, []int{0}, 1 }),
+			check: func(s bench.Spec) string {
+				if !reflect.DeepEqual(s.Mem, []cuda.MemKind{H, H}) || !s.UsesGPU() || s.Options[bench.CUDAIPCGPUsOption] != "0" {
+					return fmt.Sprintf("mem %v, options %v", s.Mem, s.Options)
+				}
+				return ""
+			}},
+		{name: "SRC,DST", spec: base(func(s *bench.Spec) { s.Mem = []cuda.MemKind{H, D} }),
+			check: func(s bench.Spec) string {
+				if s.MemKind(0) != H || s.MemKind(1) != D || !s.UsesGPU() {
+					return fmt.Sprintf("mem %v", s.Mem)
+				}
+				return ""
+			}},
+		{name: "the option's list is the bench's", spec: base(func(s *bench.Spec) { s.Options = transports.Options{bench.CUDAIPCGPUsOption: "1,0"} }),
+			check: func(s bench.Spec) string {
+				if !reflect.DeepEqual(s.GPUs, []int{1, 0}) {
+					return fmt.Sprintf("gpus %v", s.GPUs)
+				}
+				return ""
+			}},
+		{name: "kernel without a GPU", spec: base(func(s *bench.Spec) { s.GPULoad = 0.5 }),
+			err: "--kernel partial: the load kernel runs on the ranks' GPUs, and with --mem host on both ranks and no --gpus"},
+		{name: "kernel out of range", spec: base(func(s *bench.Spec) { s.Mem, s.GPULoad = []cuda.MemKind{D}, 1.5 }), err: "--kernel 1.5"},
+		{name: "three kinds", spec: base(func(s *bench.Spec) { s.Mem = []cuda.MemKind{H, D, H} }), err: "--mem: 3 memory kinds"},
+		{name: "pool", spec: base(func(s *bench.Spec) { s.Mem = []cuda.MemKind{cuda.MemPool} }), err: "--mem: pool is not a message buffer kind"},
+		{name: "negative GPU", spec: base(func(s *bench.Spec) { s.GPUs = []int{-1} }), err: "--gpus -1"},
+		{name: "alloc pattern on the GPU", spec: base(func(s *bench.Spec) { s.Pattern, s.Mem = bench.AllocChurn, []cuda.MemKind{H, P} }),
+			err: "--mem pinned: the alloc pattern allocates host buffers"},
+		{name: "disagreeing lists", spec: base(func(s *bench.Spec) {
+			s.GPUs, s.Options = []int{0, 1}, transports.Options{bench.CUDAIPCGPUsOption: "1,0"}
+		}), err: "disagrees"},
+	} {
+		err := c.spec.Normalize()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if msg := c.check(c.spec); msg != "" {
+			t.Errorf("%s: %s", c.name, msg)
+		}
+	}
+}
+
+// Normalize passes the GPU list to the transport in a copy of the options.
+func TestSpecGPUListGoesToTheTransport(t *testing.T) {
+	opts := transports.Options{"sm.depth": "8"}
+	s := bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Options: opts, GPUs: []int{1, 0}}
+	if err := s.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Options[bench.CUDAIPCGPUsOption] != "1,0" || s.Options["sm.depth"] != "8" {
+		t.Errorf("options %v", s.Options)
+	}
+	if _, ok := opts[bench.CUDAIPCGPUsOption]; ok {
+		t.Errorf("the caller's options were changed: %v", opts)
+	}
+}
+
+// The real thing on a machine without the driver (skipped where there is
+// one: TestNoDriverFailsBeforeRanksStart simulates it everywhere).
+func TestRunWithoutDriver(t *testing.T) {
+	if err := cuda.Load(); err == nil {
+		t.Skip("a CUDA driver is present here")
+	}
+	spec := bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Mem: []cuda.MemKind{D}}
+	started := false
+	_, err := bench.Run(context.Background(), spec, 0, launch.Hooks{Started: func([]int) { started = true }})
+	if err == nil || !strings.HasPrefix(err.Error(), "bench: --mem device: CUDA not available: ") || !errors.Is(err, cuda.ErrNotSupported) {
+		t.Fatalf("got %v, want bench: --mem device: CUDA not available: ... matching ErrNotSupported", err)
+	}
+	if started {
+		t.Error("ranks were started")
+	}
+}
+
+// needGPU skips without a driver (or fails, with GOTUNE_REQUIRE=cuda).
+func needGPU(t *testing.T) {
+	t.Helper()
+	testutil.SkipUnless(t, "cuda", cuda.Load())
+}
+
+func checkGPURun(t *testing.T, spec bench.Spec, res bench.Result) {
+	t.Helper()
+	checkPoints(t, spec, res.Points)
+	for _, p := range res.Points {
+		if len(p.Warnings) > 0 {
+			t.Errorf("size %d: warnings %q", p.Size, p.Warnings)
+		}
+	}
+	if len(res.Provenance.Ranks) != 2 {
+		t.Fatalf("provenance ranks %+v, want both", res.Provenance.Ranks)
+	}
+	for r, ri := range res.Provenance.Ranks {
+		if ri.Rank != r || ri.Mem != spec.MemKind(r).String() || ri.GPU == nil || ri.GPU.Name == "" || ri.GPU.PCIBusID == "" {
+			t.Errorf("rank %d provenance %+v (gpu %+v)", r, ri, ri.GPU)
+		}
+	}
+	t.Logf("%s %v: rank 0 %+v, rank 1 %+v", spec.Pattern, spec.Mem, *res.Provenance.Ranks[0].GPU, *res.Provenance.Ranks[1].GPU)
+}
+
+// Host-visible GPU kinds over the host transport, validated, with and
+// without the load kernel: the CPU may touch pinned and managed memory.
+func TestGPUHostVisibleBuffersAcrossProcesses(t *testing.T) {
+	needGPU(t)
+	for _, c := range []struct {
+		mem  []cuda.MemKind
+		load float64
+	}{
+		{[]cuda.MemKind{P, P}, 0},
+		{[]cuda.MemKind{P, M}, 0.5},
+		{[]cuda.MemKind{H, MD}, 1},
+		{[]cuda.MemKind{H, H}, 0.5}, // host buffers, a GPU per rank from --gpus, for the load
+	} {
+		for _, pat := range []bench.Pattern{bench.Latency, bench.Bandwidth, bench.BiBandwidth} {
+			t.Run(fmt.Sprintf("%v/%v/%s", c.mem, c.load, pat), func(t *testing.T) {
+				spec := bench.Spec{Transport: "sm", Pattern: pat, Sizes: []int{8, 64 << 10}, Reps: 2, Iters: 10, Warmup: 1, Window: 4,
+					Validate: true, Mem: c.mem, GPULoad: c.load}
+				if c.mem[0] == H && c.mem[1] == H {
+					spec.GPUs = []int{0}
+				}
+				res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkGPURun(t, spec, res)
+				if res.Spec.GPULoad != c.load {
+					t.Errorf("recorded load %v, want %v", res.Spec.GPULoad, c.load)
+				}
+			})
+		}
+	}
+}
+
+// Device memory over the GPU transport: what OSU's D D and H D measure,
+// validated through staging, with and without the load kernel.
+func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
+	needGPU(t)
+	if _, err := transports.Lookup("cudaipc"); err != nil {
+		t.Skip(err)
+	}
+	for _, c := range []struct {
+		mem  []cuda.MemKind
+		load float64
+	}{
+		{[]cuda.MemKind{D, D}, 0},
+		{[]cuda.MemKind{D, D}, 0.5},
+		{[]cuda.MemKind{H, D}, 0},
+		{[]cuda.MemKind{D, P}, 0.5},
+	} {
+		for _, pat := range []bench.Pattern{bench.Latency, bench.Bandwidth, bench.BiBandwidth} {
+			t.Run(fmt.Sprintf("%v/%v/%s", c.mem, c.load, pat), func(t *testing.T) {
+				sizes := []int{8, 64 << 10, 1 << 20}
+				if pat == bench.Latency {
+					sizes = append([]int{0}, sizes...) // a 1-byte allocation behind an empty view
+				}
+				spec := bench.Spec{Transport: "cudaipc", Pattern: pat, Sizes: sizes, Reps: 2, Iters: 10, Warmup: 1, Window: 4,
+					Validate: true, Mem: c.mem, GPULoad: c.load}
+				res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkGPURun(t, spec, res)
+			})
+		}
+	}
+}
