@@ -55,3 +55,35 @@ lint:
 
 clean:
 	rm -rf bin
+
+# ---- GPU: build here (no GPU needed), run on a GPU machine (scripts/gpu/).
+# gpu-build builds bin/gotune for linux/amd64 (cgo: NVML) and the test
+# binaries of the GPU packages, named after the package path
+# (internal/cuda -> bin/internal_cuda.test) so that scripts/gpu/run.sh runs
+# each in its package directory. A package that does not exist yet is skipped.
+GPU_PKGS  ?= internal/cuda internal/gpu bench/gpuload transports/cudaipc
+GPU_GOENV := GOOS=linux GOARCH=amd64 CGO_ENABLED=1
+
+.PHONY: gpu-build gputest
+
+gpu-build:
+	$(GPU_GOENV) $(GO) build $(GOFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gotune
+	@set -e; for p in $(GPU_PKGS); do \
+		if [ ! -d "$$p" ]; then echo "gpu-build: $$p does not exist yet, skipped"; continue; fi; \
+		t=bin/$$(echo "$$p" | tr / _).test; \
+		echo "$(GPU_GOENV) $(GO) test -c -o $$t ./$$p"; \
+		$(GPU_GOENV) $(GO) test $(GOFLAGS) -ldflags "$(LDFLAGS)" -c -o $$t ./$$p; \
+	done
+
+# gputest runs scripts/gpu/run.sh here when this machine has a GPU (results
+# under OUT, default results/gpu/<UTC date>); otherwise it says how to run it
+# on one. GOTUNE_GPU_BENCH lists the gotune bench lines (scripts/gpu/README.md).
+gputest: gpu-build
+	@if nvidia-smi -L >/dev/null 2>&1; then \
+		OUT="$(or $(OUT),results/gpu/$(shell date -u +%Y%m%d-%H%M%S))" scripts/gpu/run.sh; \
+	else \
+		echo "gputest: no GPU here (nvidia-smi -L fails); bin/ is built for a GPU machine:"; \
+		echo "  copy the working tree with bin/ (git-ignored: carry it explicitly) and there, in its root, run"; \
+		echo "    OUT=<dir> GOTUNE_GPU_BENCH='<bench args per line>' scripts/gpu/run.sh"; \
+		echo "  (needs nvidia-smi and python3 with PyTorch there, no Go; see scripts/gpu/README.md)"; \
+	fi

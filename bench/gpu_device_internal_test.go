@@ -34,7 +34,7 @@ func openTestGPU(t *testing.T, spec *Spec) *rankGPU {
 // validation fills and checks them through host staging, catching a
 // corrupted byte.
 func TestDeviceBuffersValidateThroughStaging(t *testing.T) {
-	spec := Spec{Transport: "sm", Pattern: Bandwidth, Sizes: []int{0, 1, 4096, 1 << 20}, Window: 3, Validate: true,
+	spec := Spec{Transport: "cudaipc", Pattern: Bandwidth, Sizes: []int{0, 1, 4096, 1 << 20}, Window: 3, Validate: true,
 		Mem: []cuda.MemKind{cuda.MemDevice}}
 	g := openTestGPU(t, &spec)
 	a, err := newArena(spec, g)

@@ -87,7 +87,7 @@ func TestNoDriverFailsBeforeRanksStart(t *testing.T) {
 		{Spec{Mem: []cuda.MemKind{cuda.MemPinned, cuda.MemDevice}, GPULoad: 1}, "bench: --mem pinned: " + reason},
 		{Spec{GPUs: []int{0, 1}, GPULoad: 0.5}, "bench: --gpus 0,1: " + reason},
 	} {
-		c.spec.Transport, c.spec.Pattern, c.spec.Sizes = "sm", Bandwidth, []int{8}
+		c.spec.Transport, c.spec.Pattern, c.spec.Sizes = "cudaipc", Bandwidth, []int{8}
 		started := false
 		_, err := Run(context.Background(), c.spec, 0, launch.Hooks{Started: func([]int) { started = true }})
 		if err == nil || err.Error() != c.want || !errors.Is(err, cuda.ErrNotSupported) {

@@ -37,8 +37,10 @@ var OptionKeys = map[string]string{
 	"cudaipc.gpus":      "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)",
 }
 
-// DefaultThreshold is the built-in cudaipc.threshold.
-const DefaultThreshold = 8 << 10
+// DefaultThreshold is the built-in cudaipc.threshold: every device send
+// goes by CUDA IPC. Measured on two H200s (NV18), one-way latency D to D:
+// 8 B 9.9 us by IPC vs 15.1 us staged, 1 KiB 8.9 vs 17.8 us.
+const DefaultThreshold = 0
 
 // ParseParams reads cudaipc.* options.
 func ParseParams(o transports.Options) (Params, error) {

@@ -60,6 +60,10 @@ func (m *memory) Device(b []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	m.remember(span{base: a.Base, end: a.Base + uintptr(a.Size), device: true, id: a.BufferID})
+	if e, _, ok := m.own.find(a.Base, a.Size); ok && e.base == uint64(a.Base) && e.id == a.BufferID {
+		return true, nil // exported before, then forgotten by the cache
+	}
 	h, err := cuda.IPCHandleOf(a.Base)
 	if err != nil {
 		return false, fmt.Errorf("export device buffer %#x: %w", addr, err)
@@ -67,7 +71,6 @@ func (m *memory) Device(b []byte) (bool, error) {
 	if err := m.own.publish(a, h); err != nil {
 		return false, err
 	}
-	m.remember(span{base: a.Base, end: a.Base + uintptr(a.Size), device: true, id: a.BufferID})
 	return true, nil
 }
 

@@ -41,6 +41,7 @@ func h4Options(base transports.Options, unsafe bool) transports.Options {
 	for k, v := range base {
 		o[k] = v
 	}
+	o["cudaipc.threshold"] = "64K" // the 8-byte message is staged, not single-copied
 	o["cudaipc.staging"] = "async"
 	if unsafe {
 		o["cudaipc.staging"] = "sync"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -71,7 +72,15 @@ var registry []*Probe
 
 // quiet runs probe ranks without forwarding their output: what matters
 // comes back in the verdict (the stalled ranks' stacks included).
-var quiet = launch.Hooks{Stderr: io.Discard}
+// GOTUNE_PROBE_VERBOSE=1 forwards it, to see why a probe's rank failed.
+var quiet = launch.Hooks{Stderr: probeStderr()}
+
+func probeStderr() io.Writer {
+	if os.Getenv("GOTUNE_PROBE_VERBOSE") != "" {
+		return os.Stderr
+	}
+	return io.Discard
+}
 
 func register(p *Probe) { registry = append(registry, p) }
 
