@@ -86,13 +86,9 @@ func ParseGPUs(s string) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	var gpus []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%q: want device ordinals like 0,1", s)
-		}
-		gpus = append(gpus, n)
+	gpus, err := cuda.ParseOrdinals(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q: want device ordinals like 0,1", s)
 	}
 	return gpus, nil
 }
@@ -131,10 +127,7 @@ func GPUFor(rank int, gpus []int, count int) (int, error) {
 	if count <= 0 {
 		return 0, fmt.Errorf("no CUDA device")
 	}
-	if len(gpus) == 0 {
-		return rank % count, nil
-	}
-	g := gpus[rank%len(gpus)]
+	g := cuda.OrdinalFor(rank, count, gpus)
 	if g < 0 || g >= count {
 		return 0, fmt.Errorf("--gpus %s: rank %d's device %d does not exist (%d CUDA device(s))", FormatGPUs(gpus), rank, g, count)
 	}

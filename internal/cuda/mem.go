@@ -159,13 +159,7 @@ func (b *Buffer) Bytes() []byte {
 	if b.host != nil {
 		return b.host
 	}
-	return hostSlice(b.ptr, b.n)
-}
-
-// hostSlice views memory the driver owns, at addr, as a slice.
-func hostSlice(addr uintptr, n int) []byte {
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
+	return sys.BytesAt(b.ptr, b.n)
 }
 
 // AllocHost maps n bytes of pageable host memory off the Go heap (no driver

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
-	"strings"
 
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/transports"
@@ -56,32 +54,11 @@ func ParseParams(o transports.Options) (Params, error) {
 		return p, err
 	}
 	if s, ok := o["cudaipc.gpus"]; ok {
-		if p.GPUs, err = ParseGPUs(s); err != nil {
+		if p.GPUs, err = cuda.ParseOrdinals(s); err != nil {
 			return p, fmt.Errorf("option cudaipc.gpus=%q: %w", s, err)
 		}
 	}
 	return p, nil
-}
-
-// ParseGPUs reads a comma-separated list of GPU ordinals.
-func ParseGPUs(s string) ([]int, error) {
-	var gpus []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("not a GPU ordinal: %q", f)
-		}
-		gpus = append(gpus, n)
-	}
-	return gpus, nil
-}
-
-// GPUFor is the ordinal rank binds among count devices.
-func GPUFor(rank, count int, gpus []int) int {
-	if len(gpus) > 0 {
-		return gpus[rank%len(gpus)]
-	}
-	return rank % count
 }
 
 func init() {
@@ -137,7 +114,7 @@ func New(env transports.Env) (transports.Transport, error) {
 	if count == 0 {
 		return nil, fmt.Errorf("cudaipc: %w: no CUDA device", transports.ErrNotSupported)
 	}
-	ordinal := GPUFor(env.Rank, count, p.GPUs)
+	ordinal := cuda.OrdinalFor(env.Rank, count, p.GPUs)
 	if ordinal >= count {
 		return nil, fmt.Errorf("cudaipc: rank %d: GPU %d of %d devices", env.Rank, ordinal, count)
 	}

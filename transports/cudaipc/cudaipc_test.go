@@ -39,21 +39,6 @@ func TestParseParams(t *testing.T) {
 	}
 }
 
-func TestGPUFor(t *testing.T) {
-	for _, tc := range []struct {
-		rank, count int
-		gpus        []int
-		want        int
-	}{
-		{0, 2, nil, 0}, {1, 2, nil, 1}, {2, 2, nil, 0}, {1, 1, nil, 0},
-		{0, 8, []int{3, 5}, 3}, {1, 8, []int{3, 5}, 5}, {2, 8, []int{3, 5}, 3},
-	} {
-		if got := GPUFor(tc.rank, tc.count, tc.gpus); got != tc.want {
-			t.Errorf("GPUFor(%d, %d, %v) = %d, want %d", tc.rank, tc.count, tc.gpus, got, tc.want)
-		}
-	}
-}
-
 // The handle table: entries appear in order, lookups find the allocation
 // holding a range (the newest, when an address was reused) and nothing
 // outside; a full table is an error, not an overwrite.

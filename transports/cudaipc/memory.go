@@ -88,10 +88,7 @@ func (m *memory) ToHost(dst, src []byte) error {
 	if m.sync {
 		return cuda.CopyDtoH(dst, sys.AddressOf(src))
 	}
-	if err := cuda.CopyAsync(sys.AddressOf(dst), sys.AddressOf(src), len(src), m.stream); err != nil {
-		return err
-	}
-	return m.stream.Synchronize()
+	return m.copyAndWait(dst, src)
 }
 
 // FromHost stages src (a cell or fragment) into device memory dst.
@@ -99,6 +96,12 @@ func (m *memory) FromHost(dst, src []byte) error {
 	if m.sync {
 		return cuda.CopyHtoD(sys.AddressOf(dst), src)
 	}
+	return m.copyAndWait(dst, src)
+}
+
+// copyAndWait copies on the non-blocking stream and waits for that stream
+// alone: the copy never queues behind kernels on other streams.
+func (m *memory) copyAndWait(dst, src []byte) error {
 	if err := cuda.CopyAsync(sys.AddressOf(dst), sys.AddressOf(src), len(src), m.stream); err != nil {
 		return err
 	}
