@@ -768,19 +768,7 @@ func (e *Endpoint) progressSend(p *peer) bool {
 			p.tx.publish(kindEager, len(r.buf))
 			r.complete(len(r.buf), nil)
 		case protoPipeline:
-			for r.off < len(r.buf) && p.tx.cellFree() {
-				frag := p.tx.nextFrag(len(r.buf) - r.off)
-				if frag == nil {
-					break
-				}
-				var n int
-				if r.dev {
-					n = e.putDevice(r, frag, r.buf[r.off:])
-				} else {
-					n = e.copy(frag, r.buf[r.off:])
-				}
-				p.tx.publishFrag(kindFrag, n, uint64(len(r.buf)))
-				r.off += n
+			if e.sendFragments(p, r, kindFrag, uint64(len(r.buf))) {
 				moved = true
 			}
 			if r.off < len(r.buf) {
@@ -806,6 +794,29 @@ func (e *Endpoint) progressSend(p *peer) bool {
 			p.tx.publish(kindRTS, ctrlPayload)
 		}
 		p.sendq.pop()
+		moved = true
+	}
+	return moved
+}
+
+// sendFragments moves as much of r as the ring takes now, one fragment
+// per descriptor cell of this kind and first word, and reports whether any
+// moved. r is complete in the ring once r.off reaches len(r.buf).
+func (e *Endpoint) sendFragments(p *peer, r *request, kind uint8, word uint64) bool {
+	moved := false
+	for r.off < len(r.buf) && p.tx.cellFree() {
+		frag := p.tx.nextFrag(len(r.buf) - r.off)
+		if frag == nil {
+			break
+		}
+		var n int
+		if r.dev {
+			n = e.putDevice(r, frag, r.buf[r.off:])
+		} else {
+			n = e.copy(frag, r.buf[r.off:])
+		}
+		p.tx.publishFrag(kind, n, word)
+		r.off += n
 		moved = true
 	}
 	return moved

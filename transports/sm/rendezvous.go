@@ -143,19 +143,7 @@ func (e *Endpoint) progressFallback(p *peer) bool {
 	moved := false
 	for p.fallq.len() > 0 {
 		r := p.fallq.front()
-		for r.off < len(r.buf) && p.tx.cellFree() {
-			frag := p.tx.nextFrag(len(r.buf) - r.off)
-			if frag == nil {
-				break
-			}
-			var n int
-			if r.dev {
-				n = e.putDevice(r, frag, r.buf[r.off:])
-			} else {
-				n = e.copy(frag, r.buf[r.off:])
-			}
-			p.tx.publishFrag(kindFragTo, n, r.id)
-			r.off += n
+		if e.sendFragments(p, r, kindFragTo, r.id) {
 			moved = true
 		}
 		if r.off < len(r.buf) {
