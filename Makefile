@@ -5,25 +5,35 @@ GOFLAGS  ?=
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 LDFLAGS  := -X github.com/gotune/gotune/bench.Version=$(VERSION)
 TESTFLAGS ?= -count=1 -timeout 20m
-# Debian packages the tests and anchors need (Open MPI for the side-by-side
-# comparison and its integration tests).
-DEB_PKGS := openmpi-bin libopenmpi-dev
+# Debian packages the build needs (a C compiler: go-nvml is cgo), and those
+# the tests and anchors add (Open MPI for the side-by-side comparison and its
+# integration tests).
+BUILD_PKGS := gcc libc6-dev
+DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev
 
-.PHONY: all build deps test race bench sweep anchors lint clean
+.PHONY: all build build-deps deps test race bench sweep anchors lint clean
 
 all: build
 
-build:
+build: build-deps
 	$(GO) build $(GOFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gotune
 
-# deps installs the Debian packages the tests use, once.
-deps:
-	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# install PKGS: apt-get update and install those not installed yet.
+define install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		SUDO=; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+endef
+
+build-deps:
+	$(call install,$(BUILD_PKGS))
+
+# deps installs the Debian packages the tests use, once.
+deps:
+	$(call install,$(DEB_PKGS))
 
 test: deps
 	$(GO) vet ./...
@@ -66,7 +76,7 @@ GPU_GOENV := GOOS=linux GOARCH=amd64 CGO_ENABLED=1
 
 .PHONY: gpu-build gputest
 
-gpu-build:
+gpu-build: build-deps
 	$(GPU_GOENV) $(GO) build $(GOFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gotune
 	@set -e; for p in $(GPU_PKGS); do \
 		if [ ! -d "$$p" ]; then echo "gpu-build: $$p does not exist yet, skipped"; continue; fi; \
