@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"time"
 
@@ -37,9 +38,9 @@ type h4Params struct {
 }
 
 func h4Options(base transports.Options, unsafe bool) transports.Options {
-	o := transports.Options{}
-	for k, v := range base {
-		o[k] = v
+	o := maps.Clone(base)
+	if o == nil {
+		o = transports.Options{}
 	}
 	o["cudaipc.threshold"] = "64K" // the 8-byte message is staged, not single-copied
 	o["cudaipc.staging"] = "async"
