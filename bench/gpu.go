@@ -206,6 +206,12 @@ func (s *Spec) normalizeGPU() error {
 		return fmt.Errorf("--kernel %v: out of [0, 1]", s.GPULoad)
 	case s.GPULoad > 0 && !s.UsesGPU():
 		return fmt.Errorf("--kernel %s: the load kernel runs on the ranks' GPUs, and with --mem host on both ranks and no --gpus the ranks have none: add --gpus (e.g. --gpus 0) or a GPU --mem", kernelName(s.GPULoad))
+	case s.GPULoadBound < 0 || s.GPULoadBound > gpuload.MaxDuration:
+		return fmt.Errorf("--kernel-bound %v: want a duration in (0, %v]", s.GPULoadBound, gpuload.MaxDuration)
+	case s.GPULoad == 0 && s.GPULoadBound > 0:
+		return fmt.Errorf("--kernel-bound %v: bounds the load kernel, and there is none: add --kernel", s.GPULoadBound)
+	case s.GPULoad > 0 && s.GPULoadBound == 0:
+		s.GPULoadBound = LoadBound
 	}
 	return nil
 }
@@ -314,7 +320,7 @@ func (g *rankGPU) setup(s *Spec) error {
 		return fmt.Errorf("--mem %s with --kernel: the host may not touch managed memory while a kernel runs on this device (no concurrent managed access)", g.kind)
 	}
 	var err error
-	g.load, err = newGPULoad(g.dev, s.GPULoad)
+	g.load, err = newGPULoad(g.dev, s.GPULoad, s.loadBound())
 	return err
 }
 
@@ -424,7 +430,15 @@ type gpuLoad struct {
 	late    int // passes the kernel's time bound ended before the host released it
 }
 
-func newGPULoad(dev *cuda.Device, fraction float64) (*gpuLoad, error) {
+// loadBound is the load kernel's time bound per launch.
+func (s *Spec) loadBound() time.Duration {
+	if s.GPULoadBound > 0 {
+		return s.GPULoadBound
+	}
+	return LoadBound
+}
+
+func newGPULoad(dev *cuda.Device, fraction float64, bound time.Duration) (*gpuLoad, error) {
 	k, err := gpuload.Load(dev)
 	if err != nil {
 		return nil, err
@@ -439,7 +453,7 @@ func newGPULoad(dev *cuda.Device, fraction float64) (*gpuLoad, error) {
 		return nil, err
 	}
 	l.word = (*uint32)(unsafe.Pointer(unsafe.SliceData(l.flag.Bytes())))
-	l.spec = gpuload.Spec{Fraction: fraction, Duration: LoadBound, Flag: l.flag.Ptr()}
+	l.spec = gpuload.Spec{Fraction: fraction, Duration: bound, Flag: l.flag.Ptr()}
 	return l, nil
 }
 

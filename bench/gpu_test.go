@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/cuda"
@@ -178,6 +179,24 @@ func TestSpecGPUFields(t *testing.T) {
 				}
 				return ""
 			}},
+		{name: "a load's bound defaults", spec: base(func(s *bench.Spec) { s.Mem, s.GPULoad = []cuda.MemKind{D}, 1 }),
+			check: func(s bench.Spec) string {
+				if s.GPULoadBound != bench.LoadBound {
+					return fmt.Sprintf("bound %v, want %v", s.GPULoadBound, bench.LoadBound)
+				}
+				return ""
+			}},
+		{name: "a load's bound is kept", spec: base(func(s *bench.Spec) { s.Mem, s.GPULoad, s.GPULoadBound = []cuda.MemKind{D}, 1, 2 * time.Second }),
+			check: func(s bench.Spec) string {
+				if s.GPULoadBound != 2*time.Second {
+					return fmt.Sprintf("bound %v", s.GPULoadBound)
+				}
+				return ""
+			}},
+		{name: "bound without a load", spec: base(func(s *bench.Spec) { s.Mem, s.GPULoadBound = []cuda.MemKind{D}, time.Second }),
+			err: "--kernel-bound 1s: bounds the load kernel, and there is none"},
+		{name: "bound too long", spec: base(func(s *bench.Spec) { s.Mem, s.GPULoad, s.GPULoadBound = []cuda.MemKind{D}, 1, time.Hour }),
+			err: "--kernel-bound 1h0m0s"},
 		{name: "kernel without a GPU", spec: base(func(s *bench.Spec) { s.GPULoad = 0.5 }),
 			err: "--kernel partial: the load kernel runs on the ranks' GPUs, and with --mem host on both ranks and no --gpus"},
 		{name: "kernel out of range", spec: base(func(s *bench.Spec) { s.Mem, s.GPULoad = []cuda.MemKind{D}, 1.5 }), err: "--kernel 1.5"},
@@ -314,6 +333,9 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 		{[]cuda.MemKind{D, D}, 0.5},
 		{[]cuda.MemKind{H, D}, 0},
 		{[]cuda.MemKind{D, P}, 0.5},
+		{[]cuda.MemKind{P, D}, 0},   // 1 MiB: pushed from pinned memory by one DMA
+		{[]cuda.MemKind{P, D}, 0.5}, // beside a kernel
+		{[]cuda.MemKind{P, P}, 0},   // 1 MiB: offered, streamed through the fragments
 	} {
 		for _, pat := range []bench.Pattern{bench.Latency, bench.Bandwidth, bench.BiBandwidth} {
 			t.Run(fmt.Sprintf("%v/%v/%s", c.mem, c.load, pat), func(t *testing.T) {
@@ -330,5 +352,44 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 				checkGPURun(t, spec, res)
 			})
 		}
+	}
+}
+
+// With every SM held by the load kernel (bound 1 s), a path that queues
+// behind the kernel ends its passes only when the kernel does, and its
+// points say so. Staging on the legacy stream (cudaipc.staging=sync) must
+// be one: a synchronous copy waits for a kernel on a blocking stream (H4's
+// coupling). The other paths' verdicts are logged: they are what the GPU
+// results report, not something this test can know in advance.
+func TestGPUFullLoadMarksStalledPaths(t *testing.T) {
+	needGPU(t)
+	if _, err := transports.Lookup("cudaipc"); err != nil {
+		t.Skip(err)
+	}
+	for _, c := range []struct {
+		name    string
+		mem     []cuda.MemKind
+		opts    transports.Options
+		stalled bool // known in advance
+	}{
+		{"staged-sync", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G", "cudaipc.staging": "sync"}, true},
+		{"staged-async", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G"}, false},
+		{"ipc", []cuda.MemKind{D, D}, nil, false},
+		{"pinned-push", []cuda.MemKind{P, D}, nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := bench.Spec{Transport: "cudaipc", Options: c.opts, Pattern: bench.Latency, Sizes: []int{8, 1 << 20},
+				Reps: 2, Iters: 10, Warmup: 1, Mem: c.mem, GPULoad: 1, GPULoadBound: time.Second}
+			res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range res.Points {
+				t.Logf("%s %d B: median %.1f us, passes late %d of %d", c.name, p.Size, p.Median, p.LoadLate, len(p.Samples)+1)
+				if c.stalled && !p.Stalled() {
+					t.Errorf("%d B: staging on the legacy stream did not wait for the full-GPU kernel", p.Size)
+				}
+			}
+		})
 	}
 }

@@ -490,8 +490,9 @@ func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
 	p := Summarize(l.size, l.pattern.Unit(), samples, perIter)
 	p.Iters, p.Warmup, p.Validated = l.iters, l.warmup, l.validate
 	if n := l.load.lateCount() - late; n > 0 {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("rank %d: the GPU load kernel on cuda%d reached its %v bound before %d of %d timed passes ended: they ran partly without load",
-			l.rank, l.load.ordinal, LoadBound, n, reps+1))
+		p.LoadLate = n
+		p.Warnings = append(p.Warnings, fmt.Sprintf("rank %d: the GPU load kernel on cuda%d reached its %v bound before %d of %d timed passes ended: they waited for the kernel (stalled) or outlasted it",
+			l.rank, l.load.ordinal, l.load.spec.Duration, n, reps+1))
 	}
 	return p, nil
 }

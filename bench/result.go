@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/transports"
@@ -76,6 +77,11 @@ type Spec struct {
 	// GPULoad is the fraction of each rank's GPU (resident-block slots) the
 	// gpuload spin kernel holds during every timed pass (--kernel); 0: none.
 	GPULoad float64 `json:"gpu_load,omitempty"`
+	// GPULoadBound bounds each launch of the load kernel (--kernel-bound;
+	// 0: LoadBound). A path that queues behind the kernel waits for it to
+	// end: with a short bound such a pass ends late (Point.LoadLate)
+	// instead of hanging.
+	GPULoadBound time.Duration `json:"gpu_load_bound,omitempty"`
 }
 
 // Point is the measurement of one message size.
@@ -94,7 +100,17 @@ type Point struct {
 	P99        float64   `json:"p99"`
 	Validated  bool      `json:"validated,omitempty"` // every payload byte was checked
 	Warnings   []string  `json:"warnings,omitempty"`
+	// LoadLate counts the timed passes (repetitions and the distribution
+	// pass) that the load kernel's time bound ended before the host
+	// released the kernel: passes whose transfers waited for the kernel
+	// (they stalled behind it) or outlasted the bound.
+	LoadLate int `json:"load_late,omitempty"`
 }
+
+// Stalled reports whether a pass of the point ended only after the load
+// kernel's time bound: with a bound far above a pass's own length, the
+// path waits for a kernel that holds the GPU.
+func (p Point) Stalled() bool { return p.LoadLate > 0 }
 
 // Result is a run: provenance, what was asked, and a point per size.
 type Result struct {

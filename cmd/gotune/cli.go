@@ -73,6 +73,7 @@ type benchFlags struct {
 	transport, pattern, sizes, cpus, format, out, segment string
 	profile                                               string
 	mem, gpus, kernel                                     string
+	kernelBound                                           time.Duration
 	transportSet                                          bool // --transport given explicitly
 	reps, iters, warmup, window                           int
 	validate                                              bool
@@ -94,6 +95,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.mem, "mem", "host", "message buffers: KIND for both ranks or SRC,DST (rank 0's, rank 1's): host|pinned|device|managed|managed-device|managed-host, or OSU's H|D|M|MD|MH")
 	fl.StringVar(&f.gpus, "gpus", "", "GPU ordinals, e.g. 0,1: rank r uses the (r mod n)-th (default: rank mod the device count); also sets --opt "+bench.CUDAIPCGPUsOption)
 	fl.StringVar(&f.kernel, "kernel", "none", "GPU load on each rank's GPU during every timed repetition: none|partial|full|FRACTION (needs a GPU --mem or --gpus)")
+	fl.DurationVar(&f.kernelBound, "kernel-bound", 0, "time bound of each launch of the --kernel load (default 1m): a pass that waits for the kernel ends when it does, and its point counts as stalled (load_late)")
 	fl.StringVarP(&f.format, "format", "f", "table", "output: "+strings.Join(report.Formats, "|"))
 	fl.StringVarP(&f.out, "out", "o", "", "append the output to FILE instead of printing it")
 	fl.StringArrayVar(&f.opts, "opt", nil, "transport option KEY=VALUE (repeatable; see gotune doctor)")
@@ -150,7 +152,7 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 	}
 	s := bench.Spec{Transport: transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
 		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, CPUs: cpus, Backend: f.segment,
-		Mem: mem, GPUs: gpus, GPULoad: load}
+		Mem: mem, GPUs: gpus, GPULoad: load, GPULoadBound: f.kernelBound}
 	if err := s.Normalize(); err != nil {
 		return s, err
 	}

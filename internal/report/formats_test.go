@@ -45,8 +45,12 @@ func wantBench(results []bench.Result) []benchLine {
 				case bench.MsgRate:
 					base, values = "MsgRate", map[string]float64{"ns/op": 1e9 / s, "msg/s": s}
 				}
+				gpu := "" // the fixture's one GPU run: its kinds, GPUs and load name it apart
+				if r.Spec.GPULoad > 0 {
+					gpu = "/mem=device,pinned/gpus=0,1/kernel=full"
+				}
 				want = append(want, benchLine{
-					name:   fmt.Sprintf("%s/transport=%s/size=%d", base, r.Spec.Transport, p.Size),
+					name:   fmt.Sprintf("%s/transport=%s%s/size=%d", base, r.Spec.Transport, gpu, p.Size),
 					iters:  p.Iters,
 					config: config,
 					values: values,
@@ -236,7 +240,7 @@ func TestOSULayout(t *testing.T) {
 			}
 		}
 	}
-	if rows != 7 {
-		t.Errorf("%d rows, want 7", rows)
+	if rows != 9 {
+		t.Errorf("%d rows, want 9", rows)
 	}
 }

@@ -15,7 +15,8 @@ import (
 var goos, goarch = runtime.GOOS, runtime.GOARCH
 
 // writeBench writes the Go benchmark format that benchstat reads: a line
-// per repetition sample, named like BenchmarkLatency/transport=sm/size=8,
+// per repetition sample, named like BenchmarkLatency/transport=sm/size=8
+// (GPU runs add their memory kinds, GPUs and load before the size),
 // so benchstat computes its own statistics. Provenance travels in
 // configuration lines ("key: value"), which hold for the benchmark lines
 // after them; a key is written again only when its value changes.
@@ -51,12 +52,28 @@ func writeBench(w io.Writer, results []bench.Result) error {
 		}
 		for _, p := range r.Points {
 			for _, s := range p.Samples {
-				fmt.Fprintf(w, "Benchmark%s/transport=%s/size=%d %d%s\n",
-					name.gobench, r.Spec.Transport, p.Size, p.Iters, benchMetrics(r.Spec.Pattern, p.Size, s))
+				fmt.Fprintf(w, "Benchmark%s/transport=%s%s/size=%d %d%s\n",
+					name.gobench, r.Spec.Transport, gpuKeys(r.Spec), p.Size, p.Iters, benchMetrics(r.Spec.Pattern, p.Size, s))
 			}
 		}
 	}
 	return nil
+}
+
+// gpuKeys are the name keys of a GPU run (none for a host run), so that
+// benchstat never pools device and host samples: /mem=device,device/gpus=0,1/kernel=full.
+func gpuKeys(s bench.Spec) string {
+	k := ""
+	if len(s.Mem) > 0 {
+		k += "/mem=" + memKinds(s)
+	}
+	if len(s.GPUs) > 0 {
+		k += "/gpus=" + bench.FormatGPUs(s.GPUs)
+	}
+	if s.GPULoad > 0 {
+		k += "/kernel=" + kernelName(s.GPULoad)
+	}
+	return k
 }
 
 // benchConfig lists a result's configuration keys and values, in order.

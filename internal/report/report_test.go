@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/cuda"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -54,6 +55,18 @@ func fixture() []bench.Result {
 					Median: 9950, CILow: 9876.5, CIHigh: 10012.25, Confidence: 0.95, P50: 9948, P90: 10100.5, P99: 10230},
 				{Size: 4 << 20, Iters: 20, Warmup: 2, Unit: "MB/s", Samples: []float64{12001.5, 11890, 12100.75},
 					Median: 12001.5, CILow: 11890, CIHigh: 12100.75, Confidence: 0.95, P50: 12000, P90: 12150, P99: 12200},
+			},
+		},
+		{
+			Label:      "gotune cudaipc full load",
+			Provenance: prov,
+			Spec: bench.Spec{Transport: "cudaipc", Pattern: bench.Latency, Sizes: []int{1024, 1 << 20}, Reps: 3, Window: 64,
+				Mem: []cuda.MemKind{cuda.MemDevice, cuda.MemPinned}, GPUs: []int{0, 1}, GPULoad: 1, GPULoadBound: 2 * time.Second},
+			Points: []bench.Point{
+				{Size: 1024, Iters: 100, Warmup: 10, Unit: "us", Samples: []float64{10.5, 10.25, 10.75},
+					Median: 10.5, CILow: 10.25, CIHigh: 10.75, Confidence: 0.95, P50: 10.4, P90: 11, P99: 12.5},
+				{Size: 1 << 20, Iters: 100, Warmup: 10, Unit: "us", Samples: []float64{20030.5, 20031.25, 20029.75},
+					Median: 20030.5, CILow: 20029.75, CIHigh: 20031.25, Confidence: 0.95, P50: 45.5, P90: 47, P99: 2000000, LoadLate: 4},
 			},
 		},
 		{

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
@@ -35,6 +36,9 @@ func writeTable(w io.Writer, results []bench.Result) error {
 // title says what was measured, and where and with what.
 func title(r bench.Result) string {
 	s := fmt.Sprintf("%s: %s over %s", r.Label, r.Spec.Pattern, r.Spec.Transport)
+	if g := gpuSetup(r.Spec); g != "" {
+		s += "; " + g
+	}
 	p := r.Provenance
 	for _, f := range []struct{ prefix, value string }{
 		{"host ", p.Host}, {"", p.CPUModel}, {"kernel ", p.Kernel}, {"gotune ", p.Gotune},
@@ -46,6 +50,42 @@ func title(r bench.Result) string {
 	return s
 }
 
+// gpuSetup names the spec's memory kinds, GPUs and load ("" for a host
+// run): "mem device,device gpus 0,1 gpu load full (bound 2s)".
+func gpuSetup(s bench.Spec) string {
+	var parts []string
+	if len(s.Mem) > 0 {
+		parts = append(parts, "mem "+memKinds(s))
+	}
+	if len(s.GPUs) > 0 {
+		parts = append(parts, "gpus "+bench.FormatGPUs(s.GPUs))
+	}
+	if s.GPULoad > 0 {
+		parts = append(parts, fmt.Sprintf("gpu load %s (bound %v)", kernelName(s.GPULoad), s.GPULoadBound))
+	}
+	return strings.Join(parts, " ")
+}
+
+// kernelName writes a load fraction as --kernel reads it.
+func kernelName(f float64) string {
+	switch f {
+	case 0.5:
+		return "partial"
+	case 1:
+		return "full"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// loadCell says whether a point's passes ran beside the load kernel or
+// waited for it.
+func loadCell(p bench.Point) string {
+	if !p.Stalled() {
+		return "ran"
+	}
+	return fmt.Sprintf("stalled %d/%d", p.LoadLate, len(p.Samples)+1)
+}
+
 func table(w io.Writer, r bench.Result) error {
 	t := tablewriter.NewTable(w,
 		tablewriter.WithHeaderAutoFormat(tw.Off),
@@ -55,7 +95,12 @@ func table(w io.Writer, r bench.Result) error {
 	if len(r.Points) > 0 {
 		ci = strconv.FormatFloat(r.Points[0].Confidence*100, 'g', 6, 64) + "% CI"
 	}
-	t.Header("Size", "Median ("+r.Spec.Pattern.Unit()+")", ci, "p50", "p90", "p99", "Reps")
+	header := []any{"Size", "Median (" + r.Spec.Pattern.Unit() + ")", ci, "p50", "p90", "p99", "Reps"}
+	loaded := r.Spec.GPULoad > 0
+	if loaded {
+		header = append(header, "Beside kernel")
+	}
+	t.Header(header...)
 	// Microseconds and MB/s with 2 decimals; messages per second whole.
 	decimals := 2
 	if r.Spec.Pattern == bench.MsgRate {
@@ -63,8 +108,12 @@ func table(w io.Writer, r bench.Result) error {
 	}
 	num := func(v float64) string { return strconv.FormatFloat(v, 'f', decimals, 64) }
 	for _, p := range r.Points {
-		err := t.Append(transports.FormatSize(p.Size), num(p.Median), num(p.CILow)+" – "+num(p.CIHigh),
-			num(p.P50), num(p.P90), num(p.P99), strconv.Itoa(len(p.Samples)))
+		row := []any{transports.FormatSize(p.Size), num(p.Median), num(p.CILow) + " – " + num(p.CIHigh),
+			num(p.P50), num(p.P90), num(p.P99), strconv.Itoa(len(p.Samples))}
+		if loaded {
+			row = append(row, loadCell(p))
+		}
+		err := t.Append(row...)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // copier is the CUDA IPC single copy (sm.SingleCopy): the side that can
@@ -32,7 +33,7 @@ type opened struct {
 
 func (c *copier) Name() string { return "cudaipc" }
 
-// Pull is the default direction; PullFor decides per message.
+// Pull is the default direction; RouteFor decides per message.
 func (c *copier) Pull() bool { return true }
 
 // Rendezvous: host messages never take CUDA IPC (sm's copy-in/copy-out).
@@ -41,9 +42,23 @@ func (c *copier) Rendezvous(int) bool { return false }
 // DeviceRendezvous: device messages from the threshold up do.
 func (c *copier) DeviceRendezvous(n int) bool { return n >= c.p.Threshold }
 
-// PullFor: the receiver opens a device sender's memory; a host sender
-// (into a device receive) pushes into the receiver's opened memory.
-func (c *copier) PullFor(senderDevice, _ bool) bool { return senderDevice }
+// PinnedRendezvous: pinned host sends from the pinned threshold up offer
+// the receiver a single copy (a push, if its buffer is device memory).
+func (c *copier) PinnedRendezvous(n int) bool { return n >= c.p.PinnedThreshold }
+
+// RouteFor: the receiver opens a device sender's memory; a host sender
+// into a device receive pushes into the receiver's opened memory; CUDA IPC
+// cannot move host to host, so such a message streams through the
+// fragments.
+func (c *copier) RouteFor(sender, receiver sm.Place) sm.Route {
+	switch {
+	case sender == sm.PlaceDevice:
+		return sm.RoutePull
+	case receiver == sm.PlaceDevice:
+		return sm.RoutePush
+	}
+	return sm.RouteFragments
+}
 
 // Copy moves len(local) bytes between local and the peer's device memory
 // at remote, which the peer exported in its table before naming it.

@@ -19,6 +19,11 @@ type Params struct {
 	// Threshold is the smallest device message sent by CUDA IPC; smaller
 	// ones are staged through the cells and fragments.
 	Threshold int
+	// PinnedThreshold is the smallest send from pinned host memory that
+	// offers the receiver a single copy: into a device receive, one DMA
+	// from the sender's buffer (a push); into a host receive, a round trip
+	// more than the fragments alone.
+	PinnedThreshold int
 	// Cache is how many opened peer allocations a rank keeps per peer
 	// (least recently used closed first); 0 keeps all.
 	Cache int
@@ -29,16 +34,21 @@ type Params struct {
 
 // OptionKeys documents the options ParseParams reads (besides sm.*).
 var OptionKeys = map[string]string{
-	"cudaipc.staging":   "async (device messages below the threshold staged on a non-blocking stream) or sync (on the legacy stream: UNSAFE beside a kernel on a blocking stream, hazard H4)",
-	"cudaipc.threshold": "smallest device message sent by CUDA IPC single copy (smaller ones are staged through shared memory)",
-	"cudaipc.cache":     "opened peer allocations kept per peer (0: all)",
-	"cudaipc.gpus":      "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)",
+	"cudaipc.staging":          "async (device messages below the threshold staged on a non-blocking stream) or sync (on the legacy stream: UNSAFE beside a kernel on a blocking stream, hazard H4)",
+	"cudaipc.threshold":        "smallest device message sent by CUDA IPC single copy (smaller ones are staged through shared memory)",
+	"cudaipc.pinned-threshold": "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)",
+	"cudaipc.cache":            "opened peer allocations kept per peer (0: all)",
+	"cudaipc.gpus":             "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)",
 }
 
 // DefaultThreshold is the built-in cudaipc.threshold: every device send
 // goes by CUDA IPC. Measured on two H200s (NV18), one-way latency D to D:
 // 8 B 9.9 us by IPC vs 15.1 us staged, 1 KiB 8.9 vs 17.8 us.
 const DefaultThreshold = 0
+
+// DefaultPinnedThreshold is the built-in cudaipc.pinned-threshold: from
+// 256 KiB a round trip costs a host receive little next to the copy.
+const DefaultPinnedThreshold = 256 << 10
 
 // ParseParams reads cudaipc.* options.
 func ParseParams(o transports.Options) (Params, error) {
@@ -48,6 +58,9 @@ func ParseParams(o transports.Options) (Params, error) {
 		return p, err
 	}
 	if p.Threshold, err = o.Int("cudaipc.threshold", DefaultThreshold); err != nil {
+		return p, err
+	}
+	if p.PinnedThreshold, err = o.Int("cudaipc.pinned-threshold", DefaultPinnedThreshold); err != nil {
 		return p, err
 	}
 	if p.Cache, err = o.Int("cudaipc.cache", 64); err != nil {

@@ -17,9 +17,10 @@ func TestParseParams(t *testing.T) {
 		want Params
 		err  string
 	}{
-		{opts: nil, want: Params{Staging: "async", Threshold: DefaultThreshold, Cache: 64}},
-		{opts: transports.Options{"cudaipc.staging": "sync", "cudaipc.threshold": "1M", "cudaipc.gpus": "1, 0", "cudaipc.cache": "0"},
-			want: Params{Staging: "sync", Threshold: 1 << 20, GPUs: []int{1, 0}}},
+		{opts: nil, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Cache: 64}},
+		{opts: transports.Options{"cudaipc.staging": "sync", "cudaipc.threshold": "1M", "cudaipc.pinned-threshold": "4M", "cudaipc.gpus": "1, 0", "cudaipc.cache": "0"},
+			want: Params{Staging: "sync", Threshold: 1 << 20, PinnedThreshold: 4 << 20, GPUs: []int{1, 0}}},
+		{opts: transports.Options{"cudaipc.pinned-threshold": "-"}, err: "cudaipc.pinned-threshold"},
 		{opts: transports.Options{"cudaipc.staging": "legacy"}, err: "cudaipc.staging"},
 		{opts: transports.Options{"cudaipc.gpus": "0,x"}, err: `cudaipc.gpus="0,x": not a GPU ordinal: "x"`},
 		{opts: transports.Options{"cudaipc.gpus": "-1"}, err: "not a GPU ordinal"},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // memory tells the sm engine which buffers are GPU memory and stages them
@@ -16,62 +17,69 @@ type memory struct {
 	sync   bool         // staging on the legacy stream (hazard H4's coupling)
 }
 
-// span is an address range known to be host memory, or a device
-// allocation exported under its buffer id.
+// span is an address range known to be host memory (pageable or pinned),
+// or a device allocation exported under its buffer id.
 type span struct {
 	base, end uintptr
-	device    bool
+	place     sm.Place
 	id        uint64
 }
 
 // maxSpans bounds the classification cache; older spans are asked again.
 const maxSpans = 64
 
-// Device reports whether b is GPU memory, exporting its allocation's IPC
-// handle the first time. Managed memory counts as host memory: the CPU may
-// touch it (the driver migrates the pages).
-func (m *memory) Device(b []byte) (bool, error) {
+// Place classifies b, exporting a device allocation's IPC handle the first
+// time. Managed memory counts as pageable host memory: the CPU may touch
+// it (the driver migrates the pages). Page-locked host memory the driver
+// knows (cuMemHostAlloc, cuMemHostRegister) is pinned: a peer's device
+// memory can be copied into from it in one DMA.
+func (m *memory) Place(b []byte) (sm.Place, error) {
 	addr := sys.AddressOf(b)
 	end := addr + uintptr(len(b))
 	for i, s := range m.spans {
 		if addr < s.base || end > s.end {
 			continue
 		}
-		if !s.device {
-			return false, nil
+		if s.place != sm.PlaceDevice {
+			return s.place, nil
 		}
 		// The same address may be a new allocation since (freed and
 		// allocated again): its buffer id tells.
 		if id, err := cuda.BufferID(addr); err == nil && id == s.id {
-			return true, nil
+			return sm.PlaceDevice, nil
 		}
 		m.spans = append(m.spans[:i], m.spans[i+1:]...)
 		break
 	}
 	info, err := cuda.PointerAttributes(addr)
 	if err != nil {
-		return false, fmt.Errorf("classify buffer %#x: %w", addr, err)
+		return sm.PlaceHost, fmt.Errorf("classify buffer %#x: %w", addr, err)
 	}
-	if info.Type != cuda.MemoryDevice || info.Managed {
+	switch {
+	case info.Type == cuda.MemoryHost && !info.Managed:
+		// Pinned ranges end where the buffer does: a neighbour may be pageable.
+		m.remember(span{base: addr, end: end, place: sm.PlacePinned})
+		return sm.PlacePinned, nil
+	case info.Type != cuda.MemoryDevice || info.Managed:
 		m.remember(span{base: addr, end: end})
-		return false, nil
+		return sm.PlaceHost, nil
 	}
 	a, err := cuda.AllocationOf(addr)
 	if err != nil {
-		return false, err
+		return sm.PlaceHost, err
 	}
-	m.remember(span{base: a.Base, end: a.Base + uintptr(a.Size), device: true, id: a.BufferID})
+	m.remember(span{base: a.Base, end: a.Base + uintptr(a.Size), place: sm.PlaceDevice, id: a.BufferID})
 	if e, _, ok := m.own.find(a.Base, a.Size); ok && e.base == uint64(a.Base) && e.id == a.BufferID {
-		return true, nil // exported before, then forgotten by the cache
+		return sm.PlaceDevice, nil // exported before, then forgotten by the cache
 	}
 	h, err := cuda.IPCHandleOf(a.Base)
 	if err != nil {
-		return false, fmt.Errorf("export device buffer %#x: %w", addr, err)
+		return sm.PlaceHost, fmt.Errorf("export device buffer %#x: %w", addr, err)
 	}
 	if err := m.own.publish(a, h); err != nil {
-		return false, err
+		return sm.PlaceHost, err
 	}
-	return true, nil
+	return sm.PlaceDevice, nil
 }
 
 func (m *memory) remember(s span) {

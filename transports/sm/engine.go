@@ -15,19 +15,16 @@ import (
 const (
 	kindEager    uint8 = iota + 1 // payload inline
 	kindFrag                      // payload in the fragment ring, length in the header; word 0 = message size
-	kindRTS                       // rendezvous request: size, sender address, sender request id
+	kindRTS                       // rendezvous request: size, sender address, sender request id, sender's Place
 	kindCTS                       // push rendezvous: sender id, receiver id, receiver address, capacity
 	kindFIN                       // rendezvous completion: request id, status, errno
 	kindResend                    // pull receiver could not single-copy: sender id, receiver id, errno
 	kindFallback                  // push sender could not single-copy: receiver id, errno
 	kindFragTo                    // payload in the fragment ring for receive request word 0
+	kindStream                    // receiver routes this one message through the fragments: sender id, receiver id
 )
 
 const ctrlPayload = 32 // four little-endian words
-
-// rtsDevice in an RTS cell's fourth word says the sender's buffer is
-// device memory.
-const rtsDevice = 1
 
 // SingleCopy is a mechanism that moves a rendezvous message with one copy
 // between address spaces (CMA, XPMEM, KNEM, ...).
@@ -72,6 +69,7 @@ type request struct {
 	err     error
 	waiting bool // rendezvous control sent, completion pending
 	dev     bool // buf is device memory: staged through Memory, never touched
+	pinned  bool // buf is pinned host memory (Memory's PlacePinned)
 	// orphan marks a request failed while the engine's queues may still
 	// point at it (abort, peer gone): it is never recycled.
 	orphan bool
@@ -123,8 +121,8 @@ type unexpected struct {
 	data     []byte // eager or pipelined payload (heap copy)
 	got      int    // bytes of data arrived so far
 	complete bool
-	rts      bool // a rendezvous request: data is nil
-	dev      bool // the rendezvous sender's buffer is device memory
+	rts      bool  // a rendezvous request: data is nil
+	place    Place // where the rendezvous sender's buffer lives
 	size     int
 	addr     uintptr
 	id       uint64
@@ -367,6 +365,9 @@ func (e *Endpoint) protoFor(p *peer, r *request) proto {
 	if r.dev {
 		return e.deviceProto(p, n)
 	}
+	if r.pinned && e.pinnedRendezvous(p, n) {
+		return protoRendezvous
+	}
 	switch {
 	case n <= e.params.EagerLimit:
 		return protoEager
@@ -585,7 +586,7 @@ func (e *Endpoint) postRecv(p *peer, r *request) {
 	u := p.unexp.pop()
 	switch {
 	case u.rts:
-		e.startRendezvousRecv(p, r, u.size, u.addr, u.id, u.dev)
+		e.startRendezvousRecv(p, r, u.size, u.addr, u.id, u.place)
 		e.freeUnexpected(u)
 	case u.complete:
 		var n int
@@ -786,11 +787,7 @@ func (e *Endpoint) progressSend(p *peer) bool {
 			e.nextID++
 			r.id, r.waiting = e.nextID, true
 			e.rndv[r.id] = r
-			flags := uint64(0)
-			if r.dev {
-				flags = rtsDevice
-			}
-			putWords(p.tx.cell(), []uint64{uint64(len(r.buf)), uint64(addressOf(r.buf)), r.id, flags})
+			putWords(p.tx.cell(), []uint64{uint64(len(r.buf)), uint64(addressOf(r.buf)), r.id, uint64(r.place())})
 			p.tx.publish(kindRTS, ctrlPayload)
 		}
 		p.sendq.pop()
@@ -859,10 +856,10 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 			p.rx.release()
 			size, addr, id := int(w[0]), uintptr(w[1]), w[2]
 			if r := e.matchNew(p); r != nil {
-				e.startRendezvousRecv(p, r, size, addr, id, w[3] == rtsDevice)
+				e.startRendezvousRecv(p, r, size, addr, id, Place(w[3]))
 			} else {
 				u := e.newUnexpected(0)
-				u.rts, u.size, u.addr, u.id, u.dev = true, size, addr, id, w[3] == rtsDevice
+				u.rts, u.size, u.addr, u.id, u.place = true, size, addr, id, Place(w[3])
 				p.unexp.push(u)
 			}
 		case kindFrag:
@@ -873,6 +870,10 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 			w := getWords(body)
 			p.rx.release()
 			e.resend(p, w[0], w[1], w[2])
+		case kindStream:
+			w := getWords(body)
+			p.rx.release()
+			e.stream(p, w[0], w[1])
 		case kindFallback:
 			w := getWords(body)
 			p.rx.release()

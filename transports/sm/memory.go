@@ -12,16 +12,31 @@ import (
 // cells and fragments, and a SingleCopy mechanism moves rendezvous messages
 // (CUDA IPC, say).
 type Memory interface {
-	// Device reports whether the CPU must not touch b. The engine asks once
-	// per request, when it is posted; the answer may also prepare b for a
-	// peer's single copy (export an IPC handle, say), and an error fails
-	// the request.
-	Device(b []byte) (bool, error)
+	// Place reports where b lives: PlaceDevice when the CPU must not touch
+	// it. The engine asks once per request, when it is posted; the answer
+	// may also prepare b for a peer's single copy (export an IPC handle,
+	// say), and an error fails the request.
+	Place(b []byte) (Place, error)
 	// ToHost copies device memory src into host memory dst, which is as
 	// long; FromHost copies host memory src into device memory dst.
 	ToHost(dst, src []byte) error
 	FromHost(dst, src []byte) error
 }
+
+// Place is where a message buffer lives, as a Memory classifies it. It
+// travels in the fourth word of an RTS cell.
+type Place uint8
+
+const (
+	// PlaceHost is host memory the engine copies itself.
+	PlaceHost Place = iota
+	// PlaceDevice is memory the CPU must not touch (GPU memory).
+	PlaceDevice
+	// PlacePinned is host memory a GPU can reach by DMA (page-locked and
+	// known to the driver): the CPU may touch it, and a GPU mechanism may
+	// copy between it and a peer's device memory in one step.
+	PlacePinned
+)
 
 // DeviceRouter is implemented by a SingleCopy that decides which messages
 // in device buffers it moves. Without it, every device message larger than
@@ -30,11 +45,28 @@ type DeviceRouter interface {
 	DeviceRendezvous(n int) bool
 }
 
-// PullChooser is implemented by a SingleCopy that picks pull or push per
-// message from where the two buffers live: a GPU mechanism must copy from
-// the side that can open the other's memory.
-type PullChooser interface {
-	PullFor(senderDevice, receiverDevice bool) bool
+// PinnedRouter is implemented by a SingleCopy that also offers rendezvous
+// for sends from pinned host buffers of n bytes (larger than the eager
+// limit): the sender cannot know whether the receive is in device memory,
+// so the receiver's Route decides how the message moves.
+type PinnedRouter interface {
+	PinnedRendezvous(n int) bool
+}
+
+// Route is how a rendezvous message moves, chosen by the receiver.
+type Route uint8
+
+const (
+	RoutePull      Route = iota // the receiver copies from the sender's buffer
+	RoutePush                   // the sender copies into the receiver's buffer
+	RouteFragments              // this message streams through the fragments; single copy stays on
+)
+
+// Router is implemented by a SingleCopy that picks the route per message
+// from where the two buffers live: a GPU mechanism must copy from the side
+// that can open the other's memory, and cannot move host to host memory.
+type Router interface {
+	RouteFor(sender, receiver Place) Route
 }
 
 // NewWithMemory is New for buffers that may be device memory.
@@ -56,12 +88,12 @@ func (e *Endpoint) classify(r *request) bool {
 	if len(r.buf) == 0 {
 		return true
 	}
-	dev, err := e.mem.Device(r.buf)
+	place, err := e.mem.Place(r.buf)
 	if err != nil {
 		r.complete(0, fmt.Errorf("%s: %s: %w", e.name, r.describe(), err))
 		return false
 	}
-	r.dev = dev
+	r.dev, r.pinned = place == PlaceDevice, place == PlacePinned
 	return true
 }
 
@@ -90,6 +122,24 @@ func (e *Endpoint) getDevice(r *request, dst, src []byte) int {
 func (e *Endpoint) stagingFailed(r *request, dir string, err error) {
 	err = fmt.Errorf("%s: %s: staging copy %s device memory: %w", e.name, r.describe(), dir, err)
 	e.Abort(err)
+}
+
+// place is where r's buffer lives.
+func (r *request) place() Place {
+	switch {
+	case r.dev:
+		return PlaceDevice
+	case r.pinned:
+		return PlacePinned
+	}
+	return PlaceHost
+}
+
+// pinnedRendezvous reports whether a send of n bytes from a pinned host
+// buffer goes by rendezvous, for the receiver to route.
+func (e *Endpoint) pinnedRendezvous(p *peer, n int) bool {
+	r, ok := e.single.(PinnedRouter)
+	return ok && !p.noSingle && n > e.params.EagerLimit && r.PinnedRendezvous(n)
 }
 
 // deviceProto routes a send from device memory: single copy where the

@@ -15,7 +15,8 @@ import (
 // crash the test, and its bytes live in a host shadow that only the fake's
 // copies reach.
 type fakeDevice struct {
-	bufs []fakeBuf
+	bufs   []fakeBuf
+	pinned [][]byte // host buffers the fake calls pinned
 	// staged counts the fake's copies, to show the staged paths ran.
 	toHost, fromHost, single int
 }
@@ -52,7 +53,25 @@ func (f *fakeDevice) shadowAt(addr uintptr, n int) []byte {
 	return nil
 }
 
-func (f *fakeDevice) Device(b []byte) (bool, error) { return f.shadow(b) != nil, nil }
+// allocPinned returns host memory the fake classifies as pinned.
+func (f *fakeDevice) allocPinned(t *testing.T, n int) []byte {
+	b := buffer(t, n)
+	f.pinned = append(f.pinned, b)
+	return b
+}
+
+func (f *fakeDevice) Place(b []byte) (sm.Place, error) {
+	if f.shadow(b) != nil {
+		return sm.PlaceDevice, nil
+	}
+	addr := sys.AddressOf(b)
+	for _, p := range f.pinned {
+		if base := sys.AddressOf(p); addr >= base && addr+uintptr(len(b)) <= base+uintptr(len(p)) {
+			return sm.PlacePinned, nil
+		}
+	}
+	return sm.PlaceHost, nil
+}
 
 func (f *fakeDevice) ToHost(dst, src []byte) error {
 	s := f.shadow(src)
@@ -74,19 +93,29 @@ func (f *fakeDevice) FromHost(dst, src []byte) error {
 	return nil
 }
 
-// fakeIPC is a single copy for device buffers, as CUDA IPC is: host sends
-// never take it, and it pulls when the sender's buffer is on the device
-// (the receiver opens it) and pushes otherwise.
+// fakeIPC is a single copy for device buffers, as CUDA IPC is: pageable
+// host sends never take it; it pulls when the sender's buffer is on the
+// device (the receiver opens it), pushes from pinned or host memory into a
+// device receive, and sends host to host through the fragments.
 type fakeIPC struct {
 	dev       *fakeDevice
 	threshold int
 }
 
-func (c *fakeIPC) Name() string                   { return "fakeipc" }
-func (c *fakeIPC) Pull() bool                     { return true }
-func (c *fakeIPC) Rendezvous(int) bool            { return false }
-func (c *fakeIPC) DeviceRendezvous(n int) bool    { return n >= c.threshold }
-func (c *fakeIPC) PullFor(senderDev, _ bool) bool { return senderDev }
+func (c *fakeIPC) Name() string                { return "fakeipc" }
+func (c *fakeIPC) Pull() bool                  { return true }
+func (c *fakeIPC) Rendezvous(int) bool         { return false }
+func (c *fakeIPC) DeviceRendezvous(n int) bool { return n >= c.threshold }
+func (c *fakeIPC) PinnedRendezvous(n int) bool { return n >= c.threshold }
+func (c *fakeIPC) RouteFor(sender, receiver sm.Place) sm.Route {
+	switch {
+	case sender == sm.PlaceDevice:
+		return sm.RoutePull
+	case receiver == sm.PlaceDevice:
+		return sm.RoutePush
+	}
+	return sm.RouteFragments
+}
 func (c *fakeIPC) Copy(_ int, local []byte, remote uintptr, pull bool) error {
 	// One process: the remote address is ours too.
 	far := c.dev.shadowAt(remote, len(local))
@@ -106,12 +135,13 @@ func (c *fakeIPC) Copy(_ int, local []byte, remote uintptr, pull bool) error {
 	return nil
 }
 
-// Every placement of the two buffers (host or device on either side), at
-// eager, pipelined and single-copy sizes, with early arrivals: the bytes
-// arrive, and the CPU never touches device memory (it would fault).
+// Every placement of the two buffers (pageable host, pinned host or device
+// on either side), at eager, pipelined and single-copy sizes, with early
+// arrivals: the bytes arrive, the CPU never touches device memory (it would
+// fault), and single copy is never given up.
 func TestDeviceBuffersAreStagedNeverTouched(t *testing.T) {
 	for _, single := range []bool{false, true} {
-		for _, place := range []string{"H-H", "D-H", "H-D", "D-D"} {
+		for _, place := range []string{"H-H", "D-H", "H-D", "D-D", "P-D", "P-H", "P-P", "D-P", "H-P"} {
 			t.Run(fmt.Sprintf("single=%v/%s", single, place), func(t *testing.T) {
 				dev := &fakeDevice{}
 				var mech sm.SingleCopy
@@ -120,16 +150,19 @@ func TestDeviceBuffersAreStagedNeverTouched(t *testing.T) {
 				}
 				a, b := pairMem(t, small(4, 2), small(4, 2), mech, dev)
 				sizes := []int{1, 50, 64, 200, 1000, 5000}
-				alloc := func(devSide bool, n int) []byte {
-					if devSide {
+				alloc := func(kind byte, n int) []byte {
+					switch kind {
+					case 'D':
 						return dev.alloc(t, n)
+					case 'P':
+						return dev.allocPinned(t, n)
 					}
 					return buffer(t, n)
 				}
-				sdev, rdev := place[0] == 'D', place[2] == 'D'
+				sdev, rdev, spinned := place[0] == 'D', place[2] == 'D', place[0] == 'P'
 				sends, recvs := make([][]byte, len(sizes)), make([][]byte, len(sizes))
 				for i, n := range sizes {
-					sends[i], recvs[i] = alloc(sdev, n), alloc(rdev, n)
+					sends[i], recvs[i] = alloc(place[0], n), alloc(place[2], n)
 					want := make([]byte, n)
 					fill(want, i+1)
 					if s := dev.shadow(sends[i]); s != nil {
@@ -182,8 +215,19 @@ func TestDeviceBuffersAreStagedNeverTouched(t *testing.T) {
 				if single && sdev && dev.single == 0 {
 					t.Error("no single copy for device sends above the threshold")
 				}
-				if rdev && !(single && sdev) && dev.fromHost == 0 {
+				if rdev && !(single && (sdev || spinned)) && dev.fromHost == 0 {
 					t.Error("device receives never staged")
+				}
+				if single && spinned && rdev && dev.single == 0 {
+					t.Error("no single copy (push) for pinned sends above the threshold")
+				}
+				if single && !sdev && !rdev && dev.single != 0 {
+					t.Errorf("%d single copies between host buffers", dev.single)
+				}
+				for _, ep := range []*sm.Endpoint{a, b} {
+					if f := ep.Fallbacks(); len(f) > 0 {
+						t.Errorf("single copy given up: %v", f)
+					}
 				}
 			})
 		}

@@ -33,13 +33,20 @@ const (
 // startRendezvousRecv moves a matched rendezvous message. As with the
 // other protocols, a message longer than the buffer fills the buffer and
 // the receive fails with ErrTruncated; the sender completes normally.
-func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintptr, sendID uint64, senderDevice bool) {
+func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintptr, sendID uint64, sender Place) {
 	r.proto, r.n = protoRendezvous, size
-	pull := e.single.Pull()
-	if c, ok := e.single.(PullChooser); ok {
-		pull = c.PullFor(senderDevice, r.dev)
+	route := RoutePush
+	if e.single.Pull() {
+		route = RoutePull
 	}
-	if !pull {
+	if c, ok := e.single.(Router); ok {
+		route = c.RouteFor(sender, r.place())
+	}
+	switch route {
+	case RouteFragments:
+		e.askResend(p, r, kindStream, sendID, 0)
+		return
+	case RoutePush:
 		e.nextID++
 		r.id, r.waiting = e.nextID, true
 		e.rndv[r.id] = r
@@ -47,7 +54,7 @@ func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintp
 		return
 	}
 	if p.noSingle {
-		e.askResend(p, r, sendID, 0)
+		e.askResend(p, r, kindResend, sendID, 0)
 		return
 	}
 	n := min(size, len(r.buf))
@@ -58,31 +65,40 @@ func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintp
 		e.queueCtrl(p, kindFIN, sendID, finOK, 0, 0)
 	case errors.Is(err, sys.ErrNotSupported):
 		e.disableSingle(p, fmt.Errorf("%s single copy from rank %d refused, copy-in/copy-out from now on: %w", e.single.Name(), p.rank, err))
-		e.askResend(p, r, sendID, sys.Errno(err))
+		e.askResend(p, r, kindResend, sendID, sys.Errno(err))
 	default:
 		r.complete(0, fmt.Errorf("%s: %s (pid %d): %w", e.name, r.describe(), p.pid, err))
 		e.queueCtrl(p, kindFIN, sendID, finFailed, sys.Errno(err), 0)
 	}
 }
 
-// askResend turns a pull into a fallback: r waits, under a fresh id, for
-// the sender to stream the message through the fragments.
-func (e *Endpoint) askResend(p *peer, r *request, sendID, errno uint64) {
+// askResend turns a rendezvous receive into a fragment receive: r waits,
+// under a fresh id, for the sender to stream the message through the
+// fragments. kind says why: kindResend for a refused single copy (the
+// sender gives single copy up), kindStream for a message the route sends
+// through the fragments (single copy stays on).
+func (e *Endpoint) askResend(p *peer, r *request, kind uint8, sendID, errno uint64) {
 	e.nextID++
 	r.id, r.waiting, r.off = e.nextID, true, 0
 	e.rndv[r.id] = r
-	e.queueCtrl(p, kindResend, sendID, r.id, errno, 0)
+	e.queueCtrl(p, kind, sendID, r.id, errno, 0)
 }
 
 // resend handles a pull receiver's refusal: send sendID goes through the
 // fragments to its receive recvID.
 func (e *Endpoint) resend(p *peer, sendID, recvID, errno uint64) {
+	e.disableSingle(p, e.peerRefused(p, "from", errno))
+	e.stream(p, sendID, recvID)
+}
+
+// stream sends rendezvous send sendID through the fragments to its receive
+// recvID.
+func (e *Endpoint) stream(p *peer, sendID, recvID uint64) {
 	r := e.rndv[sendID]
 	if r == nil {
-		panic(fmt.Sprintf("%s: resend for unknown request %d", e.name, sendID))
+		panic(fmt.Sprintf("%s: fragments asked for unknown request %d", e.name, sendID))
 	}
 	delete(e.rndv, sendID)
-	e.disableSingle(p, e.peerRefused(p, "from", errno))
 	e.sendByFragments(p, r, recvID)
 }
 
