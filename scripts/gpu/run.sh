@@ -10,6 +10,7 @@
 #   gpu-tests.log      every bin/*.test -test.v, in its package directory
 #   gotune.jsonl       gotune bench --format json of every GOTUNE_GPU_BENCH line
 #   gotune-bench.log   gotune bench's stderr/stdout
+#   probes.txt         gotune probe ID and ID --unsafe for GOTUNE_GPU_PROBES
 #   baselines.jsonl    scripts/gpu/baselines.py --out
 #   baselines.txt      its table
 #   summary.txt        step status and gotune side by side with the baselines
@@ -22,6 +23,7 @@
 #                         (a leading "bin/gotune bench" is dropped; '#' lines are
 #                         comments); --format json --out $OUT/gotune.jsonl and a
 #                         --timeout are appended
+#   GOTUNE_GPU_PROBES     probe IDs to run, safe and unsafe ("H2 H4")
 #   GPU_RUN_BUDGET        seconds for the whole run (360)
 #   GPU_TEST_TIMEOUT      seconds per test binary (120)
 #   GPU_TEST_ARGS         extra test flags, e.g. "-test.run TestIPC" (none)
@@ -55,7 +57,8 @@ BENCHLOG=$OUT/gotune-bench.log
 BASE_JSON=$OUT/baselines.jsonl
 BASE_TXT=$OUT/baselines.txt
 SUMMARY=$OUT/summary.txt
-: >"$TOPO"; : >"$TESTLOG"; : >"$GOTUNE_JSON"; : >"$BENCHLOG"; : >"$BASE_TXT"; : >"$SUMMARY"
+PROBELOG=$OUT/probes.txt
+: >"$TOPO"; : >"$TESTLOG"; : >"$GOTUNE_JSON"; : >"$BENCHLOG"; : >"$BASE_TXT"; : >"$SUMMARY"; : >"$PROBELOG"
 
 START=$(date +%s)
 DEADLINE=$((START + BUDGET))
@@ -195,6 +198,16 @@ if ((n == 0)); then
 	echo "GOTUNE_GPU_BENCH is empty: no gotune GPU benchmarks run" | tee -a "$BENCHLOG"
 	note NONE - "gotune bench (GOTUNE_GPU_BENCH empty)"
 fi
+
+# ---- 3b. GPU hazard probes: each ID's safe form, then its unsafe form
+# (`gotune probe` exits 0 passed, 3 hazard detected); every verdict line
+# goes to probes.txt and the run goes on whatever they say.
+for id in ${GOTUNE_GPU_PROBES-H2 H4}; do
+	for variant in "" --unsafe; do
+		step "gotune probe $id $variant" "$PROBELOG" 60 "$PRE_DEADLINE" . "" -- \
+			bash -c 'GOTUNE_PROBE_VERBOSE=1 bin/gotune probe "$@" --deadline 3s; echo "exit status $?"; exit 0' probe "$id" $variant
+	done
+done
 
 # ---- 4. baselines
 read -r -a BARGS <<<"${GPU_BASELINE_ARGS:-}"

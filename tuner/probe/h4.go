@@ -111,11 +111,17 @@ func h4Rank(r *launch.Rank) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := t.(*cudaipc.Transport)
+	// The transport holds the rank's context: what h4Side allocates is
+	// freed before Close releases it.
+	res, err := h4Side(r, par, t.(*cudaipc.Transport))
+	return res, errors.Join(err, t.Close())
+}
+
+func h4Side(r *launch.Rank, par h4Params, tr *cudaipc.Transport) (any, error) {
 	dev := tr.GPU()
 	buf, err := dev.Alloc(cuda.MemDevice, 8)
 	if err != nil {
-		return nil, errors.Join(err, t.Close())
+		return nil, err
 	}
 	defer buf.Free()
 	view := sys.BytesAt(buf.Ptr(), 8)
@@ -125,13 +131,10 @@ func h4Rank(r *launch.Rank) (any, error) {
 		if err := cuda.CopyHtoD(buf.Ptr(), one); err != nil {
 			return nil, err
 		}
-		if _, err := t.Recv(1, make([]byte, 1)); err != nil { // rank 1's kernel runs
+		if _, err := tr.Recv(1, make([]byte, 1)); err != nil { // rank 1's kernel runs
 			return nil, err
 		}
-		if err := t.Send(1, view); err != nil {
-			return nil, err
-		}
-		return nil, t.Close()
+		return nil, tr.Send(1, view)
 	}
 	if err := cuda.Memset(buf.Ptr(), 0, 8); err != nil {
 		return nil, err
@@ -150,10 +153,10 @@ func h4Rank(r *launch.Rank) (any, error) {
 		return nil, err
 	}
 	start := time.Now()
-	if err := t.Send(0, make([]byte, 1)); err != nil {
+	if err := tr.Send(0, make([]byte, 1)); err != nil {
 		return nil, err
 	}
-	q, err := t.Irecv(0, view)
+	q, err := tr.Irecv(0, view)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +164,7 @@ func h4Rank(r *launch.Rank) (any, error) {
 		r.Beat()
 		tr.Progress()
 	}
-	if err := t.Wait(q); err != nil {
+	if err := tr.Wait(q); err != nil {
 		return nil, err
 	}
 	took := time.Since(start)
@@ -178,7 +181,7 @@ func h4Rank(r *launch.Rank) (any, error) {
 	if binary.LittleEndian.Uint32(got) != 1 {
 		return took.String(), fmt.Errorf("%s: the flag holds %x, want 1", corruptionMarker, got)
 	}
-	return took.String(), t.Close()
+	return took.String(), nil
 }
 
 // couplingMarker starts the error of a copy that waited for the kernel it

@@ -35,6 +35,9 @@ type Verdict struct {
 	Detail   string
 	Stacks   map[int]string // of stalled ranks, when the watchdog fired
 	Duration time.Duration
+	// Measured holds what a passing probe timed that the tuner weighs
+	// (H2: allocate+free per buffer of the mode probed), by name.
+	Measured map[string]float64
 }
 
 // Line is the one-line summary the CLI prints.
