@@ -86,14 +86,19 @@ gpu-build: build-deps
 	done
 
 # gputest runs scripts/gpu/run.sh here when this machine has a GPU (results
-# under OUT, default results/gpu/<UTC date>); otherwise it says how to run it
-# on one. GOTUNE_GPU_BENCH lists the gotune bench lines (scripts/gpu/README.md).
+# under OUT, default results/gpu/<UTC date>): the GPU test binaries, the bench
+# lines of scripts/gpu/issue4.bench (or GOTUNE_GPU_BENCH), the GPU probes, a
+# GPU sweep (plan GOTUNE_GPU_SWEEP, default gpu; empty: none) and the
+# PyTorch/NCCL baselines. Without a GPU it says how to run it on one.
+GOTUNE_GPU_SWEEP ?= gpu
 gputest: gpu-build
 	@if nvidia-smi -L >/dev/null 2>&1; then \
+		GOTUNE_GPU_BENCH="$${GOTUNE_GPU_BENCH-$$(cat scripts/gpu/issue4.bench)}" GOTUNE_GPU_SWEEP="$(GOTUNE_GPU_SWEEP)" \
+		GPU_RUN_BUDGET="$${GPU_RUN_BUDGET-1200}" \
 		OUT="$(or $(OUT),results/gpu/$(shell date -u +%Y%m%d-%H%M%S))" scripts/gpu/run.sh; \
 	else \
 		echo "gputest: no GPU here (nvidia-smi -L fails); bin/ is built for a GPU machine:"; \
 		echo "  copy the working tree with bin/ (git-ignored: carry it explicitly) and there, in its root, run"; \
-		echo "    OUT=<dir> GOTUNE_GPU_BENCH='<bench args per line>' scripts/gpu/run.sh"; \
+		echo "    OUT=<dir> GOTUNE_GPU_BENCH=\"\$$(cat scripts/gpu/issue4.bench)\" GOTUNE_GPU_SWEEP=gpu scripts/gpu/run.sh"; \
 		echo "  (needs nvidia-smi and python3 with PyTorch there, no Go; see scripts/gpu/README.md)"; \
 	fi

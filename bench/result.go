@@ -25,12 +25,15 @@ var Patterns = []Pattern{Latency, Bandwidth, BiBandwidth, MsgRate, AllocChurn}
 
 // ParsePattern checks a pattern name.
 func ParsePattern(s string) (Pattern, error) {
+	if s == "lat" { // osu_latency's name, as people shorten it
+		return Latency, nil
+	}
 	for _, p := range Patterns {
 		if string(p) == s {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("unknown pattern %q (want latency, bw, bibw, msgrate or alloc)", s)
+	return "", fmt.Errorf("unknown pattern %q (want latency (or lat), bw, bibw, msgrate or alloc)", s)
 }
 
 // Unit is the unit of a pattern's primary metric.

@@ -127,7 +127,17 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 		return bench.Spec{}, err
 	}
 	transport := f.transport
-	if f.profile != "" || transport == "auto" {
+	if f.profile != "" && transport == "cudaipc" {
+		// A GPU profile's section sets cudaipc's options; --opt still wins.
+		p, err := profile.Load(f.profile)
+		if err != nil {
+			return bench.Spec{}, fmt.Errorf("--profile: %w", err)
+		}
+		if p.GPU == nil {
+			return bench.Spec{}, fmt.Errorf("--profile %s: no gpu section (run gotune sweep --plan gpu on a GPU node)", f.profile)
+		}
+		opts = merged(p.GPU.Options(), opts)
+	} else if f.profile != "" || transport == "auto" {
 		if transport != "auto" && f.transportSet {
 			return bench.Spec{}, fmt.Errorf("--profile routes by the profile: use --transport auto or leave --transport out (got %q)", transport)
 		}
@@ -333,4 +343,16 @@ func newDoctor() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// merged is base with over's keys set over it.
+func merged(base, over transports.Options) transports.Options {
+	out := transports.Options{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
 }

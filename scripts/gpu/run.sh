@@ -24,6 +24,9 @@
 #                         comments); --format json --out $OUT/gotune.jsonl and a
 #                         --timeout are appended
 #   GOTUNE_GPU_PROBES     probe IDs to run, safe and unsafe ("H2 H4")
+#   GOTUNE_GPU_SWEEP      a sweep plan to run (gpu; none by default), its
+#                         files under $OUT/sweep, its log in sweep.log
+#   GPU_SWEEP_TIMEOUT     seconds for the sweep (420)
 #   GPU_RUN_BUDGET        seconds for the whole run (360)
 #   GPU_TEST_TIMEOUT      seconds per test binary (120)
 #   GPU_TEST_ARGS         extra test flags, e.g. "-test.run TestIPC" (none)
@@ -208,6 +211,13 @@ for id in ${GOTUNE_GPU_PROBES-H2 H4}; do
 			bash -c 'GOTUNE_PROBE_VERBOSE=1 bin/gotune probe "$@" --deadline 3s; echo "exit status $?"; exit 0' probe "$id" $variant
 	done
 done
+
+# ---- 3c. a GPU sweep (GOTUNE_GPU_SWEEP names the plan, e.g. gpu): its
+# run directory, summary and profile go under $OUT/sweep.
+if [ -n "${GOTUNE_GPU_SWEEP:-}" ]; then
+	step "gotune sweep --plan $GOTUNE_GPU_SWEEP" "$OUT/sweep.log" "${GPU_SWEEP_TIMEOUT:-420}" "$PRE_DEADLINE" . "" -- \
+		bin/gotune sweep --plan "$GOTUNE_GPU_SWEEP" --out "$OUT/sweep"
+fi
 
 # ---- 4. baselines
 read -r -a BARGS <<<"${GPU_BASELINE_ARGS:-}"

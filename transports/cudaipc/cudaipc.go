@@ -7,6 +7,7 @@ import (
 
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/gpumem"
 	"github.com/gotune/gotune/transports/sm"
 )
 
@@ -30,7 +31,16 @@ type Params struct {
 	// GPUs maps ranks to devices: rank r binds GPUs[r mod len]; empty
 	// means r mod the device count.
 	GPUs []int
+	// Alloc is the mode of the allocator the transport hands out
+	// (gpu.alloc).
+	Alloc gpumem.Mode
 }
+
+// DefaultAlloc is the built-in gpu.alloc: the stream-ordered pool. On two
+// H200s probe H2 caught plain frees waiting for a running kernel, and the
+// worker mode's allocations stalling past the deadline in one of two runs;
+// the pool passed both.
+const DefaultAlloc = gpumem.Pool
 
 // OptionKeys documents the options ParseParams reads (besides sm.*).
 var OptionKeys = map[string]string{
@@ -66,6 +76,9 @@ func ParseParams(o transports.Options) (Params, error) {
 	if p.Cache, err = o.Int("cudaipc.cache", 64); err != nil {
 		return p, err
 	}
+	if p.Alloc, err = gpumem.ModeOption(o, DefaultAlloc); err != nil {
+		return p, err
+	}
 	if s, ok := o["cudaipc.gpus"]; ok {
 		if p.GPUs, err = cuda.ParseOrdinals(s); err != nil {
 			return p, fmt.Errorf("option cudaipc.gpus=%q: %w", s, err)
@@ -77,6 +90,7 @@ func ParseParams(o transports.Options) (Params, error) {
 func init() {
 	keys := maps.Clone(sm.OptionKeys)
 	maps.Copy(keys, OptionKeys)
+	maps.Copy(keys, gpumem.OptionKeys)
 	transports.Register(&transports.Driver{
 		Name:         "cudaipc",
 		Keys:         keys,
@@ -103,7 +117,23 @@ type Transport struct {
 	stream   *cuda.Stream
 	copier   *copier
 	segment  []byte // registered with the driver
+	alloc    gpumem.Mode
+	buffers  *gpumem.Allocator // made by the first Allocator call
 	released bool
+}
+
+// Allocator returns the allocator of GPU message buffers in the mode the
+// options chose (gpu.alloc), made on first use on the calling thread,
+// which must be the rank's (its context bound).
+func (t *Transport) Allocator() (*gpumem.Allocator, error) {
+	if t.buffers == nil {
+		a, err := gpumem.New(t.dev, t.alloc)
+		if err != nil {
+			return nil, fmt.Errorf("cudaipc: %w", err)
+		}
+		t.buffers = a
+	}
+	return t.buffers, nil
 }
 
 // New builds the transport in a rank whose goroutine is locked to its OS
@@ -131,7 +161,7 @@ func New(env transports.Env) (transports.Transport, error) {
 	if ordinal >= count {
 		return nil, fmt.Errorf("cudaipc: rank %d: GPU %d of %d devices", env.Rank, ordinal, count)
 	}
-	t := &Transport{}
+	t := &Transport{alloc: p.Alloc}
 	if err := t.open(env, sp, p, ordinal); err != nil {
 		t.release()
 		return nil, err
@@ -196,6 +226,9 @@ func (t *Transport) release() error {
 	}
 	t.released = true
 	var errs []error
+	if t.buffers != nil {
+		errs = append(errs, t.buffers.Close())
+	}
 	if t.copier != nil {
 		errs = append(errs, t.copier.close())
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/gpumem"
 )
 
 func TestParseParams(t *testing.T) {
@@ -17,9 +18,11 @@ func TestParseParams(t *testing.T) {
 		want Params
 		err  string
 	}{
-		{opts: nil, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Cache: 64}},
+		{opts: nil, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Cache: 64, Alloc: DefaultAlloc}},
 		{opts: transports.Options{"cudaipc.staging": "sync", "cudaipc.threshold": "1M", "cudaipc.pinned-threshold": "4M", "cudaipc.gpus": "1, 0", "cudaipc.cache": "0"},
-			want: Params{Staging: "sync", Threshold: 1 << 20, PinnedThreshold: 4 << 20, GPUs: []int{1, 0}}},
+			want: Params{Staging: "sync", Threshold: 1 << 20, PinnedThreshold: 4 << 20, GPUs: []int{1, 0}, Alloc: DefaultAlloc}},
+		{opts: transports.Options{"gpu.alloc": "worker"}, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Cache: 64, Alloc: gpumem.Worker}},
+		{opts: transports.Options{"gpu.alloc": "cudaFree"}, err: "gpu.alloc"},
 		{opts: transports.Options{"cudaipc.pinned-threshold": "-"}, err: "cudaipc.pinned-threshold"},
 		{opts: transports.Options{"cudaipc.staging": "legacy"}, err: "cudaipc.staging"},
 		{opts: transports.Options{"cudaipc.gpus": "0,x"}, err: `cudaipc.gpus="0,x": not a GPU ordinal: "x"`},

@@ -5,6 +5,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/gotune/gotune/transports"
 )
 
 // FormatVersion is the version of the profile format this package reads and
@@ -22,6 +24,7 @@ type Profile struct {
 	Evidence    Evidence                       `yaml:"evidence" mapstructure:"evidence"`
 	Decisions   map[string]map[string]Decision `yaml:"decisions" mapstructure:"decisions"` // locality ("intranode") → memory pair ("host_host": source_destination) → decision
 	Allocator   Allocator                      `yaml:"allocator" mapstructure:"allocator"`
+	GPU         *GPU                           `yaml:"gpu,omitempty" mapstructure:"gpu"` // GPU sweeps only
 	Safety      []Verdict                      `yaml:"safety" mapstructure:"safety"`
 	Hash        string                         `yaml:"hash" mapstructure:"hash"` // "sha256:<64 hex>" over the canonical encoding with Hash empty
 
@@ -82,6 +85,30 @@ type Allocator struct {
 	CacheBytes int64  `yaml:"cache_bytes" mapstructure:"cache_bytes"`
 	Purge      string `yaml:"purge" mapstructure:"purge"` // immediate | delayed | never
 	THP        bool   `yaml:"thp" mapstructure:"thp"`
+}
+
+// GPU is what a GPU sweep decided: how device messages move over the
+// cudaipc transport and where GPU message buffers come from.
+type GPU struct {
+	GPUs            string   `yaml:"gpus" mapstructure:"gpus"`                         // ranks' devices ("0,1")
+	IPCThreshold    int      `yaml:"ipc_threshold" mapstructure:"ipc_threshold"`       // device messages from this size go by CUDA IPC; smaller ones are staged
+	Staging         string   `yaml:"staging" mapstructure:"staging"`                   // async | sync
+	PinnedThreshold int      `yaml:"pinned_threshold" mapstructure:"pinned_threshold"` // pinned host sends from this size are pushed into device receives
+	Allocator       string   `yaml:"allocator" mapstructure:"allocator"`               // plain | worker | pool (probe H2's verdicts)
+	Avoided         []string `yaml:"avoided,omitempty" mapstructure:"avoided"`         // candidate paths that stalled beside a GPU kernel
+}
+
+// Options are the cudaipc and gpu options the section implies.
+func (g *GPU) Options() transports.Options {
+	o := transports.Options{"cudaipc.threshold": fmt.Sprint(g.IPCThreshold), "cudaipc.staging": g.Staging,
+		"cudaipc.pinned-threshold": fmt.Sprint(g.PinnedThreshold)}
+	if g.GPUs != "" {
+		o["cudaipc.gpus"] = g.GPUs
+	}
+	if g.Allocator != "" {
+		o["gpu.alloc"] = g.Allocator
+	}
+	return o
 }
 
 // Verdict is the outcome of a hazard probe on the configuration.

@@ -131,6 +131,14 @@ func validate(p *Profile) problems {
 		ps.add("allocator.cache_bytes", "negative (%d)", p.Allocator.CacheBytes)
 	}
 	oneOf(&ps, "allocator.purge", p.Allocator.Purge, purges)
+	if g := p.GPU; g != nil {
+		nonNegative(&ps, "gpu.ipc_threshold", g.IPCThreshold)
+		nonNegative(&ps, "gpu.pinned_threshold", g.PinnedThreshold)
+		oneOf(&ps, "gpu.staging", g.Staging, []string{"async", "sync"})
+		if g.Allocator != "" {
+			oneOf(&ps, "gpu.allocator", g.Allocator, []string{"plain", "worker", "pool"})
+		}
+	}
 
 	for i, v := range p.Safety {
 		key := fmt.Sprintf("safety[%d]", i)

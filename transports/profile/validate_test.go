@@ -38,6 +38,9 @@ func TestValidate(t *testing.T) {
 		{"absolute measurements", func(p *Profile) { p.Evidence.Measurements = "/data/m.jsonl" },
 			[]string{`evidence.measurements: "/data/m.jsonl" is absolute`}},
 		{"no decisions", func(p *Profile) { p.Decisions = nil }, []string{"decisions: none"}},
+		{"gpu", func(p *Profile) {
+			p.GPU = &GPU{GPUs: "0,1", IPCThreshold: -1, Staging: "legacy", PinnedThreshold: 256 << 10, Allocator: "cudaFree"}
+		}, []string{"gpu.ipc_threshold: negative (-1)", `gpu.staging: "legacy" is not one of async|sync`, `gpu.allocator: "cudaFree" is not one of plain|worker|pool`}},
 		{"no pairs", func(p *Profile) { p.Decisions["internode"] = map[string]Decision{} }, []string{"decisions.internode: no memory pairs"}},
 		{"bad pair key", func(p *Profile) { p.Decisions["intranode"]["host.host"] = p.Decisions["intranode"]["host_host"] },
 			[]string{`decisions.intranode.host.host: invalid key "host.host"`}},
@@ -105,6 +108,35 @@ func TestSizeLabel(t *testing.T) {
 	} {
 		if got := sizeLabel(n); got != want {
 			t.Errorf("sizeLabel(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+// A GPU section validates, survives a write and a load, and gives the
+// cudaipc options it implies.
+func TestGPUSection(t *testing.T) {
+	p := sample()
+	p.GPU = &GPU{GPUs: "0,1", IPCThreshold: 0, Staging: "async", PinnedThreshold: 256 << 10, Allocator: "pool",
+		Avoided: []string{"staging=sync,ipc>=1G at load full: stalled"}}
+	if err := Validate(p); err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/p.yaml"
+	if err := Write(path, p); err != nil {
+		t.Fatal(err)
+	}
+	q, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.GPU == nil || q.GPU.Allocator != "pool" || len(q.GPU.Avoided) != 1 {
+		t.Fatalf("loaded gpu section %+v", q.GPU)
+	}
+	o := q.GPU.Options()
+	for k, want := range map[string]string{"cudaipc.gpus": "0,1", "cudaipc.threshold": "0", "cudaipc.staging": "async",
+		"cudaipc.pinned-threshold": "262144", "gpu.alloc": "pool"} {
+		if o[k] != want {
+			t.Errorf("option %s = %q, want %q", k, o[k], want)
 		}
 	}
 }

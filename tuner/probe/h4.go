@@ -43,7 +43,9 @@ func h4Options(base transports.Options, unsafe bool) transports.Options {
 		o = transports.Options{}
 	}
 	o["cudaipc.threshold"] = "64K" // the 8-byte message is staged, not single-copied
-	o["cudaipc.staging"] = "async"
+	if o["cudaipc.staging"] == "" {
+		o["cudaipc.staging"] = "async" // the safe form of a configuration that does not say
+	}
 	if unsafe {
 		o["cudaipc.staging"] = "sync"
 	}

@@ -54,6 +54,10 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 		}}},
 		Allocator: profile.Allocator{CacheBytes: out.Alloc.Cache, Purge: out.Alloc.Purge, THP: out.Alloc.THP},
 	}
+	if g := out.GPU; g != nil {
+		p.GPU = &profile.GPU{GPUs: g.GPUs, IPCThreshold: g.Threshold, Staging: g.Staging,
+			PinnedThreshold: g.PinnedThreshold, Allocator: g.Alloc, Avoided: g.Stalled}
+	}
 	for _, v := range s.Verdicts {
 		p.Safety = append(p.Safety, profile.Verdict{Probe: v.Probe, Config: v.Config, Outcome: v.Outcome, Detail: v.Detail})
 	}

@@ -109,6 +109,19 @@ func (r *Runner) summary(res Result) string {
 		transports.FormatSize(out.SM.Eager), out.SM.Cell, out.SM.Depth, transports.FormatSize(out.SM.Frag), out.SM.Slots, out.SM.Progress)
 	fmt.Fprintf(&w, " footprint: %s\n", out.Footprint)
 	fmt.Fprintf(&w, " allocator: cache %s, purge %s, THP %s\n\n", transports.FormatSize(int(out.Alloc.Cache)), out.Alloc.Purge, onOff(out.Alloc.THP))
+	if g := out.GPU; g != nil {
+		fmt.Fprintf(&w, "## GPU (cudaipc on GPUs %s)\n", g.GPUs)
+		fmt.Fprintf(&w, " device messages: staged (%s) below %s, CUDA IPC from there\n", g.Staging, transports.FormatSize(g.Threshold))
+		fmt.Fprintf(&w, " pinned host sends pushed into device receives from %s\n", transports.FormatSize(g.PinnedThreshold))
+		for _, s := range g.Stalled {
+			fmt.Fprintf(&w, " avoided: %s\n", s)
+		}
+		fmt.Fprintf(&w, " GPU allocator: %s (probe H2 on every mode:)\n", g.Alloc)
+		for _, v := range g.AllocVerdicts {
+			fmt.Fprintf(&w, "   %s: %s: %s\n", v.Options["gpu.alloc"], v.Outcome, v.Detail)
+		}
+		fmt.Fprintln(&w)
+	}
 
 	fmt.Fprintf(&w, "## safety (probe deadline %v)\n", r.plan.ProbeDeadline)
 	for _, d := range res.Safety.Detectors {

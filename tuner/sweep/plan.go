@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/gpumem"
 )
 
 // Plan says what a sweep measures and how hard it tries. Sizes are written
@@ -51,6 +53,46 @@ type Plan struct {
 	VerifySizes    string `json:"verify_sizes" mapstructure:"verify_sizes"` // "" skips the verification stage
 	VerifyRounds   int    `json:"verify_rounds" mapstructure:"verify_rounds"`
 	FootprintRanks []int  `json:"footprint_ranks" mapstructure:"footprint_ranks"`
+
+	GPU GPUPlan `json:"gpu" mapstructure:"gpu"`
+}
+
+// GPUPlan is the GPU part of a sweep (all of it skipped when GPUs is
+// empty): the cudaipc path for device messages (staging mode × the size
+// from which they go by CUDA IPC), measured with each load level of the
+// concurrent kernel, a candidate that stalls beside a kernel is out; the
+// pinned-host threshold; and the GPU allocator mode from probe H2's
+// verdicts.
+type GPUPlan struct {
+	GPUs             string        `json:"gpus" mapstructure:"gpus"`                           // ranks' devices, e.g. "0,1"
+	Thresholds       []string      `json:"thresholds" mapstructure:"thresholds"`               // cudaipc.threshold candidates
+	Staging          []string      `json:"staging" mapstructure:"staging"`                     // cudaipc.staging candidates
+	Loads            []string      `json:"loads" mapstructure:"loads"`                         // none, partial, full, or fractions
+	LoadBound        time.Duration `json:"load_bound" mapstructure:"load_bound"`               // each launch of the load kernel
+	Sizes            string        `json:"sizes" mapstructure:"sizes"`                         // device-to-device latency sizes
+	PinnedThresholds []string      `json:"pinned_thresholds" mapstructure:"pinned_thresholds"` // cudaipc.pinned-threshold candidates
+	PinnedSizes      string        `json:"pinned_sizes" mapstructure:"pinned_sizes"`           // pinned-to-device bandwidth sizes
+	AllocModes       []string      `json:"alloc_modes" mapstructure:"alloc_modes"`             // gpu.alloc candidates, weighed by probe H2
+}
+
+// GPU is the built-in plan of `gotune sweep --plan gpu`: the host stages
+// with one candidate each (they set what the GPU stages build on), then
+// the GPU stages and the probes H2 and H4, on GPUs 0 and 1.
+func GPU() Plan {
+	p := Quick()
+	p.Name, p.Budget, p.Rounds, p.MaxRound = "gpu", 8*time.Minute, 3, 5
+	p.Eager, p.Fragments, p.Depths, p.Transports = []string{"4K"}, []string{"64Kx16"}, []int{64}, []string{"sm"}
+	p.TransportSizes, p.Bisect = "64K", false
+	p.AllocPurges, p.AllocTHP, p.AllocCaches = []string{"immediate"}, []bool{false}, []string{"64M"}
+	p.Probes, p.ProbeDeadline = []string{"H2", "H4"}, 3*time.Second
+	p.VerifySizes = ""
+	p.GPU = GPUPlan{
+		GPUs: "0,1", Thresholds: []string{"0", "64K", "1G"}, Staging: []string{"async", "sync"},
+		Loads: []string{"none", "partial", "full"}, LoadBound: time.Second, Sizes: "8,64K,1M",
+		PinnedThresholds: []string{"256K", "4M", "1G"}, PinnedSizes: "1M,16M",
+		AllocModes: []string{"plain", "worker", "pool"},
+	}
+	return p
 }
 
 // Quick is the built-in plan of `gotune sweep` with no flags: every
@@ -105,6 +147,8 @@ func LoadPlan(name string) (Plan, error) {
 		return Quick(), nil
 	case "full":
 		return Full(), nil
+	case "gpu":
+		return GPU(), nil
 	}
 	v := viper.New()
 	v.SetConfigFile(name)
@@ -257,6 +301,51 @@ func (p Plan) Check() error {
 	}
 	if s, _ := sizes("transport_sizes", p.TransportSizes); len(s) == 0 {
 		return fmt.Errorf("transport_sizes: empty")
+	}
+	return p.GPU.check()
+}
+
+// check validates the GPU keys, naming the first bad one (gpu.KEY).
+func (g GPUPlan) check() error {
+	if g.GPUs == "" {
+		return nil
+	}
+	if _, err := bench.ParseGPUs(g.GPUs); err != nil {
+		return fmt.Errorf("gpu.gpus: %w", err)
+	}
+	if len(g.Thresholds) == 0 || len(g.Staging) == 0 || len(g.Loads) == 0 {
+		return fmt.Errorf("gpu.thresholds, gpu.staging and gpu.loads each need a candidate")
+	}
+	for _, t := range append(slices.Clone(g.Thresholds), g.PinnedThresholds...) {
+		if _, err := transports.ParseSize(t); err != nil {
+			return fmt.Errorf("gpu.thresholds/pinned_thresholds: %w", err)
+		}
+	}
+	for _, s := range g.Staging {
+		if s != "async" && s != "sync" {
+			return fmt.Errorf("gpu.staging: %q: want async or sync", s)
+		}
+	}
+	for _, l := range g.Loads {
+		if _, err := bench.ParseKernel(l); err != nil {
+			return fmt.Errorf("gpu.loads: %w", err)
+		}
+	}
+	if g.LoadBound <= 0 {
+		return fmt.Errorf("gpu.load_bound: %v: must be positive", g.LoadBound)
+	}
+	for _, m := range g.AllocModes {
+		if _, err := gpumem.ParseMode(m); err != nil {
+			return fmt.Errorf("gpu.alloc_modes: %w", err)
+		}
+	}
+	for key, s := range map[string]string{"gpu.sizes": g.Sizes, "gpu.pinned_sizes": g.PinnedSizes} {
+		if _, err := sizes(key, s); err != nil {
+			return err
+		}
+	}
+	if s, _ := sizes("gpu.sizes", g.Sizes); len(s) == 0 {
+		return fmt.Errorf("gpu.sizes: empty")
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ type ProbeRecord struct {
 	Outcome  string             `json:"outcome"`
 	Detail   string             `json:"detail"`
 	Seconds  float64            `json:"seconds"`
+	// Measured is what a passing probe timed (H2: allocate+free per buffer).
+	Measured map[string]float64 `json:"measured,omitempty"`
 }
 
 // digest names a configuration: its sorted options.
@@ -66,7 +68,7 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 		return rec, false, nil
 	}
 	v := probe.RunWith(r.ctx, p, unsafe, r.plan.ProbeDeadline, opts)
-	rec.Outcome, rec.Detail, rec.Seconds = v.Outcome.String(), v.Detail, v.Duration.Seconds()
+	rec.Outcome, rec.Detail, rec.Seconds, rec.Measured = v.Outcome.String(), v.Detail, v.Duration.Seconds(), v.Measured
 	if r.ctx.Err() != nil {
 		return rec, false, fmt.Errorf("probe %s: %w", p.ID, context.Cause(r.ctx))
 	}
@@ -139,5 +141,8 @@ func (r *Runner) emittedOptions(out Outcome) transports.Options {
 	o["alloc.purge"] = out.Alloc.Purge
 	o["alloc.thp"] = onOff(out.Alloc.THP)
 	o["alloc.cache"] = fmt.Sprint(out.Alloc.Cache)
+	for k, v := range out.GPU.options() {
+		o[k] = v
+	}
 	return o
 }

@@ -33,6 +33,7 @@ type Outcome struct {
 	Alloc      AllocParams
 	Candidates []candidate // the transport stage's
 	Footprint  string
+	GPU        *GPUParams // nil without GPU stages
 }
 
 // SMParams are the decided channel parameters.
@@ -272,6 +273,9 @@ func (r *Runner) decide() (Outcome, error) {
 	}
 	out.SM = sm
 	out.Footprint = footprint(sm.Depth, sm.Cell, sm.Frag, sm.Slots, p.FootprintRanks)
+	if err := r.gpuStages(sm, &out); err != nil {
+		return out, err
+	}
 	return out, nil
 }
 

@@ -29,6 +29,8 @@ type Trial struct {
 	Pattern   bench.Pattern      `json:"pattern"`
 	Sizes     []int              `json:"sizes"`
 	Round     int                `json:"round"`
+	// GPU is set for the GPU stages' trials: buffers, devices and load.
+	GPU       *TrialGPU          `json:"gpu,omitempty"`
 	Points    []bench.Point      `json:"points,omitempty"`
 	// Failed says why the candidate produced no points: a hang the
 	// watchdog caught (the candidate is then dropped, never emitted).
@@ -40,7 +42,16 @@ type Trial struct {
 	extra transports.Options
 }
 
-// key identifies a trial independently of its outcome.
+// TrialGPU is where a GPU trial's buffers live and what runs beside it.
+type TrialGPU struct {
+	Mem       string        `json:"mem"`  // bench --mem: SRC,DST
+	GPUs      string        `json:"gpus"` // bench --gpus
+	Load      float64       `json:"load,omitempty"`
+	LoadBound time.Duration `json:"load_bound,omitempty"`
+}
+
+// key identifies a trial independently of its outcome. (Host trials'
+// keys are what they were before GPU trials existed: GPU is omitted.)
 func (t Trial) key() string {
 	b, _ := json.Marshal(struct {
 		Stage, Candidate, Transport string
@@ -48,7 +59,8 @@ func (t Trial) key() string {
 		Pattern                     bench.Pattern
 		Sizes                       []int
 		Round                       int
-	}{t.Stage, t.Candidate, t.Transport, t.Options, t.Pattern, t.Sizes, t.Round})
+		GPU                         *TrialGPU `json:",omitempty"`
+	}{t.Stage, t.Candidate, t.Transport, t.Options, t.Pattern, t.Sizes, t.Round, t.GPU})
 	sum := sha256.Sum256(b)
 	return "trial:" + hex.EncodeToString(sum[:12])
 }
@@ -250,6 +262,9 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 	spec := bench.Spec{Transport: t.Transport, Options: merge(t.Options, t.extra), Pattern: t.Pattern, Sizes: t.Sizes,
 		Reps: r.plan.Reps, Window: r.plan.Window, CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment}
 	spec.RepBytes, _ = transports.ParseSize(r.plan.RepBytes)
+	if err := t.GPU.apply(&spec); err != nil {
+		return Trial{}, fmt.Errorf("trial %s %s: %w", t.Stage, t.Candidate, err)
+	}
 	began := time.Now()
 	res, err := bench.Run(r.ctx, spec, r.plan.Stall, r.hooks)
 	var stall *launch.StallError
@@ -275,6 +290,9 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		return Trial{}, fmt.Errorf("trial %s %s round %d: %w (resume with --resume %s)", t.Stage, t.Candidate, t.Round, err, r.dir)
 	}
 	t.Points = res.Points
+	if t.Failed == "" {
+		t.Failed = stalled(t)
+	}
 	t.Seconds = time.Since(began).Seconds()
 	data, _ := json.Marshal(t)
 	if err := r.store.Append(store.Record{Key: key, Kind: "trial", Time: time.Now().UTC(), Data: data}); err != nil {

@@ -1,0 +1,124 @@
+package sweep
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/transports"
+)
+
+// gpuTrial fabricates a device-path trial at a load; late marks every
+// point's passes as ended by the load kernel's bound.
+func gpuTrial(load, cand string, round int, late bool, us float64) Trial {
+	f, _ := bench.ParseKernel(load)
+	t := trial(stageGPUPath+"/"+load, cand, bench.Latency, round, []int{8, 1 << 20}, us, us, us)
+	t.Transport, t.GPU = "cudaipc", &TrialGPU{Mem: "device,device", GPUs: "0,1", Load: f, LoadBound: 2 * time.Second}
+	if late {
+		for i := range t.Points {
+			t.Points[i].LoadLate = 4
+		}
+	}
+	t.Failed = stalled(t)
+	return t
+}
+
+// A path that stalls beside a full-GPU kernel is out, even when it is the
+// fastest without load; the fastest path that progressed at every load
+// is chosen, and the stall is reported.
+func TestDecideGPUPathAvoidsStallingPaths(t *testing.T) {
+	cands := []candidate{{name: "sync", cost: 1}, {name: "async", cost: 0}, {name: "ipc", cost: 2}}
+	loads := []string{"none", "full"}
+	var trials []Trial
+	for round := 1; round <= 3; round++ {
+		trials = append(trials,
+			gpuTrial("none", "sync", round, false, 5), gpuTrial("none", "async", round, false, 9), gpuTrial("none", "ipc", round, false, 7),
+			gpuTrial("full", "sync", round, true, 2e5), gpuTrial("full", "async", round, false, 3000), gpuTrial("full", "ipc", round, false, 2000))
+	}
+	perLoad, final, avoided, keep := decideGPUPath(trials, loads, cands)
+	if len(perLoad) != 2 || perLoad[0].Chosen != "sync" {
+		t.Errorf("without load the fastest path is sync; per load: %+v", perLoad)
+	}
+	if final.Chosen != "ipc" {
+		t.Errorf("chose %q, want ipc (sync stalls beside a full kernel; ipc beats async without load)", final.Chosen)
+	}
+	if len(keep) != 2 || len(avoided) != 1 || avoided[0] != "sync at load full: stalled: waited for the GPU load kernel (full, bound 2s) at 8 (4 passes), 1M (4 passes)" {
+		t.Errorf("avoided %q, kept %d", avoided, len(keep))
+	}
+	// Every path stalls: nothing to keep, nothing chosen.
+	var all []Trial
+	for _, c := range cands {
+		all = append(all, gpuTrial("none", c.name, 1, false, 5), gpuTrial("full", c.name, 1, true, 5))
+	}
+	if _, final, avoided, keep := decideGPUPath(all, loads, cands); len(keep) != 0 || final.Chosen != "" || len(avoided) != 3 {
+		t.Errorf("all stalled: kept %d, chose %q, avoided %d", len(keep), final.Chosen, len(avoided))
+	}
+}
+
+// A trial without a load, or whose passes all ended before the bound, is
+// not stalled.
+func TestStalled(t *testing.T) {
+	tr := gpuTrial("full", "x", 1, false, 1)
+	if tr.Failed != "" {
+		t.Errorf("progressing trial failed: %s", tr.Failed)
+	}
+	host := trial("eager", "x", bench.Latency, 1, []int{8}, 1)
+	host.Points[0].LoadLate = 1 // cannot happen without a load, and is ignored
+	if s := stalled(host); s != "" {
+		t.Errorf("host trial: %s", s)
+	}
+}
+
+// Host trials keep the keys they had before GPU trials existed, so that a
+// resumed sweep reuses measurements stored by an older gotune; a GPU
+// trial's buffers and load are part of its key.
+func TestTrialKeys(t *testing.T) {
+	host := Trial{Stage: "eager", Candidate: "eager=4K", Transport: "sm", Options: transports.Options{"sm.eager": "4096"},
+		Pattern: bench.Latency, Sizes: []int{8, 256}, Round: 2}
+	// Computed by the key function of commit ea933e2, before Trial.GPU.
+	if got, want := host.key(), "trial:1c7470f3dffa872e432f4c4b"; got != want {
+		t.Errorf("host trial key %s, want %s", got, want)
+	}
+	a := host
+	a.GPU = &TrialGPU{Mem: "device,device", GPUs: "0,1"}
+	b := a
+	b.GPU = &TrialGPU{Mem: "device,device", GPUs: "0,1", Load: 1, LoadBound: time.Second}
+	if a.key() == host.key() || a.key() == b.key() {
+		t.Error("GPU buffers or load missing from the key")
+	}
+}
+
+func TestGPUPlanCheck(t *testing.T) {
+	if err := GPU().Check(); err != nil {
+		t.Fatalf("built-in gpu plan: %v", err)
+	}
+	if p, err := LoadPlan("gpu"); err != nil || p.Name != "gpu" {
+		t.Fatalf("LoadPlan(gpu) = %v, %v", p.Name, err)
+	}
+	for _, c := range []struct {
+		mod  func(*GPUPlan)
+		want string
+	}{
+		{func(g *GPUPlan) { g.GPUs = "0,x" }, "gpu.gpus"},
+		{func(g *GPUPlan) { g.Staging = []string{"legacy"} }, `gpu.staging: "legacy"`},
+		{func(g *GPUPlan) { g.Loads = []string{"most"} }, "gpu.loads"},
+		{func(g *GPUPlan) { g.Thresholds = []string{"big"} }, "gpu.thresholds"},
+		{func(g *GPUPlan) { g.AllocModes = []string{"cudaFree"} }, "gpu.alloc_modes"},
+		{func(g *GPUPlan) { g.LoadBound = 0 }, "gpu.load_bound"},
+		{func(g *GPUPlan) { g.Sizes = "" }, "gpu.sizes: empty"},
+		{func(g *GPUPlan) { g.Thresholds = nil }, "gpu.thresholds, gpu.staging and gpu.loads"},
+	} {
+		p := GPU()
+		c.mod(&p.GPU)
+		if err := p.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error naming %q", err, c.want)
+		}
+	}
+	// Without GPUs the GPU keys are not looked at: a host plan.
+	p := Quick()
+	p.GPU.Staging = []string{"legacy"}
+	if err := p.Check(); err != nil {
+		t.Errorf("host plan with stray GPU keys: %v", err)
+	}
+}
