@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/sys"
@@ -23,6 +24,10 @@ type loop struct {
 	validate       bool
 	reqs           []transports.Request
 	iterNS         []int64 // per-iteration times of the distribution pass (rank 0)
+	// longestWait is the longest the rank waited at one step of a loaded
+	// pass so far: lining up before the timer starts, or one iteration of
+	// the distribution pass.
+	longestWait time.Duration
 	timeIterations bool
 	churn          *churn   // alloc pattern: per-message buffers (alloc.go)
 	stage          *stager  // device buffers: validation goes through host scratch (gpu.go)
@@ -450,10 +455,14 @@ func measureAll(t transports.Transport, rank int, spec Spec, a *arena, beat func
 // GPU load kernel, if any, running throughout: launched before the ranks
 // line up, released and waited for after.
 func (l *loop) timedPass() (int64, error) {
+	began := time.Now()
 	if err := l.load.start(); err != nil {
 		return 0, err
 	}
 	err := l.sync()
+	if l.load != nil {
+		l.longestWait = max(l.longestWait, time.Since(began))
+	}
 	var ns int64
 	if err == nil {
 		ns, err = l.run()
@@ -489,6 +498,16 @@ func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
 	}
 	p := Summarize(l.size, l.pattern.Unit(), samples, perIter)
 	p.Iters, p.Warmup, p.Validated = l.iters, l.warmup, l.validate
+	if l.load != nil && l.rank == 0 {
+		for _, ns := range l.iterNS {
+			l.longestWait = max(l.longestWait, time.Duration(ns))
+		}
+		// A step that waited half the kernel's life or more waited for the
+		// kernel to end: the path stalls beside it. (A path that only slows
+		// down moves in steps far shorter.)
+		p.LoadWait = l.longestWait
+		p.LoadStalled = l.longestWait >= l.load.spec.Duration/2
+	}
 	if n := l.load.lateCount() - late; n > 0 {
 		p.LoadLate = n
 		p.Warnings = append(p.Warnings, fmt.Sprintf("rank %d: the GPU load kernel on cuda%d reached its %v bound before %d of %d timed passes ended: they waited for the kernel (stalled) or outlasted it",

@@ -108,12 +108,17 @@ type Point struct {
 	// released the kernel: passes whose transfers waited for the kernel
 	// (they stalled behind it) or outlasted the bound.
 	LoadLate int `json:"load_late,omitempty"`
+	// LoadWait is the longest rank 0 waited at one step of a loaded pass:
+	// lining up before the timer starts, or one iteration of the
+	// distribution pass. LoadStalled says it was half the kernel's bound or
+	// more: the path waited for the kernel to end.
+	LoadWait    time.Duration `json:"load_wait,omitempty"`
+	LoadStalled bool          `json:"load_stalled,omitempty"`
 }
 
-// Stalled reports whether a pass of the point ended only after the load
-// kernel's time bound: with a bound far above a pass's own length, the
-// path waits for a kernel that holds the GPU.
-func (p Point) Stalled() bool { return p.LoadLate > 0 }
+// Stalled reports whether the point's path waited for the load kernel to
+// end (LoadStalled) rather than moving, however slowly, beside it.
+func (p Point) Stalled() bool { return p.LoadStalled }
 
 // Result is a run: provenance, what was asked, and a point per size.
 type Result struct {

@@ -64,9 +64,10 @@ func fixture() []bench.Result {
 				Mem: []cuda.MemKind{cuda.MemDevice, cuda.MemPinned}, GPUs: []int{0, 1}, GPULoad: 1, GPULoadBound: 2 * time.Second},
 			Points: []bench.Point{
 				{Size: 1024, Iters: 100, Warmup: 10, Unit: "us", Samples: []float64{10.5, 10.25, 10.75},
-					Median: 10.5, CILow: 10.25, CIHigh: 10.75, Confidence: 0.95, P50: 10.4, P90: 11, P99: 12.5},
+					Median: 10.5, CILow: 10.25, CIHigh: 10.75, Confidence: 0.95, P50: 10.4, P90: 11, P99: 12.5, LoadWait: 2890 * time.Microsecond},
 				{Size: 1 << 20, Iters: 100, Warmup: 10, Unit: "us", Samples: []float64{20030.5, 20031.25, 20029.75},
-					Median: 20030.5, CILow: 20029.75, CIHigh: 20031.25, Confidence: 0.95, P50: 45.5, P90: 47, P99: 2000000, LoadLate: 4},
+					Median: 20030.5, CILow: 20029.75, CIHigh: 20031.25, Confidence: 0.95, P50: 45.5, P90: 47, P99: 2000000, LoadLate: 4,
+					LoadWait: 1999 * time.Millisecond, LoadStalled: true},
 			},
 		},
 		{

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
@@ -81,9 +82,9 @@ func kernelName(f float64) string {
 // waited for it.
 func loadCell(p bench.Point) string {
 	if !p.Stalled() {
-		return "ran"
+		return fmt.Sprintf("moved (longest step %v)", p.LoadWait.Round(time.Microsecond))
 	}
-	return fmt.Sprintf("stalled %d/%d", p.LoadLate, len(p.Samples)+1)
+	return fmt.Sprintf("stalled (waited %v)", p.LoadWait.Round(time.Millisecond))
 }
 
 func table(w io.Writer, r bench.Result) error {

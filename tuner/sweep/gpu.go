@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
@@ -88,7 +89,7 @@ func stalled(t Trial) string {
 	var at []string
 	for _, p := range t.Points {
 		if p.Stalled() {
-			at = append(at, fmt.Sprintf("%s (%d passes)", transports.FormatSize(p.Size), p.LoadLate))
+			at = append(at, fmt.Sprintf("%s (a step waited %v)", transports.FormatSize(p.Size), p.LoadWait.Round(time.Millisecond)))
 		}
 	}
 	if len(at) == 0 {

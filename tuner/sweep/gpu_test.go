@@ -17,7 +17,7 @@ func gpuTrial(load, cand string, round int, late bool, us float64) Trial {
 	t.Transport, t.GPU = "cudaipc", &TrialGPU{Mem: "device,device", GPUs: "0,1", Load: f, LoadBound: 2 * time.Second}
 	if late {
 		for i := range t.Points {
-			t.Points[i].LoadLate = 4
+			t.Points[i].LoadLate, t.Points[i].LoadWait, t.Points[i].LoadStalled = 4, 1900*time.Millisecond, true
 		}
 	}
 	t.Failed = stalled(t)
@@ -43,7 +43,7 @@ func TestDecideGPUPathAvoidsStallingPaths(t *testing.T) {
 	if final.Chosen != "ipc" {
 		t.Errorf("chose %q, want ipc (sync stalls beside a full kernel; ipc beats async without load)", final.Chosen)
 	}
-	if len(keep) != 2 || len(avoided) != 1 || avoided[0] != "sync at load full: stalled: waited for the GPU load kernel (full, bound 2s) at 8 (4 passes), 1M (4 passes)" {
+	if len(keep) != 2 || len(avoided) != 1 || avoided[0] != "sync at load full: stalled: waited for the GPU load kernel (full, bound 2s) at 8 (a step waited 1.9s), 1M (a step waited 1.9s)" {
 		t.Errorf("avoided %q, kept %d", avoided, len(keep))
 	}
 	// Every path stalls: nothing to keep, nothing chosen.
@@ -64,7 +64,7 @@ func TestStalled(t *testing.T) {
 		t.Errorf("progressing trial failed: %s", tr.Failed)
 	}
 	host := trial("eager", "x", bench.Latency, 1, []int{8}, 1)
-	host.Points[0].LoadLate = 1 // cannot happen without a load, and is ignored
+	host.Points[0].LoadStalled = true // cannot happen without a load, and is ignored
 	if s := stalled(host); s != "" {
 		t.Errorf("host trial: %s", s)
 	}
