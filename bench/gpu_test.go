@@ -186,7 +186,7 @@ func TestSpecGPUFields(t *testing.T) {
 				}
 				return ""
 			}},
-		{name: "a load's bound is kept", spec: base(func(s *bench.Spec) { s.Mem, s.GPULoad, s.GPULoadBound = []cuda.MemKind{D}, 1, 2 * time.Second }),
+		{name: "a load's bound is kept", spec: base(func(s *bench.Spec) { s.Mem, s.GPULoad, s.GPULoadBound = []cuda.MemKind{D}, 1, 2*time.Second }),
 			check: func(s bench.Spec) string {
 				if s.GPULoadBound != 2*time.Second {
 					return fmt.Sprintf("bound %v", s.GPULoadBound)

@@ -13,21 +13,21 @@ import (
 
 // loop runs one pattern at one size between rank 0 (which times) and rank 1.
 type loop struct {
-	t              transports.Transport
-	rank, peer     int
-	pattern        Pattern
-	size           int
-	iters, warmup  int
-	window         int
-	sbuf, rbuf     [][]byte // one buffer each (as OSU), or one per window slot when validating
-	ack            []byte
-	validate       bool
-	reqs           []transports.Request
-	iterNS         []int64 // per-iteration times of the distribution pass (rank 0)
+	t             transports.Transport
+	rank, peer    int
+	pattern       Pattern
+	size          int
+	iters, warmup int
+	window        int
+	sbuf, rbuf    [][]byte // one buffer each (as OSU), or one per window slot when validating
+	ack           []byte
+	validate      bool
+	reqs          []transports.Request
+	iterNS        []int64 // per-iteration times of the distribution pass (rank 0)
 	// longestWait is the longest the rank waited at one step of a loaded
 	// pass so far: lining up before the timer starts, or one iteration of
 	// the distribution pass.
-	longestWait time.Duration
+	longestWait    time.Duration
 	timeIterations bool
 	churn          *churn   // alloc pattern: per-message buffers (alloc.go)
 	stage          *stager  // device buffers: validation goes through host scratch (gpu.go)

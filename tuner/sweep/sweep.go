@@ -30,8 +30,8 @@ type Trial struct {
 	Sizes     []int              `json:"sizes"`
 	Round     int                `json:"round"`
 	// GPU is set for the GPU stages' trials: buffers, devices and load.
-	GPU       *TrialGPU          `json:"gpu,omitempty"`
-	Points    []bench.Point      `json:"points,omitempty"`
+	GPU    *TrialGPU     `json:"gpu,omitempty"`
+	Points []bench.Point `json:"points,omitempty"`
 	// Failed says why the candidate produced no points: a hang the
 	// watchdog caught (the candidate is then dropped, never emitted).
 	Failed string `json:"failed,omitempty"`
