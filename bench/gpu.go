@@ -107,8 +107,8 @@ func FormatGPUs(gpus []int) string {
 // a fraction in [0, 1] or a percentage.
 func ParseKernel(s string) (float64, error) { return gpuload.ParseFraction(s) }
 
-// kernelName writes a load fraction the way --kernel names it.
-func kernelName(f float64) string {
+// KernelName writes a load fraction the way --kernel names it.
+func KernelName(f float64) string {
 	switch f {
 	case gpuload.None:
 		return "none"
@@ -205,7 +205,7 @@ func (s *Spec) normalizeGPU() error {
 	case math.IsNaN(s.GPULoad) || s.GPULoad < 0 || s.GPULoad > 1:
 		return fmt.Errorf("--kernel %v: out of [0, 1]", s.GPULoad)
 	case s.GPULoad > 0 && !s.UsesGPU():
-		return fmt.Errorf("--kernel %s: the load kernel runs on the ranks' GPUs, and with --mem host on both ranks and no --gpus the ranks have none: add --gpus (e.g. --gpus 0) or a GPU --mem", kernelName(s.GPULoad))
+		return fmt.Errorf("--kernel %s: the load kernel runs on the ranks' GPUs, and with --mem host on both ranks and no --gpus the ranks have none: add --gpus (e.g. --gpus 0) or a GPU --mem", KernelName(s.GPULoad))
 	case s.GPULoadBound < 0 || s.GPULoadBound > gpuload.MaxDuration:
 		return fmt.Errorf("--kernel-bound %v: want a duration in (0, %v]", s.GPULoadBound, gpuload.MaxDuration)
 	case s.GPULoad == 0 && s.GPULoadBound > 0:

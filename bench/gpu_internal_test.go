@@ -160,8 +160,8 @@ func TestGPUOptions(t *testing.T) {
 
 func TestKernelName(t *testing.T) {
 	for f, want := range map[float64]string{0: "none", 0.5: "partial", 1: "full", 0.3: "0.3", 0.25: "0.25"} {
-		if got := kernelName(f); got != want {
-			t.Errorf("kernelName(%v) = %q, want %q", f, got, want)
+		if got := KernelName(f); got != want {
+			t.Errorf("KernelName(%v) = %q, want %q", f, got, want)
 		}
 	}
 }

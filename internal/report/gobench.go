@@ -71,7 +71,7 @@ func gpuKeys(s bench.Spec) string {
 		k += "/gpus=" + bench.FormatGPUs(s.GPUs)
 	}
 	if s.GPULoad > 0 {
-		k += "/kernel=" + kernelName(s.GPULoad)
+		k += "/kernel=" + bench.KernelName(s.GPULoad)
 	}
 	return k
 }

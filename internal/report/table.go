@@ -62,21 +62,11 @@ func gpuSetup(s bench.Spec) string {
 		parts = append(parts, "gpus "+bench.FormatGPUs(s.GPUs))
 	}
 	if s.GPULoad > 0 {
-		parts = append(parts, fmt.Sprintf("gpu load %s (bound %v)", kernelName(s.GPULoad), s.GPULoadBound))
+		parts = append(parts, fmt.Sprintf("gpu load %s (bound %v)", bench.KernelName(s.GPULoad), s.GPULoadBound))
 	}
 	return strings.Join(parts, " ")
 }
 
-// kernelName writes a load fraction as --kernel reads it.
-func kernelName(f float64) string {
-	switch f {
-	case 0.5:
-		return "partial"
-	case 1:
-		return "full"
-	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
-}
 
 // loadCell says whether a point's passes ran beside the load kernel or
 // waited for it.
