@@ -67,7 +67,6 @@ func gpuSetup(s bench.Spec) string {
 	return strings.Join(parts, " ")
 }
 
-
 // loadCell says whether a point's passes ran beside the load kernel or
 // waited for it.
 func loadCell(p bench.Point) string {
