@@ -355,27 +355,26 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 	}
 }
 
-// With every SM held by the load kernel (bound 1 s), a path that queues
-// behind the kernel ends its passes only when the kernel does, and its
-// points say so. Staging on the legacy stream (cudaipc.staging=sync) must
-// be one: a synchronous copy waits for a kernel on a blocking stream (H4's
-// coupling). The other paths' verdicts are logged: they are what the GPU
-// results report, not something this test can know in advance.
+// With every SM held by the load kernel (bound 1 s), each loaded point
+// records the longest single wait of its passes and calls the path stalled
+// exactly when that wait reached half the bound. Which paths stall is what
+// the GPU results report, not something this test can know in advance (on
+// two H200s none did: results/gpu/h200x2-20261121-b/full-load), so it is
+// logged.
 func TestGPUFullLoadMarksStalledPaths(t *testing.T) {
 	needGPU(t)
 	if _, err := transports.Lookup("cudaipc"); err != nil {
 		t.Skip(err)
 	}
 	for _, c := range []struct {
-		name    string
-		mem     []cuda.MemKind
-		opts    transports.Options
-		stalled bool // known in advance
+		name string
+		mem  []cuda.MemKind
+		opts transports.Options
 	}{
-		{"staged-sync", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G", "cudaipc.staging": "sync"}, true},
-		{"staged-async", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G"}, false},
-		{"ipc", []cuda.MemKind{D, D}, nil, false},
-		{"pinned-push", []cuda.MemKind{P, D}, nil, false},
+		{"staged-sync", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G", "cudaipc.staging": "sync"}},
+		{"staged-async", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G"}},
+		{"ipc", []cuda.MemKind{D, D}, nil},
+		{"pinned-push", []cuda.MemKind{P, D}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			spec := bench.Spec{Transport: "cudaipc", Options: c.opts, Pattern: bench.Latency, Sizes: []int{8, 1 << 20},
@@ -385,9 +384,13 @@ func TestGPUFullLoadMarksStalledPaths(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range res.Points {
-				t.Logf("%s %d B: median %.1f us, passes late %d of %d", c.name, p.Size, p.Median, p.LoadLate, len(p.Samples)+1)
-				if c.stalled && !p.Stalled() {
-					t.Errorf("%d B: staging on the legacy stream did not wait for the full-GPU kernel", p.Size)
+				t.Logf("%s %d B: median %.1f us, longest step %v, stalled %v, passes late %d of %d",
+					c.name, p.Size, p.Median, p.LoadWait, p.Stalled(), p.LoadLate, len(p.Samples)+1)
+				if p.LoadWait <= 0 {
+					t.Errorf("%d B: no longest wait recorded for a loaded point", p.Size)
+				}
+				if p.Stalled() != (p.LoadWait >= time.Second/2) {
+					t.Errorf("%d B: stalled %v with a longest step of %v (bound 1s)", p.Size, p.Stalled(), p.LoadWait)
 				}
 			}
 		})
