@@ -67,9 +67,8 @@ type request struct {
 	done    bool
 	n       int
 	err     error
-	waiting bool // rendezvous control sent, completion pending
-	dev     bool // buf is device memory: staged through Memory, never touched
-	pinned  bool // buf is pinned host memory (Memory's PlacePinned)
+	waiting bool  // rendezvous control sent, completion pending
+	place   Place // where buf lives (Memory's answer; PlaceHost without one): device memory is staged, never touched
 	// orphan marks a request failed while the engine's queues may still
 	// point at it (abort, peer gone): it is never recycled.
 	orphan bool
@@ -362,10 +361,10 @@ func (e *Endpoint) peer(r int) (*peer, error) {
 
 func (e *Endpoint) protoFor(p *peer, r *request) proto {
 	n := len(r.buf)
-	if r.dev {
+	if r.device() {
 		return e.deviceProto(p, n)
 	}
-	if r.pinned && e.pinnedRendezvous(p, n) {
+	if r.place == PlacePinned && e.pinnedRendezvous(p, n) {
 		return protoRendezvous
 	}
 	switch {
@@ -590,7 +589,7 @@ func (e *Endpoint) postRecv(p *peer, r *request) {
 		e.freeUnexpected(u)
 	case u.complete:
 		var n int
-		if r.dev {
+		if r.device() {
 			n = e.getDevice(r, r.buf, u.data)
 		} else {
 			n = copy(r.buf, u.data)
@@ -761,7 +760,7 @@ func (e *Endpoint) progressSend(p *peer) bool {
 			if !p.tx.cellFree() {
 				return moved
 			}
-			if r.dev {
+			if r.device() {
 				e.putDevice(r, p.tx.cell(), r.buf)
 			} else {
 				copy(p.tx.cell(), r.buf)
@@ -787,7 +786,7 @@ func (e *Endpoint) progressSend(p *peer) bool {
 			e.nextID++
 			r.id, r.waiting = e.nextID, true
 			e.rndv[r.id] = r
-			putWords(p.tx.cell(), []uint64{uint64(len(r.buf)), uint64(addressOf(r.buf)), r.id, uint64(r.place())})
+			putWords(p.tx.cell(), []uint64{uint64(len(r.buf)), uint64(addressOf(r.buf)), r.id, uint64(r.place)})
 			p.tx.publish(kindRTS, ctrlPayload)
 		}
 		p.sendq.pop()
@@ -807,7 +806,7 @@ func (e *Endpoint) sendFragments(p *peer, r *request, kind uint8, word uint64) b
 			break
 		}
 		var n int
-		if r.dev {
+		if r.device() {
 			n = e.putDevice(r, frag, r.buf[r.off:])
 		} else {
 			n = e.copy(frag, r.buf[r.off:])
@@ -840,7 +839,7 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 		case kindEager:
 			n := int(h.length)
 			if r := e.matchNew(p); r != nil {
-				if r.dev {
+				if r.device() {
 					r.complete(e.getDevice(r, r.buf, body[:n]), truncated(n, len(r.buf)))
 				} else {
 					r.complete(copy(r.buf, body[:n]), truncated(n, len(r.buf)))
@@ -905,7 +904,7 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int) {
 	in := &p.cur
 	src := p.rx.curFrag(n)
 	if in.req != nil {
-		if dst := in.req.buf[min(in.req.off, len(in.req.buf)):]; in.req.dev {
+		if dst := in.req.buf[min(in.req.off, len(in.req.buf)):]; in.req.device() {
 			e.getDevice(in.req, dst, src)
 		} else {
 			e.copyOut(dst, src, in.size)
@@ -925,7 +924,7 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int) {
 		in.unx.complete = true
 		if r := in.unx.req; r != nil {
 			n := 0
-			if r.dev {
+			if r.device() {
 				n = e.getDevice(r, r.buf, in.unx.data)
 			} else {
 				n = copy(r.buf, in.unx.data)

@@ -93,7 +93,7 @@ func (e *Endpoint) classify(r *request) bool {
 		r.complete(0, fmt.Errorf("%s: %s: %w", e.name, r.describe(), err))
 		return false
 	}
-	r.dev, r.pinned = place == PlaceDevice, place == PlacePinned
+	r.place = place
 	return true
 }
 
@@ -124,16 +124,8 @@ func (e *Endpoint) stagingFailed(r *request, dir string, err error) {
 	e.Abort(err)
 }
 
-// place is where r's buffer lives.
-func (r *request) place() Place {
-	switch {
-	case r.dev:
-		return PlaceDevice
-	case r.pinned:
-		return PlacePinned
-	}
-	return PlaceHost
-}
+// device reports whether r's buffer is memory the CPU must not touch.
+func (r *request) device() bool { return r.place == PlaceDevice }
 
 // pinnedRendezvous reports whether a send of n bytes from a pinned host
 // buffer goes by rendezvous, for the receiver to route.

@@ -40,7 +40,7 @@ func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintp
 		route = RoutePull
 	}
 	if c, ok := e.single.(Router); ok {
-		route = c.RouteFor(sender, r.place())
+		route = c.RouteFor(sender, r.place)
 	}
 	switch route {
 	case RouteFragments:
@@ -178,7 +178,7 @@ func (e *Endpoint) receiveFragmentTo(p *peer, n int, id uint64) {
 	if r == nil {
 		panic(fmt.Sprintf("%s: corrupt channel %d->%d: fragment for unknown request %d", e.name, p.rank, e.rank, id))
 	}
-	if dst, src := r.buf[min(r.off, len(r.buf)):], p.rx.curFrag(n); r.dev {
+	if dst, src := r.buf[min(r.off, len(r.buf)):], p.rx.curFrag(n); r.device() {
 		e.getDevice(r, dst, src)
 	} else {
 		e.copyOut(dst, src, len(r.buf))
