@@ -3,6 +3,7 @@ package transports
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strconv"
@@ -73,6 +74,15 @@ type Env struct {
 
 // Options are transport parameters as key=value strings ("sm.depth=64").
 type Options map[string]string
+
+// With returns a new set: o's options with over's set over them (o and
+// over are not changed).
+func (o Options) With(over Options) Options {
+	out := make(Options, len(o)+len(over))
+	maps.Copy(out, o)
+	maps.Copy(out, over)
+	return out
+}
 
 // Int returns the integer option key (K/M/G suffixes allowed) or def.
 func (o Options) Int(key string, def int) (int, error) {

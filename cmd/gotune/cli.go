@@ -136,7 +136,7 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 		if p.GPU == nil {
 			return bench.Spec{}, fmt.Errorf("--profile %s: no gpu section (run gotune sweep --plan gpu on a GPU node)", f.profile)
 		}
-		opts = merged(p.GPU.Options(), opts)
+		opts = p.GPU.Options().With(opts)
 	} else if f.profile != "" || transport == "auto" {
 		if transport != "auto" && f.transportSet {
 			return bench.Spec{}, fmt.Errorf("--profile routes by the profile: use --transport auto or leave --transport out (got %q)", transport)
@@ -343,16 +343,4 @@ func newDoctor() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// merged is base with over's keys set over it.
-func merged(base, over transports.Options) transports.Options {
-	out := transports.Options{}
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range over {
-		out[k] = v
-	}
-	return out
 }

@@ -112,7 +112,7 @@ func gpuPathCands(g GPUPlan, base transports.Options) []candidate {
 	for si, st := range g.Staging {
 		for _, th := range g.Thresholds {
 			n, _ := transports.ParseSize(th)
-			o := merge(base, transports.Options{"cudaipc.staging": st, "cudaipc.threshold": itoa(n)})
+			o := base.With(transports.Options{"cudaipc.staging": st, "cudaipc.threshold": itoa(n)})
 			// Cheaper: async staging (it cannot couple to a kernel), then
 			// fewer IPC mappings (a higher threshold).
 			out = append(out, candidate{name: "staging=" + st + ",ipc>=" + transports.FormatSize(n), transport: "cudaipc",
@@ -163,7 +163,7 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 		var pc []candidate
 		for _, th := range g.PinnedThresholds {
 			n, _ := transports.ParseSize(th)
-			o := merge(base, transports.Options{"cudaipc.staging": gp.Staging, "cudaipc.threshold": itoa(gp.Threshold), "cudaipc.pinned-threshold": itoa(n)})
+			o := base.With(transports.Options{"cudaipc.staging": gp.Staging, "cudaipc.threshold": itoa(gp.Threshold), "cudaipc.pinned-threshold": itoa(n)})
 			pc = append(pc, candidate{name: "pinned>=" + transports.FormatSize(n), transport: "cudaipc", opts: o, cost: -int64(n)})
 		}
 		tg := &TrialGPU{Mem: "pinned,device", GPUs: g.GPUs}

@@ -46,7 +46,7 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 	vers := r.versions()
 	cfg := opts
 	if !unsafe { // the profile's routes are part of what is vouched for
-		cfg = merge(opts, r.routes)
+		cfg = opts.With(r.routes)
 	}
 	rec := ProbeRecord{Probe: p.ID, Unsafe: unsafe, Config: digest(cfg), Options: opts, Versions: vers}
 	vb, _ := json.Marshal(vers)
@@ -141,8 +141,5 @@ func (r *Runner) emittedOptions(out Outcome) transports.Options {
 	o["alloc.purge"] = out.Alloc.Purge
 	o["alloc.thp"] = onOff(out.Alloc.THP)
 	o["alloc.cache"] = fmt.Sprint(out.Alloc.Cache)
-	for k, v := range out.GPU.options() {
-		o[k] = v
-	}
-	return o
+	return o.With(out.GPU.options())
 }

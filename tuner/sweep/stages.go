@@ -94,17 +94,6 @@ var (
 	allocPatterns     = []bench.Pattern{allocPattern}
 )
 
-func merge(base transports.Options, extra transports.Options) transports.Options {
-	o := transports.Options{}
-	for k, v := range base {
-		o[k] = v
-	}
-	for k, v := range extra {
-		o[k] = v
-	}
-	return o
-}
-
 // eagerCandidates, fragmentCandidates, ... build each stage's candidates
 // on top of the parameters decided so far.
 func eagerCandidates(p Plan, sm SMParams) []candidate {
@@ -143,7 +132,7 @@ func transportCands(p Plan, sm SMParams) []candidate {
 	var out []candidate
 	for i, name := range p.Transports {
 		tc := transportCandidates[name]
-		o := merge(sm.options(), tc.opts)
+		o := sm.options().With(tc.opts)
 		if tc.driver == "cma" {
 			o["cma.threshold"] = itoa(sm.Eager + 1)
 		}
@@ -165,7 +154,7 @@ func allocPolicyCandidates(p Plan, sm SMParams) []candidate {
 	var out []candidate
 	for _, pu := range p.AllocPurges {
 		for _, thp := range p.AllocTHP {
-			o := merge(sm.options(), transports.Options{"alloc.purge": pu, "alloc.thp": onOff(thp), "alloc.cache": "64M"})
+			o := sm.options().With(transports.Options{"alloc.purge": pu, "alloc.thp": onOff(thp), "alloc.cache": "64M"})
 			cost := purgeCost(pu) * 2
 			if thp {
 				cost++
@@ -180,7 +169,7 @@ func allocCacheCandidates(p Plan, sm SMParams, a AllocParams) []candidate {
 	var out []candidate
 	for _, c := range p.AllocCaches {
 		n, _ := transports.ParseSize(c)
-		o := merge(sm.options(), transports.Options{"alloc.purge": a.Purge, "alloc.thp": onOff(a.THP), "alloc.cache": itoa(n)})
+		o := sm.options().With(transports.Options{"alloc.purge": a.Purge, "alloc.thp": onOff(a.THP), "alloc.cache": itoa(n)})
 		out = append(out, candidate{name: "cache=" + transports.FormatSize(n), transport: "sm", opts: o, cost: int64(n)})
 	}
 	return out

@@ -259,7 +259,7 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		}
 		return Trial{}, ErrBudget
 	}
-	spec := bench.Spec{Transport: t.Transport, Options: merge(t.Options, t.extra), Pattern: t.Pattern, Sizes: t.Sizes,
+	spec := bench.Spec{Transport: t.Transport, Options: t.Options.With(t.extra), Pattern: t.Pattern, Sizes: t.Sizes,
 		Reps: r.plan.Reps, Window: r.plan.Window, CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment}
 	spec.RepBytes, _ = transports.ParseSize(r.plan.RepBytes)
 	if err := t.GPU.apply(&spec); err != nil {
