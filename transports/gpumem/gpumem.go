@@ -42,11 +42,15 @@ func ParseMode(s string) (Mode, error) {
 
 // ModeOption reads gpu.alloc from o (def when unset).
 func ModeOption(o transports.Options, def Mode) (Mode, error) {
-	s, err := o.String(OptionKey, string(def), "plain", "worker", "pool")
-	if err != nil {
-		return "", err
+	s, ok := o[OptionKey]
+	if !ok {
+		return def, nil
 	}
-	return Mode(s), nil
+	m, err := ParseMode(s)
+	if err != nil {
+		return "", fmt.Errorf("option %s: %w", OptionKey, err)
+	}
+	return m, nil
 }
 
 // Allocator hands out device buffers of one device in one mode. Alloc and
@@ -86,7 +90,8 @@ func New(dev *cuda.Device, mode Mode) (*Allocator, error) {
 			return nil, fmt.Errorf("gpu allocator worker on %s: %w", dev, err)
 		}
 	default:
-		return nil, fmt.Errorf("GPU allocator mode %q: want plain, worker or pool", mode)
+		_, err := ParseMode(string(mode))
+		return nil, err
 	}
 	return a, nil
 }

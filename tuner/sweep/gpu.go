@@ -1,7 +1,6 @@
 package sweep
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -95,16 +94,7 @@ func stalled(t Trial) string {
 	if len(at) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("stalled: waited for the GPU load kernel (%s, bound %v) at %s", loadName(t.GPU.Load), t.GPU.LoadBound, strings.Join(at, ", "))
-}
-
-func loadName(f float64) string {
-	for _, n := range []string{"none", "partial", "full"} {
-		if v, _ := bench.ParseKernel(n); v == f {
-			return n
-		}
-	}
-	return fmt.Sprint(f)
+	return fmt.Sprintf("stalled: waited for the GPU load kernel (%s, bound %v) at %s", bench.KernelName(t.GPU.Load), t.GPU.LoadBound, strings.Join(at, ", "))
 }
 
 func gpuPathCands(g GPUPlan, base transports.Options) []candidate {
@@ -141,7 +131,7 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 		if load > 0 {
 			tg.LoadBound = g.LoadBound
 		}
-		if err := r.measureGPU(stageGPUPath+"/"+l, cands, []bench.Pattern{bench.Latency}, gpuSizes, tg); err != nil {
+		if err := r.measureOn(stageGPUPath+"/"+l, cands, []bench.Pattern{bench.Latency}, gpuSizes, r.plan.Rounds, tg); err != nil {
 			return err
 		}
 	}
@@ -167,7 +157,7 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 			pc = append(pc, candidate{name: "pinned>=" + transports.FormatSize(n), transport: "cudaipc", opts: o, cost: -int64(n)})
 		}
 		tg := &TrialGPU{Mem: "pinned,device", GPUs: g.GPUs}
-		if err := r.measureGPU(stageGPUPinned, pc, []bench.Pattern{bench.Bandwidth}, pinnedSizes, tg); err != nil {
+		if err := r.measureOn(stageGPUPinned, pc, []bench.Pattern{bench.Bandwidth}, pinnedSizes, r.plan.Rounds, tg); err != nil {
 			return err
 		}
 		d := pickCheapest(r.trials, stageGPUPinned, []bench.Pattern{bench.Bandwidth}, pc)
@@ -215,31 +205,6 @@ func decideGPUPath(trials []Trial, loads []string, cands []candidate) (perLoad [
 		final.Stage = stageGPUPath
 	}
 	return perLoad, final, avoided, keep
-}
-
-// measureGPU runs the plan's rounds of every candidate with tg's buffers
-// and load, interleaved. A candidate out of the stage (it stalled or
-// failed) is not measured again: each stalled trial costs the kernel's
-// bound per pass.
-func (r *Runner) measureGPU(stage string, cands []candidate, patterns []bench.Pattern, sizes []int, tg *TrialGPU) error {
-	for round := 1; round <= r.plan.Rounds; round++ {
-		for _, c := range candidateOrder(cands, round) {
-			if failedWhy(r.trials, stage, c.name) != "" {
-				continue
-			}
-			for _, pattern := range patterns {
-				_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
-					Pattern: pattern, Sizes: sizes, Round: round, GPU: tg}, round > 1)
-				if errors.Is(err, ErrBudget) {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
 }
 
 // failedWhy is the first failure of a candidate's trials in a stage.

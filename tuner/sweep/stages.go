@@ -68,11 +68,21 @@ func defaultSM() SMParams {
 // measure runs rounds of every candidate over sizes with each pattern,
 // interleaved; the first round is required, later ones optional (budget).
 func (r *Runner) measure(stage string, cands []candidate, patterns []bench.Pattern, sizes []int, rounds int) error {
+	return r.measureOn(stage, cands, patterns, sizes, rounds, nil)
+}
+
+// measureOn is measure with GPU buffers and load (tg; nil: host buffers).
+// A GPU candidate out of the stage (it stalled or failed) is not measured
+// again: each stalled trial costs the load kernel's bound per pass.
+func (r *Runner) measureOn(stage string, cands []candidate, patterns []bench.Pattern, sizes []int, rounds int, tg *TrialGPU) error {
 	for round := 1; round <= rounds; round++ {
 		for _, c := range candidateOrder(cands, round) {
+			if tg != nil && failedWhy(r.trials, stage, c.name) != "" {
+				continue
+			}
 			for _, pattern := range patterns {
 				_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
-					Pattern: pattern, Sizes: sizes, Round: round}, round > 1)
+					Pattern: pattern, Sizes: sizes, Round: round, GPU: tg}, round > 1)
 				if errors.Is(err, ErrBudget) {
 					return nil
 				}
