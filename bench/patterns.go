@@ -510,7 +510,7 @@ func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
 	}
 	if n := l.load.lateCount() - late; n > 0 {
 		p.LoadLate = n
-		p.Warnings = append(p.Warnings, fmt.Sprintf("rank %d: the GPU load kernel on cuda%d reached its %v bound before %d of %d timed passes ended: they waited for the kernel (stalled) or outlasted it",
+		p.Warnings = append(p.Warnings, fmt.Sprintf("rank %d: the GPU load kernel on cuda%d reached its %v bound before %d of %d timed passes ended (load_stalled says whether a step waited for the kernel)",
 			l.rank, l.load.ordinal, l.load.spec.Duration, n, reps+1))
 	}
 	return p, nil
