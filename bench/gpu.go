@@ -38,8 +38,9 @@ var cudaLoad = cuda.Load
 // Spec.GPUs, which Normalize passes in it.
 const CUDAIPCGPUsOption = "cudaipc.gpus"
 
-// LoadBound bounds each launch of the GPU load kernel: a timed pass that
-// outlasts it ran partly without load, and its point says so.
+// LoadBound is the default bound of each launch of the GPU load kernel
+// (--kernel-bound): a timed pass that outlasts it ran partly without load,
+// and its point says so (load_late).
 var LoadBound = min(gpuload.MaxDuration, time.Minute)
 
 // bufferKinds are the memory kinds a rank's message buffers may have.

@@ -395,29 +395,31 @@ type PoolUsage struct {
 	Used, UsedHigh         uint64 // bytes handed out
 }
 
-func (x *Device) defaultPool(d *driver) (uintptr, error) {
+// defaultPool loads the driver and returns it with the device's default
+// memory pool.
+func (x *Device) defaultPool() (*driver, uintptr, error) {
+	d, err := lib()
+	if err != nil {
+		return nil, 0, err
+	}
 	if err := needSymbol(d.cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool"); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	if !x.MemoryPools {
-		return 0, notSupported("stream-ordered memory pools", x.Name+" does not support them", nil)
+		return nil, 0, notSupported("stream-ordered memory pools", x.Name+" does not support them", nil)
 	}
 	var pool uintptr
 	if r, _, _ := purego.SyscallN(d.cuDeviceGetDefaultMemPool, uintptr(unsafe.Pointer(&pool)), uintptr(x.dev)); uint32(r) != 0 {
-		return 0, newError(r, "cuDeviceGetDefaultMemPool")
+		return nil, 0, newError(r, "cuDeviceGetDefaultMemPool")
 	}
-	return pool, nil
+	return d, pool, nil
 }
 
 // SetPoolReleaseThreshold sets how many bytes the default pool keeps
 // reserved at a synchronization instead of returning them to the driver
 // (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD; the default, 0, releases everything).
 func (x *Device) SetPoolReleaseThreshold(bytes uint64) error {
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	pool, err := x.defaultPool(d)
+	d, pool, err := x.defaultPool()
 	if err != nil {
 		return err
 	}
@@ -431,11 +433,7 @@ func (x *Device) SetPoolReleaseThreshold(bytes uint64) error {
 // PoolUsage reads the default pool's reserved and used bytes.
 func (x *Device) PoolUsage() (PoolUsage, error) {
 	var u PoolUsage
-	d, err := lib()
-	if err != nil {
-		return u, err
-	}
-	pool, err := x.defaultPool(d)
+	d, pool, err := x.defaultPool()
 	if err != nil {
 		return u, err
 	}
@@ -459,11 +457,7 @@ func (x *Device) PoolUsage() (PoolUsage, error) {
 
 // TrimPool releases the default pool's unused memory down to keep bytes.
 func (x *Device) TrimPool(keep uint64) error {
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	pool, err := x.defaultPool(d)
+	d, pool, err := x.defaultPool()
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
@@ -62,10 +61,7 @@ type h1Report struct {
 // options) under H1's stress: every cached buffer purged at once, and the
 // cache's table on the heap (safe) or in hooked memory (unsafe).
 func h1Options(opts transports.Options, unsafe bool) transports.Options {
-	o := maps.Clone(opts)
-	if o == nil {
-		o = transports.Options{}
-	}
+	o := opts.With(nil) // a copy to change
 	o[hostmem.KeyPurge] = hostmem.Immediate.String()
 	o[hostmem.KeyEntries] = hostmem.HeapEntries.String()
 	if unsafe {

@@ -67,10 +67,7 @@ func init() {
 // routine, persistent credits policy) on the smallest FIFO of the given
 // depth; the unsafe variant leaks.
 func h3Options(base transports.Options, depth int, unsafe bool) transports.Options {
-	o := maps.Clone(base)
-	if o == nil {
-		o = transports.Options{}
-	}
+	o := base.With(nil) // a copy to change
 	maps.Copy(o, transports.Options{"sm.depth": strconv.Itoa(depth), "sm.frags": "1", "sm.cell": "128", "sm.eager": "64", "sm.frag": "64"})
 	if unsafe {
 		o["sm.persist"] = "leak"

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"runtime"
 	"time"
 
@@ -38,10 +37,7 @@ type h4Params struct {
 }
 
 func h4Options(base transports.Options, unsafe bool) transports.Options {
-	o := maps.Clone(base)
-	if o == nil {
-		o = transports.Options{}
-	}
+	o := base.With(nil)            // a copy to change
 	o["cudaipc.threshold"] = "64K" // the 8-byte message is staged, not single-copied
 	if o["cudaipc.staging"] == "" {
 		o["cudaipc.staging"] = "async" // the safe form of a configuration that does not say

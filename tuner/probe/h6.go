@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -63,10 +62,7 @@ func init() {
 // application's thread (capabilities are per thread), so every copy must
 // happen there, not on a progress thread.
 func h6Options(base transports.Options, mode string, unsafe bool) transports.Options {
-	o := maps.Clone(base)
-	if o == nil {
-		o = transports.Options{}
-	}
+	o := base.With(nil) // a copy to change
 	o["cma.mode"] = mode
 	o["sm.progress"] = "poll"
 	if unsafe {

@@ -63,10 +63,7 @@ func init() {
 // pipelined message of two and a half fragment rings, a rendezvous message
 // above it (and at least 1 MiB), the single-copy threshold in between.
 func h8Setup(base transports.Options, mode string, unsafe bool) (transports.Options, int, int, error) {
-	o := maps.Clone(base)
-	if o == nil {
-		o = transports.Options{}
-	}
+	o := base.With(nil) // a copy to change
 	if unsafe {
 		o["sm.progress"] = "poll"
 	}
