@@ -15,6 +15,7 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 	_ "github.com/gotune/gotune/transports/all"
 	"github.com/gotune/gotune/transports/sm"
@@ -254,6 +255,8 @@ func TestSpecErrorsNameTheField(t *testing.T) {
 		{bench.Spec{Transport: "sm", Pattern: "pingpong", Sizes: []int{8}}, `unknown pattern "pingpong"`},
 		{bench.Spec{Transport: "sm", Pattern: bench.Latency}, "no message sizes"},
 		{bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Reps: -1}, "reps=-1"},
+		{bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Buffers: -2}, "buffers=-2"},
+		{bench.Spec{Transport: "sm", Pattern: bench.Bandwidth, Sizes: []int{8}, Window: 8, Buffers: 4, Validate: true}, "buffers=4 with validate"},
 		{bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Options: transports.Options{"sm.dpeth": "4"}}, `unknown transport option "sm.dpeth"`},
 	}
 	for _, c := range cases {
@@ -339,5 +342,72 @@ func TestHangIsCaughtWithStacks(t *testing.T) {
 		if syscall.Kill(pid, 0) != syscall.ESRCH {
 			t.Errorf("rank pid %d survived", pid)
 		}
+	}
+}
+
+// sendRecorder notes the address of every message of size bytes rank 0
+// sends (not the acknowledgements and barriers between them).
+type sendRecorder struct {
+	transports.Transport
+	size int
+	sent []uintptr
+}
+
+func (s *sendRecorder) note(buf []byte) {
+	if len(buf) == s.size {
+		s.sent = append(s.sent, sys.AddressOf(buf))
+	}
+}
+
+func (s *sendRecorder) Send(peer int, buf []byte) error {
+	s.note(buf)
+	return s.Transport.Send(peer, buf)
+}
+
+func (s *sendRecorder) Isend(peer int, buf []byte) (transports.Request, error) {
+	s.note(buf)
+	return s.Transport.Isend(peer, buf)
+}
+
+// With Spec.Buffers the messages take that many distinct buffers in turn,
+// in every pattern that sends a window, and validation still holds.
+func TestBuffersAreTakenInTurn(t *testing.T) {
+	for _, c := range []struct {
+		pat             bench.Pattern
+		buffers, window int
+		want            int // distinct send buffers
+	}{
+		{bench.Latency, 3, 1, 3},
+		{bench.Latency, 0, 1, 1},
+		{bench.Bandwidth, 6, 4, 6},
+		{bench.Bandwidth, 0, 4, 4}, // validating: one per window slot
+		{bench.BiBandwidth, 5, 4, 5},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", c.pat, c.buffers), func(t *testing.T) {
+			spec := bench.Spec{Transport: "sm", Pattern: c.pat, Sizes: []int{64}, Reps: 1, Iters: 7, Warmup: 1,
+				Window: c.window, Validate: true, Buffers: c.buffers}
+			rec := &sendRecorder{size: 64}
+			_, err := inProcess(t, spec, func(rank int, tr transports.Transport) transports.Transport {
+				if rank != 0 {
+					return tr
+				}
+				rec.Transport = tr
+				return rec
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			distinct := map[uintptr]bool{}
+			perPass := (spec.Warmup + spec.Iters) * c.window // each pass starts again at the first buffer
+			for k, a := range rec.sent {
+				distinct[a] = true
+				if k%perPass >= c.want && a != rec.sent[k-c.want] {
+					t.Fatalf("message %d from %#x, message %d from %#x: not in turn over %d buffers", k, a, k-c.want, rec.sent[k-c.want], c.want)
+				}
+			}
+			if len(rec.sent) < 2*c.want || len(distinct) != c.want {
+				t.Errorf("%d distinct send buffers over %d messages, want %d", len(distinct), len(rec.sent), c.want)
+			}
+		})
 	}
 }

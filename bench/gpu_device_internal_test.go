@@ -59,7 +59,7 @@ func TestDeviceBuffersValidateThroughStaging(t *testing.T) {
 	for _, size := range spec.Sizes {
 		l := newLoop(nil, 0, spec, size, a)
 		for w := range 3 {
-			s, r := l.slot(l.sbuf, w), l.slot(l.rbuf, w)
+			s, r := l.slot(l.sbuf, 0, w), l.slot(l.rbuf, 0, w)
 			if err := l.fill(s, 7, 0, w); err != nil {
 				t.Fatal(err)
 			}

@@ -19,7 +19,7 @@ type loop struct {
 	size          int
 	iters, warmup int
 	window        int
-	sbuf, rbuf    [][]byte // one buffer each (as OSU), or one per window slot when validating
+	sbuf, rbuf    [][]byte // one buffer each (as OSU), one per window slot when validating, or Spec.Buffers
 	ack           []byte
 	validate      bool
 	reqs          []transports.Request
@@ -57,7 +57,10 @@ func newArena(spec Spec, g *rankGPU) (*arena, error) {
 	}
 	largest := slices.Max(spec.Sizes)
 	slots := 1
-	if spec.Validate && spec.Pattern != Latency {
+	switch {
+	case spec.Buffers > 0:
+		slots = spec.Buffers
+	case spec.Validate && spec.Pattern != Latency:
 		slots = max(spec.Window, 1)
 	}
 	a := &arena{}
@@ -181,12 +184,23 @@ func Free(b []byte) {
 	}
 }
 
-func (l *loop) slot(bufs [][]byte, w int) []byte { return bufs[w%len(bufs)] }
+// slot is the buffer of message w of iteration i's window: the run's
+// messages take the buffers in turn.
+func (l *loop) slot(bufs [][]byte, i, w int) []byte { return bufs[(i*l.window+w)%len(bufs)] }
 
 // run executes warm-up plus timed iterations and returns rank 0's elapsed
 // time of the timed part in nanoseconds (0 on rank 1).
+//
+// Beside a GPU load kernel every iteration, warm-up included, is a step
+// whose length goes into longestWait: a path that waits for the kernel to
+// end does so at its first message, which is a warm-up one, and the rest
+// of the pass then runs beside no kernel at all.
 func (l *loop) run() (int64, error) {
-	var start, last int64
+	var start, last, prev int64
+	steps := l.load != nil
+	if steps {
+		prev = nanotime()
+	}
 	for i := 0; i < l.warmup+l.iters; i++ {
 		if i == l.warmup {
 			start = nanotime()
@@ -206,6 +220,11 @@ func (l *loop) run() (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%s size %d iteration %d: %w", l.pattern, l.size, i, err)
 		}
+		if steps {
+			now := nanotime()
+			l.longestWait = max(l.longestWait, time.Duration(now-prev))
+			prev = now
+		}
 		if l.timeIterations && i >= l.warmup {
 			now := nanotime()
 			l.iterNS[i-l.warmup] = now - last
@@ -216,7 +235,7 @@ func (l *loop) run() (int64, error) {
 }
 
 func (l *loop) pingPong(i int) error {
-	s, r := l.sbuf[0], l.rbuf[0]
+	s, r := l.slot(l.sbuf, i, 0), l.slot(l.rbuf, i, 0)
 	if l.rank == 0 {
 		if err := l.fill(s, i, 0, 0); err != nil {
 			return err
@@ -248,13 +267,13 @@ func (l *loop) streamWindow(i int) error {
 		var q transports.Request
 		var err error
 		if l.rank == 0 {
-			b := l.slot(l.sbuf, w)
+			b := l.slot(l.sbuf, i, w)
 			if err := l.fill(b, i, 0, w); err != nil {
 				return err
 			}
 			q, err = l.t.Isend(l.peer, b)
 		} else {
-			q, err = l.t.Irecv(l.peer, l.slot(l.rbuf, w))
+			q, err = l.t.Irecv(l.peer, l.slot(l.rbuf, i, w))
 		}
 		if err != nil {
 			return err
@@ -269,7 +288,7 @@ func (l *loop) streamWindow(i int) error {
 		return err
 	}
 	for w := range l.window {
-		if err := l.check(l.slot(l.rbuf, w), i, 0, w); err != nil {
+		if err := l.check(l.slot(l.rbuf, i, w), i, 0, w); err != nil {
 			return err
 		}
 	}
@@ -280,14 +299,14 @@ func (l *loop) streamWindow(i int) error {
 func (l *loop) exchangeWindows(i int) error {
 	l.reqs = l.reqs[:0]
 	for w := range l.window {
-		q, err := l.t.Irecv(l.peer, l.slot(l.rbuf, w))
+		q, err := l.t.Irecv(l.peer, l.slot(l.rbuf, i, w))
 		if err != nil {
 			return err
 		}
 		l.reqs = append(l.reqs, q)
 	}
 	for w := range l.window {
-		b := l.slot(l.sbuf, w)
+		b := l.slot(l.sbuf, i, w)
 		if err := l.fill(b, i, l.rank, w); err != nil {
 			return err
 		}
@@ -301,7 +320,7 @@ func (l *loop) exchangeWindows(i int) error {
 		return err
 	}
 	for w := range l.window {
-		if err := l.check(l.slot(l.rbuf, w), i, l.peer, w); err != nil {
+		if err := l.check(l.slot(l.rbuf, i, w), i, l.peer, w); err != nil {
 			return err
 		}
 	}
@@ -499,9 +518,6 @@ func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
 	p := Summarize(l.size, l.pattern.Unit(), samples, perIter)
 	p.Iters, p.Warmup, p.Validated = l.iters, l.warmup, l.validate
 	if l.load != nil && l.rank == 0 {
-		for _, ns := range l.iterNS {
-			l.longestWait = max(l.longestWait, time.Duration(ns))
-		}
 		// A step that waited half the kernel's life or more waited for the
 		// kernel to end: the path stalls beside it. (A path that only slows
 		// down moves in steps far shorter.)

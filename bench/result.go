@@ -62,8 +62,14 @@ type Spec struct {
 	Warmup    int                `json:"warmup,omitempty"` // 0: OSU's default for the size
 	Window    int                `json:"window"`
 	Validate  bool               `json:"validate,omitempty"`
-	CPUs      []int              `json:"cpus,omitempty"`
-	Backend   string             `json:"segment_backend,omitempty"`
+	// Buffers is how many distinct send and receive buffers each rank
+	// cycles through, message k of a run using buffer k mod Buffers (0: one,
+	// as OSU, or one per window slot under Validate). A working set larger
+	// than a transport's registration or IPC-mapping cache shows the cost
+	// of its misses.
+	Buffers int    `json:"buffers,omitempty"`
+	CPUs    []int  `json:"cpus,omitempty"`
+	Backend string `json:"segment_backend,omitempty"`
 	// RepBytes, when positive, lowers a size's iteration count (never below
 	// 2) so that one repetition moves about this many payload bytes: the
 	// tuner's quick mode, which trades per-repetition length for more

@@ -114,6 +114,10 @@ func (s *Spec) Normalize() error {
 		return fmt.Errorf("window=%d: need at least 1", s.Window)
 	case s.Iters < 0 || s.Warmup < 0:
 		return fmt.Errorf("iters=%d warmup=%d: must not be negative", s.Iters, s.Warmup)
+	case s.Buffers < 0:
+		return fmt.Errorf("buffers=%d: must not be negative", s.Buffers)
+	case s.Buffers > 0 && s.Validate && s.Pattern != Latency && s.Buffers < s.Window:
+		return fmt.Errorf("buffers=%d with validate: need at least window=%d, one per message in flight", s.Buffers, s.Window)
 	}
 	for _, n := range s.Sizes {
 		if n < 0 {

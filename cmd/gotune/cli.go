@@ -75,7 +75,7 @@ type benchFlags struct {
 	mem, gpus, kernel                                     string
 	kernelBound                                           time.Duration
 	transportSet                                          bool // --transport given explicitly
-	reps, iters, warmup, window                           int
+	reps, iters, warmup, window, buffers                  int
 	validate                                              bool
 	opts                                                  []string
 	timeout, stall                                        time.Duration
@@ -90,6 +90,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.iters, "iters", 0, "timed iterations per repetition (0: OSU's default for the size)")
 	fl.IntVar(&f.warmup, "warmup", 0, "warm-up iterations per repetition (0: OSU's default for the size)")
 	fl.IntVar(&f.window, "window", bench.DefaultWindow, "messages in flight per iteration (bw, bibw, msgrate)")
+	fl.IntVar(&f.buffers, "buffers", 0, "distinct message buffers per rank, taken in turn (0: one, or one per window slot with --validate): a working set for the transport's caches")
 	fl.BoolVar(&f.validate, "validate", false, "fill every payload with a per-iteration pattern and check every byte")
 	fl.StringVar(&f.cpus, "cpus", "auto", "CPU per rank (e.g. 0,1), auto, or none")
 	fl.StringVar(&f.mem, "mem", "host", "message buffers: KIND for both ranks or SRC,DST (rank 0's, rank 1's): host|pinned|device|managed|managed-device|managed-host, or OSU's H|D|M|MD|MH")
@@ -161,7 +162,7 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 		}
 	}
 	s := bench.Spec{Transport: transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
-		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, CPUs: cpus, Backend: f.segment,
+		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, Buffers: f.buffers, CPUs: cpus, Backend: f.segment,
 		Mem: mem, GPUs: gpus, GPULoad: load, GPULoadBound: f.kernelBound}
 	if err := s.Normalize(); err != nil {
 		return s, err
