@@ -319,32 +319,46 @@ func TestGPUHostVisibleBuffersAcrossProcesses(t *testing.T) {
 }
 
 // Device memory over the GPU transport: what OSU's D D and H D measure,
-// validated through staging, with and without the load kernel.
+// validated through staging, with and without the load kernel; the SM copy
+// (sizes off the 16-byte vector, so its tail moves too); and an IPC mapping
+// cache of 2 under 5 buffers in turn, so every rendezvous opens a mapping
+// and closes the oldest.
 func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 	needGPU(t)
 	if _, err := transports.Lookup("cudaipc"); err != nil {
 		t.Skip(err)
 	}
+	smCopy := transports.Options{"cudaipc.copy": "sm"}
 	for _, c := range []struct {
-		mem  []cuda.MemKind
-		load float64
+		name    string
+		mem     []cuda.MemKind
+		load    float64
+		opts    transports.Options
+		buffers int
 	}{
-		{[]cuda.MemKind{D, D}, 0},
-		{[]cuda.MemKind{D, D}, 0.5},
-		{[]cuda.MemKind{H, D}, 0},
-		{[]cuda.MemKind{D, P}, 0.5},
-		{[]cuda.MemKind{P, D}, 0},   // 1 MiB: pushed from pinned memory by one DMA
-		{[]cuda.MemKind{P, D}, 0.5}, // beside a kernel
-		{[]cuda.MemKind{P, P}, 0},   // 1 MiB: offered, streamed through the fragments
+		{"", []cuda.MemKind{D, D}, 0, nil, 0},
+		{"", []cuda.MemKind{D, D}, 0.5, nil, 0},
+		{"", []cuda.MemKind{H, D}, 0, nil, 0},
+		{"", []cuda.MemKind{D, P}, 0.5, nil, 0},
+		{"", []cuda.MemKind{P, D}, 0, nil, 0},   // 1 MiB: pushed from pinned memory by one DMA
+		{"", []cuda.MemKind{P, D}, 0.5, nil, 0}, // beside a kernel
+		{"", []cuda.MemKind{P, P}, 0, nil, 0},   // 1 MiB: offered, streamed through the fragments
+		{"sm-copy", []cuda.MemKind{D, D}, 0, smCopy, 0},
+		{"sm-copy", []cuda.MemKind{D, D}, 0.5, smCopy, 0},
+		{"sm-copy", []cuda.MemKind{D, P}, 0, smCopy, 0}, // host side: the copy engines
+		{"cache2", []cuda.MemKind{D, D}, 0, transports.Options{"cudaipc.cache": "2"}, 5},
 	} {
 		for _, pat := range []bench.Pattern{bench.Latency, bench.Bandwidth, bench.BiBandwidth} {
-			t.Run(fmt.Sprintf("%v/%v/%s", c.mem, c.load, pat), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s%v/%v/%s", c.name, c.mem, c.load, pat), func(t *testing.T) {
 				sizes := []int{8, 64 << 10, 1 << 20}
+				if c.name == "sm-copy" {
+					sizes = []int{8, 4099, 1<<20 + 7}
+				}
 				if pat == bench.Latency {
 					sizes = append([]int{0}, sizes...) // a 1-byte allocation behind an empty view
 				}
-				spec := bench.Spec{Transport: "cudaipc", Pattern: pat, Sizes: sizes, Reps: 2, Iters: 10, Warmup: 1, Window: 4,
-					Validate: true, Mem: c.mem, GPULoad: c.load}
+				spec := bench.Spec{Transport: "cudaipc", Options: c.opts, Pattern: pat, Sizes: sizes, Reps: 2, Iters: 10, Warmup: 1, Window: 4,
+					Validate: true, Buffers: c.buffers, Mem: c.mem, GPULoad: c.load}
 				res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
 				if err != nil {
 					t.Fatal(err)
@@ -356,25 +370,27 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 }
 
 // With every SM held by the load kernel (bound 1 s), each loaded point
-// records the longest single wait of its passes and calls the path stalled
-// exactly when that wait reached half the bound. Which paths stall is what
-// the GPU results report, not something this test can know in advance (on
-// two H200s none did: results/gpu/h200x2-20261121-b/full-load), so it is
-// logged.
+// records the longest single step of its passes, warm-up included, and
+// calls the path stalled exactly when that step reached half the bound.
+// Staging on the legacy stream (hazard H4's coupling) and the SM copy
+// (which needs a free SM) must wait for the kernel to end; the copy
+// engines, reached from a non-blocking stream, must not.
 func TestGPUFullLoadMarksStalledPaths(t *testing.T) {
 	needGPU(t)
 	if _, err := transports.Lookup("cudaipc"); err != nil {
 		t.Skip(err)
 	}
 	for _, c := range []struct {
-		name string
-		mem  []cuda.MemKind
-		opts transports.Options
+		name   string
+		mem    []cuda.MemKind
+		opts   transports.Options
+		stalls bool
 	}{
-		{"staged-sync", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G", "cudaipc.staging": "sync"}},
-		{"staged-async", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G"}},
-		{"ipc", []cuda.MemKind{D, D}, nil},
-		{"pinned-push", []cuda.MemKind{P, D}, nil},
+		{"staged-sync", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G", "cudaipc.staging": "sync"}, true},
+		{"staged-async", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G"}, false},
+		{"ipc", []cuda.MemKind{D, D}, nil, false},
+		{"ipc-sm-copy", []cuda.MemKind{D, D}, transports.Options{"cudaipc.copy": "sm"}, true},
+		{"pinned-push", []cuda.MemKind{P, D}, nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			spec := bench.Spec{Transport: "cudaipc", Options: c.opts, Pattern: bench.Latency, Sizes: []int{8, 1 << 20},
@@ -391,6 +407,9 @@ func TestGPUFullLoadMarksStalledPaths(t *testing.T) {
 				}
 				if p.Stalled() != (p.LoadWait >= time.Second/2) {
 					t.Errorf("%d B: stalled %v with a longest step of %v (bound 1s)", p.Size, p.Stalled(), p.LoadWait)
+				}
+				if p.Stalled() != c.stalls {
+					t.Errorf("%d B: stalled %v beside a full-GPU kernel, want %v (longest step %v)", p.Size, p.Stalled(), c.stalls, p.LoadWait)
 				}
 			}
 		})

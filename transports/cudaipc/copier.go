@@ -17,6 +17,8 @@ type copier struct {
 	tables []*table     // by rank
 	rankOf map[int]int  // pid -> rank
 	opened []*openCache // by rank
+	mem    *memory      // classifies the local side
+	kernel *smCopy      // the SM copy (cudaipc.copy=sm); nil: copy engines
 }
 
 // openCache keeps a peer's opened allocations, least recently used last.
@@ -72,15 +74,30 @@ func (c *copier) Copy(pid int, local []byte, remote uintptr, pull bool) error {
 		return err
 	}
 	near := sys.AddressOf(local)
-	if pull {
-		err = cuda.CopyAsync(near, far, len(local), c.stream)
-	} else {
-		err = cuda.CopyAsync(far, near, len(local), c.stream)
+	dst, src := near, far
+	if !pull {
+		dst, src = far, near
 	}
-	if err != nil {
+	if err := c.copy(dst, src, local); err != nil {
 		return err
 	}
 	return c.stream.Synchronize()
+}
+
+// copy queues the single copy on the rank's stream: by the copy kernel when
+// cudaipc.copy=sm and both sides are device memory it can address in
+// vectors, else by a copy engine.
+func (c *copier) copy(dst, src uintptr, local []byte) error {
+	if c.kernel != nil && aligned(dst, src) {
+		place, err := c.mem.Place(local)
+		if err != nil {
+			return err
+		}
+		if place == sm.PlaceDevice {
+			return c.kernel.launch(dst, src, len(local), c.stream)
+		}
+	}
+	return cuda.CopyAsync(dst, src, len(local), c.stream)
 }
 
 // open returns the local address of the peer's device bytes at remote.
@@ -114,9 +131,9 @@ func (c *copier) open(rank int, remote uintptr, n int) (uintptr, error) {
 	return buf.Ptr() + (remote - uintptr(e.base)), nil
 }
 
-// close unmaps every opened allocation.
+// close unmaps every opened allocation and unloads the copy kernel.
 func (c *copier) close() error {
-	var first error
+	first := c.kernel.close()
 	for _, oc := range c.opened {
 		for _, o := range oc.maps {
 			if err := o.buf.Free(); err != nil && first == nil {

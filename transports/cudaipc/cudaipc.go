@@ -25,6 +25,9 @@ type Params struct {
 	// from the sender's buffer (a push); into a host receive, a round trip
 	// more than the fragments alone.
 	PinnedThreshold int
+	// Copy is how a single copy between device buffers moves: CopyEngine
+	// (cuMemcpyAsync) or CopySM (a copy kernel, which needs free SMs).
+	Copy string
 	// Cache is how many opened peer allocations a rank keeps per peer
 	// (least recently used closed first); 0 keeps all.
 	Cache int
@@ -47,6 +50,7 @@ var OptionKeys = map[string]string{
 	"cudaipc.staging":          "async (device messages below the threshold staged on a non-blocking stream) or sync (on the legacy stream: UNSAFE beside a kernel on a blocking stream, hazard H4)",
 	"cudaipc.threshold":        "smallest device message sent by CUDA IPC single copy (smaller ones are staged through shared memory)",
 	"cudaipc.pinned-threshold": "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)",
+	"cudaipc.copy":             "ce (single copies by the copy engines, cuMemcpyAsync) or sm (device-to-device single copies by a copy kernel, which waits for free SMs)",
 	"cudaipc.cache":            "opened peer allocations kept per peer (0: all)",
 	"cudaipc.gpus":             "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)",
 }
@@ -59,6 +63,9 @@ const DefaultThreshold = 0
 // DefaultPinnedThreshold is the built-in cudaipc.pinned-threshold: from
 // 256 KiB a round trip costs a host receive little next to the copy.
 const DefaultPinnedThreshold = 256 << 10
+
+// DefaultCache is the built-in cudaipc.cache.
+const DefaultCache = 64
 
 // ParseParams reads cudaipc.* options.
 func ParseParams(o transports.Options) (Params, error) {
@@ -73,7 +80,10 @@ func ParseParams(o transports.Options) (Params, error) {
 	if p.PinnedThreshold, err = o.Int("cudaipc.pinned-threshold", DefaultPinnedThreshold); err != nil {
 		return p, err
 	}
-	if p.Cache, err = o.Int("cudaipc.cache", 64); err != nil {
+	if p.Copy, err = o.String("cudaipc.copy", CopyEngine, CopyEngine, CopySM); err != nil {
+		return p, err
+	}
+	if p.Cache, err = o.Int("cudaipc.cache", DefaultCache); err != nil {
 		return p, err
 	}
 	if p.Alloc, err = gpumem.ModeOption(o, DefaultAlloc); err != nil {
@@ -195,6 +205,11 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 		c.rankOf[env.PIDs[r]] = r
 	}
 	t.copier = c
+	if p.Copy == CopySM {
+		if c.kernel, err = loadSMCopy(t.dev); err != nil {
+			return err
+		}
+	}
 	// Staging copies to and from the cells and fragments are DMA once the
 	// driver knows the memory.
 	seg := env.Segment[:smBytes]
@@ -203,6 +218,7 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 	}
 	t.segment = seg
 	mem := &memory{own: c.tables[env.Rank], stream: t.stream, sync: p.Staging == "sync"}
+	c.mem = mem
 	smEnv := env
 	smEnv.Segment = seg
 	if t.Endpoint, err = sm.NewWithMemory(smEnv, sp, c, mem, "cudaipc"); err != nil {

@@ -18,10 +18,12 @@ func TestParseParams(t *testing.T) {
 		want Params
 		err  string
 	}{
-		{opts: nil, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Cache: 64, Alloc: DefaultAlloc}},
-		{opts: transports.Options{"cudaipc.staging": "sync", "cudaipc.threshold": "1M", "cudaipc.pinned-threshold": "4M", "cudaipc.gpus": "1, 0", "cudaipc.cache": "0"},
-			want: Params{Staging: "sync", Threshold: 1 << 20, PinnedThreshold: 4 << 20, GPUs: []int{1, 0}, Alloc: DefaultAlloc}},
-		{opts: transports.Options{"gpu.alloc": "worker"}, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Cache: 64, Alloc: gpumem.Worker}},
+		{opts: nil, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Copy: CopyEngine, Cache: DefaultCache, Alloc: DefaultAlloc}},
+		{opts: transports.Options{"cudaipc.staging": "sync", "cudaipc.threshold": "1M", "cudaipc.pinned-threshold": "4M", "cudaipc.gpus": "1, 0", "cudaipc.cache": "0", "cudaipc.copy": "sm"},
+			want: Params{Staging: "sync", Threshold: 1 << 20, PinnedThreshold: 4 << 20, Copy: CopySM, GPUs: []int{1, 0}, Alloc: DefaultAlloc}},
+		{opts: transports.Options{"gpu.alloc": "worker"}, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Copy: CopyEngine, Cache: DefaultCache, Alloc: gpumem.Worker}},
+		{opts: transports.Options{"cudaipc.copy": "dma"}, err: "cudaipc.copy"},
+		{opts: transports.Options{"cudaipc.cache": "-1"}, err: "cudaipc.cache"},
 		{opts: transports.Options{"gpu.alloc": "cudaFree"}, err: "gpu.alloc"},
 		{opts: transports.Options{"cudaipc.pinned-threshold": "-"}, err: "cudaipc.pinned-threshold"},
 		{opts: transports.Options{"cudaipc.staging": "legacy"}, err: "cudaipc.staging"},
@@ -114,5 +116,37 @@ func TestProgressThreadRefused(t *testing.T) {
 	_, err := New(transports.Env{Rank: 0, Size: 2, PIDs: []int{1, 2}, Options: transports.Options{"sm.progress": "thread"}})
 	if err == nil || !strings.Contains(err.Error(), "sm.progress=thread") {
 		t.Fatalf("progress thread: %v", err)
+	}
+}
+
+// The copy kernel's grid: a thread per 16-byte vector, never more blocks
+// than the device holds at once, and one block for a message with no
+// whole vector (its tail).
+func TestSMCopyGrid(t *testing.T) {
+	k := &smCopy{maxBlocks: 528} // 132 SMs × 4 blocks of 512 threads
+	for _, c := range []struct{ n, want int }{
+		{0, 1}, {1, 1}, {15, 1}, {16, 1}, {copyBlock * vectorBytes, 1}, {copyBlock*vectorBytes + 16, 2},
+		{1 << 20, 128}, {256 << 20, 528},
+	} {
+		if got := k.grid(c.n); got != c.want {
+			t.Errorf("grid(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		dst, src uintptr
+		ok       bool
+	}{{0x1000, 0x2000, true}, {0x1010, 0x20f0, true}, {0x1008, 0x2000, false}, {0x1000, 0x2001, false}} {
+		if aligned(c.dst, c.src) != c.ok {
+			t.Errorf("aligned(%#x, %#x) = %v", c.dst, c.src, !c.ok)
+		}
+	}
+}
+
+// The embedded kernel names its entry and the parameters launch sets.
+func TestCopyPTXEntry(t *testing.T) {
+	for _, want := range []string{".visible .entry " + copyEntry + "(", "_param_dst", "_param_src", "_param_n", "ld.global.v4.u32", "st.global.u8"} {
+		if !strings.Contains(copyPTX, want) {
+			t.Errorf("copy.ptx lacks %q", want)
+		}
 	}
 }

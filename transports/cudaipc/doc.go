@@ -8,7 +8,10 @@
 // receiver finds the handle there, opens it once (cache: cudaipc.cache
 // mappings per rank) and copies straight from the sender's GPU memory into
 // its own buffer, device or host, with cuMemcpyAsync on a non-blocking
-// stream of its own, over NVLink when the GPUs are peers. Smaller device
+// stream of its own, over NVLink when the GPUs are peers; or, with
+// cudaipc.copy=sm, with a copy kernel (copy.ptx) that moves the bytes on
+// the SMs instead of a copy engine, and so waits for free SMs beside a
+// kernel that holds them all (smcopy.go). Smaller device
 // messages, and every message from host memory into device memory, are
 // staged through the sm cells and fragments, which are registered with the
 // driver so the copies are DMA (memory.go). Staging runs in one of two
