@@ -94,6 +94,8 @@ type GPU struct {
 	IPCThreshold    int      `yaml:"ipc_threshold" mapstructure:"ipc_threshold"`       // device messages from this size go by CUDA IPC; smaller ones are staged
 	Staging         string   `yaml:"staging" mapstructure:"staging"`                   // async | sync
 	PinnedThreshold int      `yaml:"pinned_threshold" mapstructure:"pinned_threshold"` // pinned host sends from this size are pushed into device receives
+	Copy            string   `yaml:"copy,omitempty" mapstructure:"copy"`               // ce | sm: how single copies between device buffers move (omitted: ce)
+	IPCCache        int      `yaml:"ipc_cache,omitempty" mapstructure:"ipc_cache"`     // opened peer allocations kept per peer (omitted: the transport's default)
 	Allocator       string   `yaml:"allocator" mapstructure:"allocator"`               // plain | worker | pool (probe H2's verdicts)
 	Avoided         []string `yaml:"avoided,omitempty" mapstructure:"avoided"`         // candidate paths that stalled beside a GPU kernel
 }
@@ -104,6 +106,12 @@ func (g *GPU) Options() transports.Options {
 		"cudaipc.pinned-threshold": fmt.Sprint(g.PinnedThreshold)}
 	if g.GPUs != "" {
 		o["cudaipc.gpus"] = g.GPUs
+	}
+	if g.Copy != "" {
+		o["cudaipc.copy"] = g.Copy
+	}
+	if g.IPCCache > 0 {
+		o["cudaipc.cache"] = fmt.Sprint(g.IPCCache)
 	}
 	if g.Allocator != "" {
 		o["gpu.alloc"] = g.Allocator

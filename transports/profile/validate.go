@@ -138,6 +138,10 @@ func validate(p *Profile) problems {
 		if g.Allocator != "" {
 			oneOf(&ps, "gpu.allocator", g.Allocator, []string{"plain", "worker", "pool"})
 		}
+		if g.Copy != "" {
+			oneOf(&ps, "gpu.copy", g.Copy, []string{"ce", "sm"})
+		}
+		nonNegative(&ps, "gpu.ipc_cache", g.IPCCache)
 	}
 
 	for i, v := range p.Safety {

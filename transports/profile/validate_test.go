@@ -39,8 +39,9 @@ func TestValidate(t *testing.T) {
 			[]string{`evidence.measurements: "/data/m.jsonl" is absolute`}},
 		{"no decisions", func(p *Profile) { p.Decisions = nil }, []string{"decisions: none"}},
 		{"gpu", func(p *Profile) {
-			p.GPU = &GPU{GPUs: "0,1", IPCThreshold: -1, Staging: "legacy", PinnedThreshold: 256 << 10, Allocator: "cudaFree"}
-		}, []string{"gpu.ipc_threshold: negative (-1)", `gpu.staging: "legacy" is not one of async|sync`, `gpu.allocator: "cudaFree" is not one of plain|worker|pool`}},
+			p.GPU = &GPU{GPUs: "0,1", IPCThreshold: -1, Staging: "legacy", PinnedThreshold: 256 << 10, Allocator: "cudaFree", Copy: "dma", IPCCache: -4}
+		}, []string{"gpu.ipc_threshold: negative (-1)", `gpu.staging: "legacy" is not one of async|sync`, `gpu.allocator: "cudaFree" is not one of plain|worker|pool`,
+			`gpu.copy: "dma" is not one of ce|sm`, "gpu.ipc_cache: negative (-4)"}},
 		{"no pairs", func(p *Profile) { p.Decisions["internode"] = map[string]Decision{} }, []string{"decisions.internode: no memory pairs"}},
 		{"bad pair key", func(p *Profile) { p.Decisions["intranode"]["host.host"] = p.Decisions["intranode"]["host_host"] },
 			[]string{`decisions.intranode.host.host: invalid key "host.host"`}},
@@ -116,7 +117,7 @@ func TestSizeLabel(t *testing.T) {
 // cudaipc options it implies.
 func TestGPUSection(t *testing.T) {
 	p := sample()
-	p.GPU = &GPU{GPUs: "0,1", IPCThreshold: 0, Staging: "async", PinnedThreshold: 256 << 10, Allocator: "pool",
+	p.GPU = &GPU{GPUs: "0,1", IPCThreshold: 0, Staging: "async", PinnedThreshold: 256 << 10, Allocator: "pool", Copy: "ce", IPCCache: 16,
 		Avoided: []string{"staging=sync,ipc>=1G at load full: stalled"}}
 	if err := Validate(p); err != nil {
 		t.Fatal(err)
@@ -134,7 +135,7 @@ func TestGPUSection(t *testing.T) {
 	}
 	o := q.GPU.Options()
 	for k, want := range map[string]string{"cudaipc.gpus": "0,1", "cudaipc.threshold": "0", "cudaipc.staging": "async",
-		"cudaipc.pinned-threshold": "262144", "gpu.alloc": "pool"} {
+		"cudaipc.pinned-threshold": "262144", "gpu.alloc": "pool", "cudaipc.copy": "ce", "cudaipc.cache": "16"} {
 		if o[k] != want {
 			t.Errorf("option %s = %q, want %q", k, o[k], want)
 		}

@@ -3,6 +3,7 @@ package sweep
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,10 @@ import (
 
 // The GPU stages (plan.GPU; skipped when it names no GPUs).
 //
+// Before them probe H4 screens the staging modes: one that couples a
+// staged copy to a kernel on a blocking stream (sync, on the legacy
+// stream) is out of every candidate.
+//
 // gpu-path/LOAD: every staging mode × IPC threshold moves device messages
 // GPU to GPU (latency at plan.GPU.Sizes), once per load level of the
 // concurrent kernel. A trial that stalled beside the kernel (a pass ended
@@ -22,6 +27,21 @@ import (
 // takes a path that waits for a running kernel. The path is chosen among
 // the candidates that progressed at every load, by their standing without
 // load (the other loads' standings are reported).
+//
+// gpu-copy/LOAD: how the single copy between device buffers moves, by a
+// copy engine (cuMemcpyAsync) or by a copy kernel on the SMs, measured as
+// the one-way time of large device-to-device messages at every load level
+// and decided like the path: a copy that stalls beside the kernel is out.
+// (Latency, not bandwidth: a stall is one step of half the kernel's bound
+// or more, and a bandwidth step is a whole window of messages, which a
+// slowed but moving copy can take that long to finish.)
+//
+// gpu-cache/LOAD: how many opened peer allocations a rank keeps, measured
+// as latency with plan.GPU.IPCBuffers device buffers taken in turn (an
+// application's working set): a cache smaller than it opens and closes a
+// mapping per message. Decided like the path; among candidates within
+// noise of the best, the smallest cache wins (every mapping keeps a peer's
+// allocation alive until it is closed).
 //
 // gpu-pinned: the size from which sends from pinned host memory are pushed
 // into device receives by one DMA (bandwidth, pinned to device).
@@ -32,6 +52,8 @@ import (
 
 const (
 	stageGPUPath   = "gpu-path"
+	stageGPUCopy   = "gpu-copy"
+	stageGPUCache  = "gpu-cache"
 	stageGPUPinned = "gpu-pinned"
 )
 
@@ -41,11 +63,15 @@ type GPUParams struct {
 	Threshold       int    // cudaipc.threshold
 	Staging         string // cudaipc.staging
 	PinnedThreshold int    // cudaipc.pinned-threshold
+	Copy            string // cudaipc.copy ("": not decided)
+	Cache           int    // cudaipc.cache (0: not decided)
 	Alloc           string // gpu.alloc
 	// Stalled lists the candidates that waited for a kernel, by load.
 	Stalled []string
 	// AllocVerdicts are H2's verdicts by mode.
 	AllocVerdicts []ProbeRecord
+	// StagingVerdicts are H4's verdicts by staging mode.
+	StagingVerdicts []ProbeRecord
 }
 
 // options renders the GPU decisions as cudaipc.* and gpu.* options.
@@ -55,6 +81,12 @@ func (g *GPUParams) options() transports.Options {
 	}
 	o := transports.Options{"cudaipc.gpus": g.GPUs, "cudaipc.threshold": itoa(g.Threshold),
 		"cudaipc.staging": g.Staging, "cudaipc.pinned-threshold": itoa(g.PinnedThreshold)}
+	if g.Copy != "" {
+		o["cudaipc.copy"] = g.Copy
+	}
+	if g.Cache > 0 {
+		o["cudaipc.cache"] = itoa(g.Cache)
+	}
 	if g.Alloc != "" {
 		o[gpumem.OptionKey] = g.Alloc
 	}
@@ -75,6 +107,7 @@ func (g *TrialGPU) apply(spec *bench.Spec) error {
 		return fmt.Errorf("gpus: %w", err)
 	}
 	spec.Mem, spec.GPUs, spec.GPULoad, spec.GPULoadBound = mem, gpus, g.Load, g.LoadBound
+	spec.Buffers = g.Buffers
 	spec.CPUs = nil // the GPU's NUMA node, not the host stages' cores
 	return nil
 }
@@ -97,9 +130,9 @@ func stalled(t Trial) string {
 	return fmt.Sprintf("stalled: waited for the GPU load kernel (%s, bound %v) at %s", bench.KernelName(t.GPU.Load), t.GPU.LoadBound, strings.Join(at, ", "))
 }
 
-func gpuPathCands(g GPUPlan, base transports.Options) []candidate {
+func gpuPathCands(g GPUPlan, staging []string, base transports.Options) []candidate {
 	var out []candidate
-	for si, st := range g.Staging {
+	for si, st := range staging {
 		for _, th := range g.Thresholds {
 			n, _ := transports.ParseSize(th)
 			o := base.With(transports.Options{"cudaipc.staging": st, "cudaipc.threshold": itoa(n)})
@@ -124,27 +157,62 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 	base["cudaipc.gpus"] = g.GPUs
 	gpuSizes, _ := sizes("gpu.sizes", g.Sizes)
 
-	cands := gpuPathCands(g, base)
-	for _, l := range g.Loads {
-		load, _ := bench.ParseKernel(l)
-		tg := &TrialGPU{Mem: "device,device", GPUs: g.GPUs, Load: load}
-		if load > 0 {
-			tg.LoadBound = g.LoadBound
-		}
-		if err := r.measureOn(stageGPUPath+"/"+l, cands, []bench.Pattern{bench.Latency}, gpuSizes, r.plan.Rounds, tg); err != nil {
-			return err
-		}
+	staging, err := r.safeStaging(gp)
+	if err != nil {
+		return err
 	}
-	perLoad, d, avoided, keep := decideGPUPath(r.trials, g.Loads, cands)
-	out.Stages = append(out.Stages, perLoad...)
-	gp.Stalled = avoided
-	if len(keep) == 0 {
-		return fmt.Errorf("gpu: every device path stalled or failed at some load: %s", strings.Join(avoided, "; "))
+	cands := gpuPathCands(g, staging, base)
+	keep, err := r.loadedStage(stageGPUPath, cands, bench.Latency, gpuSizes, 0, gp, out)
+	if err != nil {
+		return err
 	}
-	out.Stages = append(out.Stages, d)
-	if c := find(keep, d.Chosen); c != nil {
+	if c := find(keep, out.Stages[len(out.Stages)-1].Chosen); c != nil {
 		gp.Staging = c.opts["cudaipc.staging"]
 		gp.Threshold, _ = transports.ParseSize(c.opts["cudaipc.threshold"])
+	}
+	decided := func() transports.Options { return base.With(gp.options()) }
+
+	// Copy engines or SMs for the single copy.
+	copySizes, _ := sizes("gpu.copy_sizes", g.CopySizes)
+	cacheSizes, _ := sizes("gpu.cache_sizes", g.CacheSizes)
+	for _, s := range []struct {
+		what  string
+		want  bool
+		sizes []int
+	}{{"cudaipc.copy", len(g.Copies) > 0, copySizes}, {"cudaipc.cache", len(g.IPCCaches) > 0, cacheSizes}} {
+		if s.want && slices.Max(s.sizes) < gp.Threshold {
+			r.notes = append(r.notes, fmt.Sprintf("gpu: %s not decided: no size it is weighed at reaches the IPC threshold %s", s.what, transports.FormatSize(gp.Threshold)))
+		}
+	}
+	if len(g.Copies) > 0 && slices.Max(copySizes) >= gp.Threshold {
+		var cc []candidate
+		for i, m := range g.Copies {
+			cc = append(cc, candidate{name: "copy=" + m, transport: "cudaipc",
+				opts: decided().With(transports.Options{"cudaipc.copy": m}), cost: int64(i)})
+		}
+		keep, err := r.loadedStage(stageGPUCopy, cc, bench.Latency, copySizes, 0, gp, out)
+		if err != nil {
+			return err
+		}
+		if c := find(keep, out.Stages[len(out.Stages)-1].Chosen); c != nil {
+			gp.Copy = c.opts["cudaipc.copy"]
+		}
+	}
+
+	// IPC mapping cache under a working set of buffers.
+	if len(g.IPCCaches) > 0 && slices.Max(cacheSizes) >= gp.Threshold {
+		var cc []candidate
+		for _, n := range g.IPCCaches {
+			cc = append(cc, candidate{name: "cache=" + itoa(n), transport: "cudaipc",
+				opts: decided().With(transports.Options{"cudaipc.cache": itoa(n)}), cost: int64(n)})
+		}
+		keep, err := r.loadedStage(stageGPUCache, cc, bench.Latency, cacheSizes, g.IPCBuffers, gp, out)
+		if err != nil {
+			return err
+		}
+		if c := find(keep, out.Stages[len(out.Stages)-1].Chosen); c != nil {
+			gp.Cache, _ = strconv.Atoi(c.opts["cudaipc.cache"])
+		}
 	}
 
 	// Pinned host to device: the push threshold.
@@ -153,7 +221,7 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 		var pc []candidate
 		for _, th := range g.PinnedThresholds {
 			n, _ := transports.ParseSize(th)
-			o := base.With(transports.Options{"cudaipc.staging": gp.Staging, "cudaipc.threshold": itoa(gp.Threshold), "cudaipc.pinned-threshold": itoa(n)})
+			o := decided().With(transports.Options{"cudaipc.pinned-threshold": itoa(n)})
 			pc = append(pc, candidate{name: "pinned>=" + transports.FormatSize(n), transport: "cudaipc", opts: o, cost: -int64(n)})
 		}
 		tg := &TrialGPU{Mem: "pinned,device", GPUs: g.GPUs}
@@ -177,16 +245,47 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 	return nil
 }
 
-// decideGPUPath weighs the device paths: a decision per load level, the
-// candidates out at any load (stalled or failed) with why, and the final
-// choice among the rest by their standing at the first load (normally
-// none): the runtime cannot know whether a kernel runs, so the path must
-// progress at every load and be fast without one.
-func decideGPUPath(trials []Trial, loads []string, cands []candidate) (perLoad []StageDecision, final StageDecision, avoided []string, keep []candidate) {
+// loadedStage measures device-to-device candidates (buffers in turn per
+// rank, 0: one) at every load level of the plan, as stage/LOAD, and
+// decides with decideLoaded. It appends the per-load decisions and the
+// final one to out.Stages, the candidates out to gp.Stalled, and returns
+// the candidates that progressed at every load.
+func (r *Runner) loadedStage(stage string, cands []candidate, pattern bench.Pattern, sizes []int, buffers int, gp *GPUParams, out *Outcome) ([]candidate, error) {
+	g := r.plan.GPU
+	left := cands // a candidate out at one load is not measured at the next
+	for _, l := range g.Loads {
+		load, _ := bench.ParseKernel(l)
+		tg := &TrialGPU{Mem: "device,device", GPUs: g.GPUs, Load: load, Buffers: buffers}
+		if load > 0 {
+			tg.LoadBound = g.LoadBound
+		}
+		if err := r.measureOn(stage+"/"+l, left, []bench.Pattern{pattern}, sizes, r.plan.Rounds, tg); err != nil {
+			return nil, err
+		}
+		left = slices.DeleteFunc(slices.Clone(left), func(c candidate) bool { return failedWhy(r.trials, stage+"/"+l, c.name) != "" })
+	}
+	perLoad, d, avoided, keep := decideLoaded(r.trials, stage, pattern, g.Loads, cands)
+	out.Stages = append(out.Stages, perLoad...)
+	gp.Stalled = append(gp.Stalled, avoided...)
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("gpu: every candidate of %s stalled or failed at some load: %s", stage, strings.Join(avoided, "; "))
+	}
+	out.Stages = append(out.Stages, d)
+	return keep, nil
+}
+
+// decideLoaded weighs candidates measured at every load level (stages
+// stage/LOAD): a decision per load level, the candidates out at any load
+// (stalled or failed) with why, and the final choice among the rest by
+// their standing at the first load (normally none): the runtime cannot
+// know whether a kernel runs, so what it uses must progress at every load
+// and be fast without one.
+func decideLoaded(trials []Trial, stage string, pattern bench.Pattern, loads []string, cands []candidate) (perLoad []StageDecision, final StageDecision, avoided []string, keep []candidate) {
 	out := map[string]bool{}
+	patterns := []bench.Pattern{pattern}
 	for _, l := range loads {
-		stage := stageGPUPath + "/" + l
-		perLoad = append(perLoad, pickCheapest(trials, stage, []bench.Pattern{bench.Latency}, cands))
+		stage := stage + "/" + l
+		perLoad = append(perLoad, pickCheapest(trials, stage, patterns, cands))
 		for _, c := range cands {
 			if why := failedWhy(trials, stage, c.name); why != "" && !out[c.name] {
 				out[c.name] = true
@@ -199,10 +298,10 @@ func decideGPUPath(trials []Trial, loads []string, cands []candidate) (perLoad [
 			keep = append(keep, c)
 		}
 	}
-	final = StageDecision{Stage: stageGPUPath}
+	final = StageDecision{Stage: stage}
 	if len(keep) > 0 && len(loads) > 0 {
-		final = pickCheapest(trials, stageGPUPath+"/"+loads[0], []bench.Pattern{bench.Latency}, keep)
-		final.Stage = stageGPUPath
+		final = pickCheapest(trials, stage+"/"+loads[0], patterns, keep)
+		final.Stage = stage
 	}
 	return perLoad, final, avoided, keep
 }
@@ -215,6 +314,38 @@ func failedWhy(trials []Trial, stage, cand string) string {
 		}
 	}
 	return ""
+}
+
+// safeStaging runs probe H4 on every staging mode of the plan (sync as
+// its unsafe form) and returns the modes that passed; a mode H4 catches is
+// out before anything is measured, with H4's verdict among the avoided.
+// Without H4 in this build every mode stays, and a note says so.
+func (r *Runner) safeStaging(gp *GPUParams) ([]string, error) {
+	modes := r.plan.GPU.Staging
+	p, err := probe.Lookup("H4")
+	if err != nil {
+		r.notes = append(r.notes, "gpu staging: no probe H4 in this build; staging modes not screened")
+		return modes, nil
+	}
+	var safe []string
+	for _, m := range modes {
+		opts := transports.Options{"cudaipc.gpus": gp.GPUs, "cudaipc.staging": m}
+		v, _, err := r.probeOnce(p, m == "sync", opts)
+		if err != nil {
+			return nil, err
+		}
+		v.Options = opts
+		gp.StagingVerdicts = append(gp.StagingVerdicts, v)
+		if v.Outcome == probe.Passed.String() {
+			safe = append(safe, m)
+			continue
+		}
+		gp.Stalled = append(gp.Stalled, fmt.Sprintf("staging=%s: probe H4: %s: %s", m, v.Outcome, v.Detail))
+	}
+	if len(safe) == 0 {
+		return nil, fmt.Errorf("gpu staging: no mode of %v passed H4: %s", modes, strings.Join(gp.Stalled, "; "))
+	}
+	return safe, nil
 }
 
 // allocMode runs H2 on every allocator mode of the plan (plain as H2's

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestDecideGPUPathAvoidsStallingPaths(t *testing.T) {
 			gpuTrial("none", "sync", round, false, 5), gpuTrial("none", "async", round, false, 9), gpuTrial("none", "ipc", round, false, 7),
 			gpuTrial("full", "sync", round, true, 2e5), gpuTrial("full", "async", round, false, 3000), gpuTrial("full", "ipc", round, false, 2000))
 	}
-	perLoad, final, avoided, keep := decideGPUPath(trials, loads, cands)
+	perLoad, final, avoided, keep := decideLoaded(trials, stageGPUPath, bench.Latency, loads, cands)
 	if len(perLoad) != 2 || perLoad[0].Chosen != "sync" {
 		t.Errorf("without load the fastest path is sync; per load: %+v", perLoad)
 	}
@@ -51,7 +52,7 @@ func TestDecideGPUPathAvoidsStallingPaths(t *testing.T) {
 	for _, c := range cands {
 		all = append(all, gpuTrial("none", c.name, 1, false, 5), gpuTrial("full", c.name, 1, true, 5))
 	}
-	if _, final, avoided, keep := decideGPUPath(all, loads, cands); len(keep) != 0 || final.Chosen != "" || len(avoided) != 3 {
+	if _, final, avoided, keep := decideLoaded(all, stageGPUPath, bench.Latency, loads, cands); len(keep) != 0 || final.Chosen != "" || len(avoided) != 3 {
 		t.Errorf("all stalled: kept %d, chose %q, avoided %d", len(keep), final.Chosen, len(avoided))
 	}
 }
@@ -84,8 +85,10 @@ func TestTrialKeys(t *testing.T) {
 	a.GPU = &TrialGPU{Mem: "device,device", GPUs: "0,1"}
 	b := a
 	b.GPU = &TrialGPU{Mem: "device,device", GPUs: "0,1", Load: 1, LoadBound: time.Second}
-	if a.key() == host.key() || a.key() == b.key() {
-		t.Error("GPU buffers or load missing from the key")
+	c := a
+	c.GPU = &TrialGPU{Mem: "device,device", GPUs: "0,1", Buffers: 32}
+	if a.key() == host.key() || a.key() == b.key() || a.key() == c.key() {
+		t.Error("GPU buffers, load or working set missing from the key")
 	}
 }
 
@@ -108,6 +111,11 @@ func TestGPUPlanCheck(t *testing.T) {
 		{func(g *GPUPlan) { g.LoadBound = 0 }, "gpu.load_bound"},
 		{func(g *GPUPlan) { g.Sizes = "" }, "gpu.sizes: empty"},
 		{func(g *GPUPlan) { g.Thresholds = nil }, "gpu.thresholds, gpu.staging and gpu.loads"},
+		{func(g *GPUPlan) { g.Copies = []string{"dma"} }, `gpu.copies: "dma"`},
+		{func(g *GPUPlan) { g.CopySizes = "" }, "gpu.copy_sizes: empty"},
+		{func(g *GPUPlan) { g.IPCCaches = []int{16, 0} }, "gpu.ipc_caches: 0"},
+		{func(g *GPUPlan) { g.IPCBuffers = 0 }, "gpu.ipc_buffers"},
+		{func(g *GPUPlan) { g.CacheSizes = "1M:x" }, "gpu.cache_sizes"},
 	} {
 		p := GPU()
 		c.mod(&p.GPU)
@@ -120,5 +128,47 @@ func TestGPUPlanCheck(t *testing.T) {
 	p.GPU.Staging = []string{"legacy"}
 	if err := p.Check(); err != nil {
 		t.Errorf("host plan with stray GPU keys: %v", err)
+	}
+}
+
+// The decided GPU settings render as the transport's options; what was not
+// decided (copy, cache) is left to the transport's defaults.
+func TestGPUParamsOptions(t *testing.T) {
+	g := &GPUParams{GPUs: "0,1", Threshold: 0, Staging: "async", PinnedThreshold: 256 << 10, Alloc: "pool"}
+	o := g.options()
+	if _, ok := o["cudaipc.copy"]; ok {
+		t.Errorf("undecided copy rendered: %v", o)
+	}
+	if _, ok := o["cudaipc.cache"]; ok {
+		t.Errorf("undecided cache rendered: %v", o)
+	}
+	g.Copy, g.Cache = "sm", 16
+	o = g.options()
+	if o["cudaipc.copy"] != "sm" || o["cudaipc.cache"] != "16" || o["gpu.alloc"] != "pool" || o["cudaipc.pinned-threshold"] != "262144" {
+		t.Errorf("options %v", o)
+	}
+	if err := transports.CheckKeys(o); err != nil {
+		t.Errorf("rendered options are not the transport's: %v", err)
+	}
+}
+
+// The GPU plan files the GPU scripts run load and pass the checks.
+func TestGPUPlanFiles(t *testing.T) {
+	files, err := filepath.Glob("../../scripts/gpu/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no plan files under scripts/gpu: %v", err)
+	}
+	for _, f := range files {
+		p, err := LoadPlan(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if err := p.Check(); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+		if p.GPU.GPUs == "" {
+			t.Errorf("%s: no gpu section", f)
+		}
 	}
 }

@@ -113,8 +113,20 @@ func (r *Runner) summary(res Result) string {
 		fmt.Fprintf(&w, "## GPU (cudaipc on GPUs %s)\n", g.GPUs)
 		fmt.Fprintf(&w, " device messages: staged (%s) below %s, CUDA IPC from there\n", g.Staging, transports.FormatSize(g.Threshold))
 		fmt.Fprintf(&w, " pinned host sends pushed into device receives from %s\n", transports.FormatSize(g.PinnedThreshold))
+		if g.Copy != "" {
+			fmt.Fprintf(&w, " single copies between device buffers by %s\n", map[string]string{"ce": "the copy engines", "sm": "a copy kernel on the SMs"}[g.Copy])
+		}
+		if g.Cache > 0 {
+			fmt.Fprintf(&w, " IPC mappings kept per peer: %d (weighed with %d buffers in turn)\n", g.Cache, r.plan.GPU.IPCBuffers)
+		}
 		for _, s := range g.Stalled {
 			fmt.Fprintf(&w, " avoided: %s\n", s)
+		}
+		if len(g.StagingVerdicts) > 0 {
+			fmt.Fprintf(&w, " staging modes (probe H4 on every mode:)\n")
+			for _, v := range g.StagingVerdicts {
+				fmt.Fprintf(&w, "   %s: %s: %s\n", v.Options["cudaipc.staging"], v.Outcome, v.Detail)
+			}
 		}
 		fmt.Fprintf(&w, " GPU allocator: %s (probe H2 on every mode:)\n", g.Alloc)
 		for _, v := range g.AllocVerdicts {

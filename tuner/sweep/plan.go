@@ -61,8 +61,9 @@ type Plan struct {
 // empty): the cudaipc path for device messages (staging mode × the size
 // from which they go by CUDA IPC), measured with each load level of the
 // concurrent kernel, a candidate that stalls beside a kernel is out; the
-// pinned-host threshold; and the GPU allocator mode from probe H2's
-// verdicts.
+// pinned-host threshold; copy engines or SMs for the single copy, and the
+// IPC mapping cache, each weighed at every load level too; and the GPU
+// allocator mode from probe H2's verdicts.
 type GPUPlan struct {
 	GPUs             string        `json:"gpus" mapstructure:"gpus"`                           // ranks' devices, e.g. "0,1"
 	Thresholds       []string      `json:"thresholds" mapstructure:"thresholds"`               // cudaipc.threshold candidates
@@ -73,6 +74,11 @@ type GPUPlan struct {
 	PinnedThresholds []string      `json:"pinned_thresholds" mapstructure:"pinned_thresholds"` // cudaipc.pinned-threshold candidates
 	PinnedSizes      string        `json:"pinned_sizes" mapstructure:"pinned_sizes"`           // pinned-to-device bandwidth sizes
 	AllocModes       []string      `json:"alloc_modes" mapstructure:"alloc_modes"`             // gpu.alloc candidates, weighed by probe H2
+	Copies           []string      `json:"copies" mapstructure:"copies"`                       // cudaipc.copy candidates: ce, sm
+	CopySizes        string        `json:"copy_sizes" mapstructure:"copy_sizes"`               // device-to-device latency sizes for the copy
+	IPCCaches        []int         `json:"ipc_caches" mapstructure:"ipc_caches"`               // cudaipc.cache candidates (positive)
+	IPCBuffers       int           `json:"ipc_buffers" mapstructure:"ipc_buffers"`             // device buffers per rank taken in turn while weighing the cache
+	CacheSizes       string        `json:"cache_sizes" mapstructure:"cache_sizes"`             // latency sizes for the cache
 }
 
 // GPU is the built-in plan of `gotune sweep --plan gpu`: the host stages
@@ -80,7 +86,7 @@ type GPUPlan struct {
 // the GPU stages and the probes H2 and H4, on GPUs 0 and 1.
 func GPU() Plan {
 	p := Quick()
-	p.Name, p.Budget, p.Rounds, p.MaxRound = "gpu", 8*time.Minute, 3, 5
+	p.Name, p.Budget, p.Rounds, p.MaxRound = "gpu", 8*time.Minute, 2, 5
 	p.Eager, p.Fragments, p.Depths, p.Transports = []string{"4K"}, []string{"64Kx16"}, []int{64}, []string{"sm"}
 	p.TransportSizes, p.Bisect = "64K", false
 	p.AllocPurges, p.AllocTHP, p.AllocCaches = []string{"immediate"}, []bool{false}, []string{"64M"}
@@ -91,6 +97,8 @@ func GPU() Plan {
 		Loads: []string{"none", "partial", "full"}, LoadBound: time.Second, Sizes: "8,64K,1M",
 		PinnedThresholds: []string{"256K", "4M", "1G"}, PinnedSizes: "1M,16M",
 		AllocModes: []string{"plain", "worker", "pool"},
+		Copies:     []string{"ce", "sm"}, CopySizes: "1M,16M",
+		IPCCaches: []int{4, 16, 64}, IPCBuffers: 32, CacheSizes: "1M",
 	}
 	return p
 }
@@ -339,7 +347,30 @@ func (g GPUPlan) check() error {
 			return fmt.Errorf("gpu.alloc_modes: %w", err)
 		}
 	}
-	for key, s := range map[string]string{"gpu.sizes": g.Sizes, "gpu.pinned_sizes": g.PinnedSizes} {
+	for _, c := range g.Copies {
+		if c != "ce" && c != "sm" {
+			return fmt.Errorf("gpu.copies: %q: want ce or sm", c)
+		}
+	}
+	if len(g.Copies) > 0 {
+		if s, _ := sizes("gpu.copy_sizes", g.CopySizes); len(s) == 0 {
+			return fmt.Errorf("gpu.copy_sizes: empty, with gpu.copies to weigh")
+		}
+	}
+	for _, n := range g.IPCCaches {
+		if n <= 0 {
+			return fmt.Errorf("gpu.ipc_caches: %d: want a positive count (0 would keep every mapping, and each keeps a peer's allocation alive)", n)
+		}
+	}
+	if len(g.IPCCaches) > 0 {
+		if g.IPCBuffers < 1 {
+			return fmt.Errorf("gpu.ipc_buffers: %d: need at least 1 buffer to weigh gpu.ipc_caches with", g.IPCBuffers)
+		}
+		if s, _ := sizes("gpu.cache_sizes", g.CacheSizes); len(s) == 0 {
+			return fmt.Errorf("gpu.cache_sizes: empty, with gpu.ipc_caches to weigh")
+		}
+	}
+	for key, s := range map[string]string{"gpu.sizes": g.Sizes, "gpu.pinned_sizes": g.PinnedSizes, "gpu.copy_sizes": g.CopySizes, "gpu.cache_sizes": g.CacheSizes} {
 		if _, err := sizes(key, s); err != nil {
 			return err
 		}

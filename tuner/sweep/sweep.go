@@ -48,6 +48,7 @@ type TrialGPU struct {
 	GPUs      string        `json:"gpus"` // bench --gpus
 	Load      float64       `json:"load,omitempty"`
 	LoadBound time.Duration `json:"load_bound,omitempty"`
+	Buffers   int           `json:"buffers,omitempty"` // bench --buffers
 }
 
 // key identifies a trial independently of its outcome. (Host trials'
