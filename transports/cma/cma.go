@@ -81,7 +81,7 @@ func (c *Copier) Rendezvous(n int) bool {
 // pid. Errors matching ErrNotSupported (EPERM: ptrace rules; ENOSYS) make
 // the sm engine fall back to copy-in/copy-out; others (ESRCH: the peer has
 // exited) fail the message. With IgnoreErrors every error is dropped.
-func (c *Copier) Copy(pid int, local []byte, remote uintptr, pull bool) error {
+func (c *Copier) Copy(pid int, local []byte, _ sm.Place, remote uintptr, pull bool) error {
 	err := c.copy(pid, local, remote, pull)
 	if c.p.IgnoreErrors {
 		return nil // hazard H6: the classic unchecked return

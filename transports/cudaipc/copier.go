@@ -17,7 +17,6 @@ type copier struct {
 	tables []*table     // by rank
 	rankOf map[int]int  // pid -> rank
 	opened []*openCache // by rank
-	mem    *memory      // classifies the local side
 	kernel *smCopy      // the SM copy (cudaipc.copy=sm); nil: copy engines
 }
 
@@ -48,23 +47,14 @@ func (c *copier) DeviceRendezvous(n int) bool { return n >= c.p.Threshold }
 // the receiver a single copy (a push, if its buffer is device memory).
 func (c *copier) PinnedRendezvous(n int) bool { return n >= c.p.PinnedThreshold }
 
-// RouteFor: the receiver opens a device sender's memory; a host sender
-// into a device receive pushes into the receiver's opened memory; CUDA IPC
-// cannot move host to host, so such a message streams through the
-// fragments.
+// RouteFor: CUDA IPC opens device memory only (sm.DeviceRoute).
 func (c *copier) RouteFor(sender, receiver sm.Place) sm.Route {
-	switch {
-	case sender == sm.PlaceDevice:
-		return sm.RoutePull
-	case receiver == sm.PlaceDevice:
-		return sm.RoutePush
-	}
-	return sm.RouteFragments
+	return sm.DeviceRoute(sender, receiver)
 }
 
 // Copy moves len(local) bytes between local and the peer's device memory
 // at remote, which the peer exported in its table before naming it.
-func (c *copier) Copy(pid int, local []byte, remote uintptr, pull bool) error {
+func (c *copier) Copy(pid int, local []byte, at sm.Place, remote uintptr, pull bool) error {
 	rank, ok := c.rankOf[pid]
 	if !ok {
 		return fmt.Errorf("cudaipc: no rank has pid %d", pid)
@@ -78,26 +68,17 @@ func (c *copier) Copy(pid int, local []byte, remote uintptr, pull bool) error {
 	if !pull {
 		dst, src = far, near
 	}
-	if err := c.copy(dst, src, local); err != nil {
+	// By the copy kernel when cudaipc.copy=sm and both sides are device
+	// memory it can address in vectors, else by a copy engine.
+	if c.kernel != nil && at == sm.PlaceDevice && aligned(dst, src) {
+		err = c.kernel.launch(dst, src, len(local), c.stream)
+	} else {
+		err = cuda.CopyAsync(dst, src, len(local), c.stream)
+	}
+	if err != nil {
 		return err
 	}
 	return c.stream.Synchronize()
-}
-
-// copy queues the single copy on the rank's stream: by the copy kernel when
-// cudaipc.copy=sm and both sides are device memory it can address in
-// vectors, else by a copy engine.
-func (c *copier) copy(dst, src uintptr, local []byte) error {
-	if c.kernel != nil && aligned(dst, src) {
-		place, err := c.mem.Place(local)
-		if err != nil {
-			return err
-		}
-		if place == sm.PlaceDevice {
-			return c.kernel.launch(dst, src, len(local), c.stream)
-		}
-	}
-	return cuda.CopyAsync(dst, src, len(local), c.stream)
 }
 
 // open returns the local address of the peer's device bytes at remote.

@@ -218,7 +218,6 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 	}
 	t.segment = seg
 	mem := &memory{own: c.tables[env.Rank], stream: t.stream, sync: p.Staging == "sync"}
-	c.mem = mem
 	smEnv := env
 	smEnv.Segment = seg
 	if t.Endpoint, err = sm.NewWithMemory(smEnv, sp, c, mem, "cudaipc"); err != nil {

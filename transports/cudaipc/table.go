@@ -59,9 +59,9 @@ func (t *table) publish(a cuda.Allocation, h cuda.IPCMemHandle) error {
 // address freed and allocated again is found in its newest allocation.
 func (t *table) find(addr uintptr, n int) (entry, int, bool) {
 	for i := int(atomic.LoadUint64(t.count)) - 1; i >= 0; i-- {
-		e := t.entries[i]
+		e := &t.entries[i] // published entries never change
 		if uint64(addr) >= e.base && uint64(addr)+uint64(n) <= e.base+e.size {
-			return e, i, true
+			return *e, i, true
 		}
 	}
 	return entry{}, -1, false

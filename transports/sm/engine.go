@@ -43,8 +43,9 @@ type SingleCopy interface {
 	// of a channel must answer alike.
 	Rendezvous(n int) bool
 	// Copy reads process pid's memory at remote into local (pull) or writes
-	// local there (push).
-	Copy(pid int, local []byte, remote uintptr, pull bool) error
+	// local there (push); at is where local lives, as the engine classified
+	// it when the request was posted.
+	Copy(pid int, local []byte, at Place, remote uintptr, pull bool) error
 }
 
 type proto uint8

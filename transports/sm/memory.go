@@ -69,6 +69,21 @@ type Router interface {
 	RouteFor(sender, receiver Place) Route
 }
 
+// DeviceRoute is the route for a mechanism that can open only device
+// memory, as CUDA IPC: the receiver opens a device sender's buffer (pull);
+// a host or pinned sender into a device receive writes into the
+// receiver's opened buffer (push); host to host it cannot move at all, so
+// the message streams through the fragments.
+func DeviceRoute(sender, receiver Place) Route {
+	switch {
+	case sender == PlaceDevice:
+		return RoutePull
+	case receiver == PlaceDevice:
+		return RoutePush
+	}
+	return RouteFragments
+}
+
 // NewWithMemory is New for buffers that may be device memory.
 func NewWithMemory(env transports.Env, p Params, single SingleCopy, mem Memory, name string) (*Endpoint, error) {
 	e, err := New(env, p, single, name)

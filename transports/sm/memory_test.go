@@ -108,15 +108,9 @@ func (c *fakeIPC) Rendezvous(int) bool         { return false }
 func (c *fakeIPC) DeviceRendezvous(n int) bool { return n >= c.threshold }
 func (c *fakeIPC) PinnedRendezvous(n int) bool { return n >= c.threshold }
 func (c *fakeIPC) RouteFor(sender, receiver sm.Place) sm.Route {
-	switch {
-	case sender == sm.PlaceDevice:
-		return sm.RoutePull
-	case receiver == sm.PlaceDevice:
-		return sm.RoutePush
-	}
-	return sm.RouteFragments
+	return sm.DeviceRoute(sender, receiver)
 }
-func (c *fakeIPC) Copy(_ int, local []byte, remote uintptr, pull bool) error {
+func (c *fakeIPC) Copy(_ int, local []byte, _ sm.Place, remote uintptr, pull bool) error {
 	// One process: the remote address is ours too.
 	far := c.dev.shadowAt(remote, len(local))
 	if far == nil {

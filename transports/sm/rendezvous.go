@@ -58,7 +58,7 @@ func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintp
 		return
 	}
 	n := min(size, len(r.buf))
-	err := e.single.Copy(p.pid, r.buf[:n], addr, true)
+	err := e.single.Copy(p.pid, r.buf[:n], r.place, addr, true)
 	switch {
 	case err == nil:
 		r.complete(n, truncated(size, len(r.buf)))
@@ -112,7 +112,7 @@ func (e *Endpoint) pushRendezvous(p *peer, sendID, recvID uint64, addr uintptr, 
 		e.sendByFragments(p, r, recvID)
 		return
 	}
-	err := e.single.Copy(p.pid, r.buf[:min(len(r.buf), capacity)], addr, false)
+	err := e.single.Copy(p.pid, r.buf[:min(len(r.buf), capacity)], r.place, addr, false)
 	switch {
 	case err == nil:
 		r.complete(len(r.buf), nil)

@@ -25,7 +25,7 @@ type brokenCopy struct {
 func (f *brokenCopy) Name() string          { return "broken" }
 func (f *brokenCopy) Pull() bool            { return f.pull }
 func (f *brokenCopy) Rendezvous(n int) bool { return n >= 65 }
-func (f *brokenCopy) Copy(_ int, _ []byte, _ uintptr, pull bool) error {
+func (f *brokenCopy) Copy(_ int, _ []byte, _ sm.Place, _ uintptr, pull bool) error {
 	f.tries.Add(1)
 	return f.err
 }
