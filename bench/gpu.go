@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -228,12 +227,7 @@ func gpuOptions(opts transports.Options, gpus []int, known bool) (transports.Opt
 		return opts, gpus, nil
 	}
 	if !set {
-		opts = maps.Clone(opts)
-		if opts == nil {
-			opts = transports.Options{}
-		}
-		opts[CUDAIPCGPUsOption] = FormatGPUs(gpus)
-		return opts, gpus, nil
+		return opts.With(transports.Options{CUDAIPCGPUsOption: FormatGPUs(gpus)}), gpus, nil
 	}
 	fromOpt, err := ParseGPUs(v)
 	if err != nil {
@@ -383,19 +377,9 @@ type stager struct {
 	s    *cuda.Stream
 }
 
-// toDevice copies host scratch src into the device buffer view dst.
-func (st *stager) toDevice(dst, src []byte) error {
-	if len(src) == 0 {
-		return nil
-	}
-	if err := cuda.CopyAsync(sys.AddressOf(dst), sys.AddressOf(src), len(src), st.s); err != nil {
-		return err
-	}
-	return st.s.Synchronize()
-}
-
-// toHost copies the device buffer view src into host scratch dst.
-func (st *stager) toHost(dst, src []byte) error {
+// copy copies src into dst, one of them the host scratch and the other a
+// device buffer view, on the stager's stream.
+func (st *stager) copy(dst, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}

@@ -24,10 +24,12 @@ type loop struct {
 	validate      bool
 	reqs          []transports.Request
 	iterNS        []int64 // per-iteration times of the distribution pass (rank 0)
-	// longestWait is the longest the rank waited at one step of a loaded
+	// longestWait is the longest rank 0 waited at one step of a loaded
 	// pass so far: lining up before the timer starts, or one iteration of
-	// the distribution pass.
+	// any pass, warm-up included. steps says whether this rank times them
+	// (rank 0 beside a load kernel; rank 1 never reports them).
 	longestWait    time.Duration
+	steps          bool
 	timeIterations bool
 	churn          *churn   // alloc pattern: per-message buffers (alloc.go)
 	stage          *stager  // device buffers: validation goes through host scratch (gpu.go)
@@ -133,7 +135,7 @@ func (a *arena) free() error {
 func newLoop(t transports.Transport, rank int, spec Spec, size int, a *arena) *loop {
 	l := &loop{t: t, rank: rank, peer: 1 - rank, pattern: spec.Pattern, size: size,
 		iters: spec.Iters, warmup: spec.Warmup, window: spec.Window, validate: spec.Validate, ack: a.ack,
-		stage: a.stage, load: a.load}
+		stage: a.stage, load: a.load, steps: a.load != nil && rank == 0}
 	di, dw := DefaultIters(spec.Pattern, size)
 	if l.iters <= 0 {
 		l.iters = di
@@ -197,8 +199,7 @@ func (l *loop) slot(bufs [][]byte, i, w int) []byte { return bufs[(i*l.window+w)
 // of the pass then runs beside no kernel at all.
 func (l *loop) run() (int64, error) {
 	var start, last, prev int64
-	steps := l.load != nil
-	if steps {
+	if l.steps {
 		prev = nanotime()
 	}
 	for i := 0; i < l.warmup+l.iters; i++ {
@@ -220,7 +221,7 @@ func (l *loop) run() (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%s size %d iteration %d: %w", l.pattern, l.size, i, err)
 		}
-		if steps {
+		if l.steps {
 			now := nanotime()
 			l.longestWait = max(l.longestWait, time.Duration(now-prev))
 			prev = now
@@ -364,7 +365,7 @@ func (l *loop) fill(b []byte, i, from, w int) error {
 		dst[k] = patternByte(i, from, w, k)
 	}
 	if l.stage != nil {
-		return l.stage.toDevice(b, dst)
+		return l.stage.copy(b, dst)
 	}
 	return nil
 }
@@ -388,7 +389,7 @@ func (l *loop) check(b []byte, i, from, w int) error {
 	}
 	if l.stage != nil {
 		h := l.stage.host[:len(b)]
-		if err := l.stage.toHost(h, b); err != nil {
+		if err := l.stage.copy(h, b); err != nil {
 			return err
 		}
 		b = h
@@ -474,12 +475,15 @@ func measureAll(t transports.Transport, rank int, spec Spec, a *arena, beat func
 // GPU load kernel, if any, running throughout: launched before the ranks
 // line up, released and waited for after.
 func (l *loop) timedPass() (int64, error) {
-	began := time.Now()
+	var began time.Time
+	if l.steps {
+		began = time.Now()
+	}
 	if err := l.load.start(); err != nil {
 		return 0, err
 	}
 	err := l.sync()
-	if l.load != nil {
+	if l.steps {
 		l.longestWait = max(l.longestWait, time.Since(began))
 	}
 	var ns int64

@@ -115,8 +115,8 @@ type Point struct {
 	// (they stalled behind it) or outlasted the bound.
 	LoadLate int `json:"load_late,omitempty"`
 	// LoadWait is the longest rank 0 waited at one step of a loaded pass:
-	// lining up before the timer starts, or one iteration of the
-	// distribution pass. LoadStalled says it was half the kernel's bound or
+	// lining up before the timer starts, or one iteration of any pass,
+	// warm-up included. LoadStalled says it was half the kernel's bound or
 	// more: the path waited for the kernel to end.
 	LoadWait    time.Duration `json:"load_wait,omitempty"`
 	LoadStalled bool          `json:"load_stalled,omitempty"`
