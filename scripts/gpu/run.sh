@@ -89,7 +89,6 @@ step() {
 		FAILED=1
 		return
 	fi
-	STEP_LIMIT=$limit
 	printf '\n==== [%s +%ss, limit %ss] %s ====\n' "$(date -u +%H:%M:%S)" "$((now - START))" "$limit" "$name" | tee -a "$log"
 	t0=$(date +%s)
 	# stdin from /dev/null: the caller may be reading its own input.

@@ -198,9 +198,7 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 	return d
 }
 
-func failedIn(trials []Trial, stage, cand string) bool {
-	return slices.ContainsFunc(trials, func(t Trial) bool { return t.Stage == stage && t.Candidate == cand && t.Failed != "" })
-}
+func failedIn(trials []Trial, stage, cand string) bool { return failedWhy(trials, stage, cand) != "" }
 
 // SizeVerdict is the transport stage's finding at one size.
 type SizeVerdict struct {

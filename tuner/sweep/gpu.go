@@ -161,59 +161,36 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 	if err != nil {
 		return err
 	}
-	cands := gpuPathCands(g, staging, base)
-	keep, err := r.loadedStage(stageGPUPath, cands, bench.Latency, gpuSizes, 0, gp, out)
+	c, err := r.loadedStage(stageGPUPath, gpuPathCands(g, staging, base), bench.Latency, gpuSizes, 0, gp, out)
 	if err != nil {
 		return err
 	}
-	if c := find(keep, out.Stages[len(out.Stages)-1].Chosen); c != nil {
+	if c != nil {
 		gp.Staging = c.opts["cudaipc.staging"]
 		gp.Threshold, _ = transports.ParseSize(c.opts["cudaipc.threshold"])
 	}
 	decided := func() transports.Options { return base.With(gp.options()) }
 
-	// Copy engines or SMs for the single copy.
+	// Copy engines or SMs for the single copy (cheaper: the plan's order).
 	copySizes, _ := sizes("gpu.copy_sizes", g.CopySizes)
-	cacheSizes, _ := sizes("gpu.cache_sizes", g.CacheSizes)
-	for _, s := range []struct {
-		what  string
-		want  bool
-		sizes []int
-	}{{"cudaipc.copy", len(g.Copies) > 0, copySizes}, {"cudaipc.cache", len(g.IPCCaches) > 0, cacheSizes}} {
-		if s.want && slices.Max(s.sizes) < gp.Threshold {
-			r.notes = append(r.notes, fmt.Sprintf("gpu: %s not decided: no size it is weighed at reaches the IPC threshold %s", s.what, transports.FormatSize(gp.Threshold)))
-		}
-	}
-	if len(g.Copies) > 0 && slices.Max(copySizes) >= gp.Threshold {
-		var cc []candidate
-		for i, m := range g.Copies {
-			cc = append(cc, candidate{name: "copy=" + m, transport: "cudaipc",
-				opts: decided().With(transports.Options{"cudaipc.copy": m}), cost: int64(i)})
-		}
-		keep, err := r.loadedStage(stageGPUCopy, cc, bench.Latency, copySizes, 0, gp, out)
-		if err != nil {
-			return err
-		}
-		if c := find(keep, out.Stages[len(out.Stages)-1].Chosen); c != nil {
-			gp.Copy = c.opts["cudaipc.copy"]
-		}
+	gp.Copy, err = r.gpuOptionStage(stageGPUCopy, "cudaipc.copy", g.Copies, func(i int) int64 { return int64(i) },
+		copySizes, 0, decided(), gp, out)
+	if err != nil {
+		return err
 	}
 
-	// IPC mapping cache under a working set of buffers.
-	if len(g.IPCCaches) > 0 && slices.Max(cacheSizes) >= gp.Threshold {
-		var cc []candidate
-		for _, n := range g.IPCCaches {
-			cc = append(cc, candidate{name: "cache=" + itoa(n), transport: "cudaipc",
-				opts: decided().With(transports.Options{"cudaipc.cache": itoa(n)}), cost: int64(n)})
-		}
-		keep, err := r.loadedStage(stageGPUCache, cc, bench.Latency, cacheSizes, g.IPCBuffers, gp, out)
-		if err != nil {
-			return err
-		}
-		if c := find(keep, out.Stages[len(out.Stages)-1].Chosen); c != nil {
-			gp.Cache, _ = strconv.Atoi(c.opts["cudaipc.cache"])
-		}
+	// IPC mapping cache under a working set of buffers (cheaper: smaller).
+	cacheSizes, _ := sizes("gpu.cache_sizes", g.CacheSizes)
+	caches := make([]string, len(g.IPCCaches))
+	for i, n := range g.IPCCaches {
+		caches[i] = itoa(n)
 	}
+	cache, err := r.gpuOptionStage(stageGPUCache, "cudaipc.cache", caches, func(i int) int64 { return int64(g.IPCCaches[i]) },
+		cacheSizes, g.IPCBuffers, decided(), gp, out)
+	if err != nil {
+		return err
+	}
+	gp.Cache, _ = strconv.Atoi(cache) // "": not decided, 0
 
 	// Pinned host to device: the push threshold.
 	if len(g.PinnedThresholds) > 0 {
@@ -245,12 +222,38 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 	return nil
 }
 
+// gpuOptionStage weighs the values of one cudaipc option (key) at every
+// load, a candidate per value named after the option (copy=ce, cache=64)
+// with cost(i) for values[i], on top of base, and returns the value
+// chosen. It returns "" without measuring when the plan names no values,
+// or when no size it is weighed at goes by CUDA IPC (a note says so).
+func (r *Runner) gpuOptionStage(stage, key string, values []string, cost func(i int) int64, sizes []int, buffers int,
+	base transports.Options, gp *GPUParams, out *Outcome) (string, error) {
+	if len(values) == 0 {
+		return "", nil
+	}
+	if slices.Max(sizes) < gp.Threshold {
+		r.notes = append(r.notes, fmt.Sprintf("gpu: %s not decided: no size it is weighed at reaches the IPC threshold %s", key, transports.FormatSize(gp.Threshold)))
+		return "", nil
+	}
+	cands := make([]candidate, len(values))
+	for i, v := range values {
+		cands[i] = candidate{name: strings.TrimPrefix(key, "cudaipc.") + "=" + v, transport: "cudaipc",
+			opts: base.With(transports.Options{key: v}), cost: cost(i)}
+	}
+	c, err := r.loadedStage(stage, cands, bench.Latency, sizes, buffers, gp, out)
+	if err != nil || c == nil {
+		return "", err
+	}
+	return c.opts[key], nil
+}
+
 // loadedStage measures device-to-device candidates (buffers in turn per
 // rank, 0: one) at every load level of the plan, as stage/LOAD, and
 // decides with decideLoaded. It appends the per-load decisions and the
-// final one to out.Stages, the candidates out to gp.Stalled, and returns
-// the candidates that progressed at every load.
-func (r *Runner) loadedStage(stage string, cands []candidate, pattern bench.Pattern, sizes []int, buffers int, gp *GPUParams, out *Outcome) ([]candidate, error) {
+// final one to out.Stages and the candidates out to gp.Stalled, and
+// returns the chosen candidate (nil if none was).
+func (r *Runner) loadedStage(stage string, cands []candidate, pattern bench.Pattern, sizes []int, buffers int, gp *GPUParams, out *Outcome) (*candidate, error) {
 	g := r.plan.GPU
 	left := cands // a candidate out at one load is not measured at the next
 	for _, l := range g.Loads {
@@ -271,7 +274,7 @@ func (r *Runner) loadedStage(stage string, cands []candidate, pattern bench.Patt
 		return nil, fmt.Errorf("gpu: every candidate of %s stalled or failed at some load: %s", stage, strings.Join(avoided, "; "))
 	}
 	out.Stages = append(out.Stages, d)
-	return keep, nil
+	return find(keep, d.Chosen), nil
 }
 
 // decideLoaded weighs candidates measured at every load level (stages
@@ -306,7 +309,8 @@ func decideLoaded(trials []Trial, stage string, pattern bench.Pattern, loads []s
 	return perLoad, final, avoided, keep
 }
 
-// failedWhy is the first failure of a candidate's trials in a stage.
+// failedWhy is the first failure of a candidate's trials in a stage ("":
+// none failed).
 func failedWhy(trials []Trial, stage, cand string) string {
 	for _, t := range trials {
 		if t.Stage == stage && t.Candidate == cand && t.Failed != "" {
@@ -322,20 +326,18 @@ func failedWhy(trials []Trial, stage, cand string) string {
 // Without H4 in this build every mode stays, and a note says so.
 func (r *Runner) safeStaging(gp *GPUParams) ([]string, error) {
 	modes := r.plan.GPU.Staging
-	p, err := probe.Lookup("H4")
+	verdicts, found, err := r.probeModes("H4", "cudaipc.staging", modes, "sync", gp.GPUs)
 	if err != nil {
+		return nil, err
+	}
+	if !found {
 		r.notes = append(r.notes, "gpu staging: no probe H4 in this build; staging modes not screened")
 		return modes, nil
 	}
+	gp.StagingVerdicts = verdicts
 	var safe []string
-	for _, m := range modes {
-		opts := transports.Options{"cudaipc.gpus": gp.GPUs, "cudaipc.staging": m}
-		v, _, err := r.probeOnce(p, m == "sync", opts)
-		if err != nil {
-			return nil, err
-		}
-		v.Options = opts
-		gp.StagingVerdicts = append(gp.StagingVerdicts, v)
+	for i, v := range verdicts {
+		m := modes[i]
 		if v.Outcome == probe.Passed.String() {
 			safe = append(safe, m)
 			continue
@@ -348,25 +350,42 @@ func (r *Runner) safeStaging(gp *GPUParams) ([]string, error) {
 	return safe, nil
 }
 
+// probeModes runs probe id on every mode of one setting (key=mode on the
+// GPUs gpus; unsafeMode is the probe's unsafe form) and returns the
+// verdicts in the order of modes. found is false when this build has no
+// such probe.
+func (r *Runner) probeModes(id, key string, modes []string, unsafeMode, gpus string) (verdicts []ProbeRecord, found bool, err error) {
+	p, err := probe.Lookup(id)
+	if err != nil {
+		return nil, false, nil
+	}
+	for _, m := range modes {
+		v, _, err := r.probeOnce(p, m == unsafeMode, transports.Options{"cudaipc.gpus": gpus, key: m})
+		if err != nil {
+			return nil, true, err
+		}
+		verdicts = append(verdicts, v)
+	}
+	return verdicts, true, nil
+}
+
 // allocMode runs H2 on every allocator mode of the plan (plain as H2's
 // unsafe form) and picks, among the modes that pass, the one whose
 // allocate+free beside a kernel is cheapest.
 func (r *Runner) allocMode(gp *GPUParams) error {
-	p, err := probe.Lookup("H2")
+	modes := r.plan.GPU.AllocModes
+	verdicts, found, err := r.probeModes("H2", gpumem.OptionKey, modes, string(gpumem.Plain), gp.GPUs)
 	if err != nil {
+		return err
+	}
+	if !found {
 		r.notes = append(r.notes, "gpu allocator: no probe H2 in this build; gpu.alloc not decided")
 		return nil
 	}
+	gp.AllocVerdicts = verdicts
 	best, bestNS := "", 0.0
-	for _, m := range r.plan.GPU.AllocModes {
-		opts := transports.Options{"cudaipc.gpus": gp.GPUs, gpumem.OptionKey: m}
-		unsafe := m == string(gpumem.Plain)
-		v, _, err := r.probeOnce(p, unsafe, opts)
-		if err != nil {
-			return err
-		}
-		v.Options = opts
-		gp.AllocVerdicts = append(gp.AllocVerdicts, v)
+	for i, v := range verdicts {
+		m := modes[i]
 		if v.Outcome != probe.Passed.String() {
 			continue
 		}
