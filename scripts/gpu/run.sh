@@ -75,7 +75,6 @@ note() { STATUS+=("$(printf '%-8s %5s  %s' "$1" "$2" "$3")"); }
 # the whole process group, spawned ranks included). The output goes to LOG;
 # stdout gets all of it (FILTER ""), none (FILTER -) or the lines matching the
 # regex FILTER.
-# Sets STEP_LIMIT before running, for commands that take their own timeout.
 step() {
 	local name=$1 log=$2 limit=$3 deadline=$4 dir=$5 filter=$6
 	shift 7
