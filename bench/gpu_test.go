@@ -322,13 +322,15 @@ func TestGPUHostVisibleBuffersAcrossProcesses(t *testing.T) {
 // validated through staging, with and without the load kernel; the SM copy
 // (sizes off the 16-byte vector, so its tail moves too); and an IPC mapping
 // cache of 2 under 5 buffers in turn, so every rendezvous opens a mapping
-// and closes the oldest.
+// and closes the oldest; and single copies completed by stream
+// synchronization instead of IPC events.
 func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 	needGPU(t)
 	if _, err := transports.Lookup("cudaipc"); err != nil {
 		t.Skip(err)
 	}
 	smCopy := transports.Options{"cudaipc.copy": "sm"}
+	syncDone := transports.Options{"cudaipc.completion": "sync"}
 	for _, c := range []struct {
 		name    string
 		mem     []cuda.MemKind
@@ -347,6 +349,8 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 		{"sm-copy", []cuda.MemKind{D, D}, 0.5, smCopy, 0},
 		{"sm-copy", []cuda.MemKind{D, P}, 0, smCopy, 0}, // host side: the copy engines
 		{"cache2", []cuda.MemKind{D, D}, 0, transports.Options{"cudaipc.cache": "2"}, 5},
+		{"sync-completion", []cuda.MemKind{D, D}, 0, syncDone, 0},
+		{"sync-completion", []cuda.MemKind{P, D}, 0.5, syncDone, 0},
 	} {
 		for _, pat := range []bench.Pattern{bench.Latency, bench.Bandwidth, bench.BiBandwidth} {
 			t.Run(fmt.Sprintf("%s%v/%v/%s", c.name, c.mem, c.load, pat), func(t *testing.T) {
@@ -389,6 +393,7 @@ func TestGPUFullLoadMarksStalledPaths(t *testing.T) {
 		{"staged-sync", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G", "cudaipc.staging": "sync"}, true},
 		{"staged-async", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G"}, false},
 		{"ipc", []cuda.MemKind{D, D}, nil, false},
+		{"ipc-sync-completion", []cuda.MemKind{D, D}, transports.Options{"cudaipc.completion": "sync"}, false},
 		{"ipc-sm-copy", []cuda.MemKind{D, D}, transports.Options{"cudaipc.copy": "sm"}, true},
 		{"pinned-push", []cuda.MemKind{P, D}, nil, false},
 	} {

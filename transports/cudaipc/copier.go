@@ -53,8 +53,17 @@ func (c *copier) RouteFor(sender, receiver sm.Place) sm.Route {
 }
 
 // Copy moves len(local) bytes between local and the peer's device memory
-// at remote, which the peer exported in its table before naming it.
+// at remote, which the peer exported in its table before naming it, and
+// returns when they have moved (cudaipc.completion=sync).
 func (c *copier) Copy(pid int, local []byte, at sm.Place, remote uintptr, pull bool) error {
+	if err := c.enqueue(pid, local, at, remote, pull); err != nil {
+		return err
+	}
+	return c.stream.Synchronize()
+}
+
+// enqueue queues Copy's copy on the copier's stream.
+func (c *copier) enqueue(pid int, local []byte, at sm.Place, remote uintptr, pull bool) error {
 	rank, ok := c.rankOf[pid]
 	if !ok {
 		return fmt.Errorf("cudaipc: no rank has pid %d", pid)
@@ -71,14 +80,9 @@ func (c *copier) Copy(pid int, local []byte, at sm.Place, remote uintptr, pull b
 	// By the copy kernel when cudaipc.copy=sm and both sides are device
 	// memory it can address in vectors, else by a copy engine.
 	if c.kernel != nil && at == sm.PlaceDevice && aligned(dst, src) {
-		err = c.kernel.launch(dst, src, len(local), c.stream)
-	} else {
-		err = cuda.CopyAsync(dst, src, len(local), c.stream)
+		return c.kernel.launch(dst, src, len(local), c.stream)
 	}
-	if err != nil {
-		return err
-	}
-	return c.stream.Synchronize()
+	return cuda.CopyAsync(dst, src, len(local), c.stream)
 }
 
 // open returns the local address of the peer's device bytes at remote.
@@ -102,6 +106,10 @@ func (c *copier) open(rank int, remote uintptr, n int) (uintptr, error) {
 		return 0, fmt.Errorf("cudaipc: open rank %d's allocation %#x (%s): %w", rank, e.base, cuda.Size(int(e.size)), err)
 	}
 	if oc.limit > 0 && len(oc.maps) >= oc.limit {
+		// A copy still in flight may read through the mapping to close.
+		if err := c.stream.Synchronize(); err != nil {
+			return 0, fmt.Errorf("cudaipc: wait for copies before closing a mapping: %w", err)
+		}
 		last := oc.maps[len(oc.maps)-1]
 		oc.maps = oc.maps[:len(oc.maps)-1]
 		if err := last.buf.Free(); err != nil {
@@ -112,9 +120,13 @@ func (c *copier) open(rank int, remote uintptr, n int) (uintptr, error) {
 	return buf.Ptr() + (remote - uintptr(e.base)), nil
 }
 
-// close unmaps every opened allocation and unloads the copy kernel.
+// close waits for the copies in flight, then unmaps every opened
+// allocation and unloads the copy kernel.
 func (c *copier) close() error {
-	first := c.kernel.close()
+	first := c.stream.Synchronize()
+	if err := c.kernel.close(); err != nil && first == nil {
+		first = err
+	}
 	for _, oc := range c.opened {
 		for _, o := range oc.maps {
 			if err := o.buf.Free(); err != nil && first == nil {

@@ -28,6 +28,10 @@ type Params struct {
 	// Copy is how a single copy between device buffers moves: CopyEngine
 	// (cuMemcpyAsync) or CopySM (a copy kernel, which needs free SMs).
 	Copy string
+	// Completion is how a single copy's end reaches both sides:
+	// CompleteEvent (an IPC event, FIN at once) or CompleteSync (FIN once
+	// cuStreamSynchronize returns).
+	Completion string
 	// Cache is how many opened peer allocations a rank keeps per peer
 	// (least recently used closed first); 0 keeps all.
 	Cache int
@@ -51,6 +55,7 @@ var OptionKeys = map[string]string{
 	"cudaipc.threshold":        "smallest device message sent by CUDA IPC single copy (smaller ones are staged through shared memory)",
 	"cudaipc.pinned-threshold": "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)",
 	"cudaipc.copy":             "ce (single copies by the copy engines, cuMemcpyAsync) or sm (device-to-device single copies by a copy kernel, which waits for free SMs)",
+	"cudaipc.completion":       "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event) or sync (FIN after cuStreamSynchronize)",
 	"cudaipc.cache":            "opened peer allocations kept per peer (0: all)",
 	"cudaipc.gpus":             "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)",
 }
@@ -63,6 +68,12 @@ const DefaultThreshold = 0
 // DefaultPinnedThreshold is the built-in cudaipc.pinned-threshold: from
 // 256 KiB a round trip costs a host receive little next to the copy.
 const DefaultPinnedThreshold = 256 << 10
+
+// cudaipc.completion values.
+const (
+	CompleteEvent = "event"
+	CompleteSync  = "sync"
+)
 
 // DefaultCache is the built-in cudaipc.cache.
 const DefaultCache = 64
@@ -81,6 +92,9 @@ func ParseParams(o transports.Options) (Params, error) {
 		return p, err
 	}
 	if p.Copy, err = o.String("cudaipc.copy", CopyEngine, CopyEngine, CopySM); err != nil {
+		return p, err
+	}
+	if p.Completion, err = o.String("cudaipc.completion", CompleteEvent, CompleteEvent, CompleteSync); err != nil {
 		return p, err
 	}
 	if p.Cache, err = o.Int("cudaipc.cache", DefaultCache); err != nil {
@@ -126,7 +140,8 @@ type Transport struct {
 	dev      *cuda.Device
 	stream   *cuda.Stream
 	copier   *copier
-	segment  []byte // registered with the driver
+	events   *completions // nil with cudaipc.completion=sync
+	segment  []byte       // registered with the driver
 	alloc    gpumem.Mode
 	buffers  *gpumem.Allocator // made by the first Allocator call
 	released bool
@@ -205,6 +220,13 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 		c.rankOf[env.PIDs[r]] = r
 	}
 	t.copier = c
+	var single sm.SingleCopy = c
+	if p.Completion == CompleteEvent {
+		if t.events, err = newCompletions(env.Rank, c.tables); err != nil {
+			return err
+		}
+		single = eventCopier{copier: c, events: t.events}
+	}
 	if p.Copy == CopySM {
 		if c.kernel, err = loadSMCopy(t.dev); err != nil {
 			return err
@@ -220,7 +242,7 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 	mem := &memory{own: c.tables[env.Rank], stream: t.stream, sync: p.Staging == "sync"}
 	smEnv := env
 	smEnv.Segment = seg
-	if t.Endpoint, err = sm.NewWithMemory(smEnv, sp, c, mem, "cudaipc"); err != nil {
+	if t.Endpoint, err = sm.NewWithMemory(smEnv, sp, single, mem, "cudaipc"); err != nil {
 		return err
 	}
 	return nil
@@ -246,6 +268,9 @@ func (t *Transport) release() error {
 	}
 	if t.copier != nil {
 		errs = append(errs, t.copier.close())
+	}
+	if t.events != nil {
+		errs = append(errs, t.events.close())
 	}
 	if t.segment != nil {
 		errs = append(errs, cuda.UnregisterHost(t.segment))

@@ -18,10 +18,11 @@ func TestParseParams(t *testing.T) {
 		want Params
 		err  string
 	}{
-		{opts: nil, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Copy: CopyEngine, Cache: DefaultCache, Alloc: DefaultAlloc}},
-		{opts: transports.Options{"cudaipc.staging": "sync", "cudaipc.threshold": "1M", "cudaipc.pinned-threshold": "4M", "cudaipc.gpus": "1, 0", "cudaipc.cache": "0", "cudaipc.copy": "sm"},
-			want: Params{Staging: "sync", Threshold: 1 << 20, PinnedThreshold: 4 << 20, Copy: CopySM, GPUs: []int{1, 0}, Alloc: DefaultAlloc}},
-		{opts: transports.Options{"gpu.alloc": "worker"}, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Copy: CopyEngine, Cache: DefaultCache, Alloc: gpumem.Worker}},
+		{opts: nil, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Copy: CopyEngine, Completion: CompleteEvent, Cache: DefaultCache, Alloc: DefaultAlloc}},
+		{opts: transports.Options{"cudaipc.staging": "sync", "cudaipc.threshold": "1M", "cudaipc.pinned-threshold": "4M", "cudaipc.gpus": "1, 0", "cudaipc.cache": "0", "cudaipc.copy": "sm", "cudaipc.completion": "sync"},
+			want: Params{Staging: "sync", Threshold: 1 << 20, PinnedThreshold: 4 << 20, Copy: CopySM, Completion: CompleteSync, GPUs: []int{1, 0}, Alloc: DefaultAlloc}},
+		{opts: transports.Options{"gpu.alloc": "worker"}, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Copy: CopyEngine, Completion: CompleteEvent, Cache: DefaultCache, Alloc: gpumem.Worker}},
+		{opts: transports.Options{"cudaipc.completion": "poll"}, err: "cudaipc.completion"},
 		{opts: transports.Options{"cudaipc.copy": "dma"}, err: "cudaipc.copy"},
 		{opts: transports.Options{"cudaipc.cache": "-1"}, err: "cudaipc.cache"},
 		{opts: transports.Options{"gpu.alloc": "cudaFree"}, err: "gpu.alloc"},
@@ -92,6 +93,16 @@ func TestHandleTable(t *testing.T) {
 	}
 	if err := tb.publish(cuda.Allocation{Base: 0x1, Size: 1}, h(0)); err == nil || !strings.Contains(err.Error(), "table full") {
 		t.Fatalf("publish into a full table: %v", err)
+	}
+	// The completion events' handles sit past the entries, apart from them.
+	for i := range eventSlots {
+		tb.events[i][0] = byte(i + 1)
+	}
+	if e, _, ok := tb.find(0x4000, 0x100); !ok || e.handle != h(2) {
+		t.Errorf("event handles overwrote entry 1: %v", e)
+	}
+	if got := mem[tableBytes-cuda.IPCHandleSize]; got != eventSlots {
+		t.Errorf("last event handle not at the table's end: byte %d", got)
 	}
 	if _, err := tableAt(mem[:tableBytes-1]); err == nil {
 		t.Fatal("a short table region was accepted")

@@ -8,7 +8,11 @@
 // receiver finds the handle there, opens it once (cache: cudaipc.cache
 // mappings per rank) and copies straight from the sender's GPU memory into
 // its own buffer, device or host, with cuMemcpyAsync on a non-blocking
-// stream of its own, over NVLink when the GPUs are peers; or, with
+// stream of its own, over NVLink when the GPUs are peers, records one of
+// its interprocess events after the copy and answers FIN at once, naming
+// the event; both ranks complete when the event does, each polling it
+// (events.go; cudaipc.completion=sync answers after cuStreamSynchronize
+// instead); or, with
 // cudaipc.copy=sm, with a copy kernel (copy.ptx) that moves the bytes on
 // the SMs instead of a copy engine, and so waits for free SMs beside a
 // kernel that holds them all (smcopy.go). Smaller device

@@ -11,7 +11,8 @@ import (
 // Each rank publishes the IPC handles of the device allocations it sends
 // from or receives into in a table of its own in the job's shared segment:
 // a count line, then fixed entries, appended by the owner alone and read by
-// every peer. An entry is written before the count that covers it is
+// every peer, then the handles of the rank's completion events (written
+// once, when the rank starts, before it can name one in a FIN). An entry is written before the count that covers it is
 // stored (release), and the RTS or CTS that names an address in it is
 // published after that, so a peer that sees the message sees the entry.
 
@@ -19,7 +20,8 @@ const (
 	tableEntries = 256
 	entryBytes   = 128
 	tableHeader  = 64
-	tableBytes   = tableHeader + tableEntries*entryBytes
+	eventSlots   = 64 // completion events per rank, recorded in turn
+	tableBytes   = tableHeader + tableEntries*entryBytes + eventSlots*cuda.IPCHandleSize
 )
 
 type entry struct {
@@ -32,6 +34,7 @@ type entry struct {
 type table struct {
 	count   *uint64
 	entries *[tableEntries]entry
+	events  *[eventSlots]cuda.IPCEventHandle
 }
 
 func tableAt(b []byte) (*table, error) {
@@ -41,6 +44,7 @@ func tableAt(b []byte) (*table, error) {
 	return &table{
 		count:   (*uint64)(unsafe.Pointer(&b[0])),
 		entries: (*[tableEntries]entry)(unsafe.Pointer(&b[tableHeader])),
+		events:  (*[eventSlots]cuda.IPCEventHandle)(unsafe.Pointer(&b[tableHeader+tableEntries*entryBytes])),
 	}, nil
 }
 

@@ -197,9 +197,11 @@ type Endpoint struct {
 	rank      int
 	params    Params
 	single    SingleCopy
-	mem       Memory  // nil: every buffer is host memory
-	peers     []*peer // indexed by rank; nil for self
-	active    []*peer // the non-nil peers
+	events    EventCopy  // single, when its copies complete by events
+	inflight  []inflight // requests waiting on a copy's event (completion.go)
+	mem       Memory     // nil: every buffer is host memory
+	peers     []*peer    // indexed by rank; nil for self
+	active    []*peer    // the non-nil peers
 	rndv      map[uint64]*request
 	nextID    uint64
 	free      []*request
@@ -237,6 +239,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 	}
 	e := &Endpoint{name: name, rank: env.Rank, params: p, single: single,
 		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}, copy: copyRoutine(p.Copy)}
+	e.events, _ = single.(EventCopy)
 	self := os.Getpid()
 	for r := 0; r < env.Size; r++ {
 		if r == env.Rank {
@@ -337,6 +340,9 @@ func (e *Endpoint) Close() error {
 	}
 	if len(e.rndv) > 0 {
 		return fmt.Errorf("%s: close with %d rendezvous outstanding", e.name, len(e.rndv))
+	}
+	if e.pollCopies(); len(e.inflight) > 0 {
+		return fmt.Errorf("%s: close with %d single copies in flight", e.name, len(e.inflight))
 	}
 	if e.livePersistent > 0 {
 		return fmt.Errorf("%s: close with %d persistent requests not freed", e.name, e.livePersistent)
@@ -713,7 +719,7 @@ func (e *Endpoint) Progress() bool {
 }
 
 func (e *Endpoint) progress() bool {
-	moved := false
+	moved := len(e.inflight) > 0 && e.pollCopies()
 	for _, p := range e.active {
 		if e.progressRecv(p) {
 			moved = true
@@ -728,7 +734,7 @@ func (e *Endpoint) progress() bool {
 // progressSendsOnly advances outgoing traffic and leaves incoming channels
 // alone (see Params.NoDrainOnSend).
 func (e *Endpoint) progressSendsOnly() bool {
-	moved := false
+	moved := len(e.inflight) > 0 && e.pollCopies()
 	for _, p := range e.active {
 		if e.progressSend(p) {
 			moved = true
@@ -836,7 +842,7 @@ func (e *Endpoint) progressRecv(p *peer) bool {
 		case kindFIN:
 			w := getWords(body)
 			p.rx.release()
-			e.finishRendezvous(w[0], w[1], w[2])
+			e.finishRendezvous(p, w[0], w[1], w[2], w[3])
 		case kindEager:
 			n := int(h.length)
 			if r := e.matchNew(p); r != nil {

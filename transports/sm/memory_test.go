@@ -3,6 +3,7 @@ package sm_test
 import (
 	"bytes"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/gotune/gotune/internal/sys"
@@ -129,19 +130,53 @@ func (c *fakeIPC) Copy(_ int, local []byte, _ sm.Place, remote uintptr, pull boo
 	return nil
 }
 
+// eventIPC is fakeIPC completing by events (sm.EventCopy): Start copies at
+// once, and the copy's event reads finished from its second query on, so
+// both sides wait on it at least once.
+type eventIPC struct {
+	fakeIPC
+	mu      sync.Mutex
+	last    uint64
+	queries map[uint64]int
+}
+
+func (c *eventIPC) Start(pid int, local []byte, at sm.Place, remote uintptr, pull bool) (uint64, error) {
+	if err := c.Copy(pid, local, at, remote, pull); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last++
+	return c.last, nil
+}
+
+func (c *eventIPC) Done(_ int, token uint64) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.queries == nil {
+		c.queries = map[uint64]int{}
+	}
+	c.queries[token]++
+	return c.queries[token] > 1, nil
+}
+
 // Every placement of the two buffers (pageable host, pinned host or device
 // on either side), at eager, pipelined and single-copy sizes, with early
 // arrivals: the bytes arrive, the CPU never touches device memory (it would
 // fault), and single copy is never given up.
 func TestDeviceBuffersAreStagedNeverTouched(t *testing.T) {
-	for _, single := range []bool{false, true} {
+	for _, mode := range []string{"staged", "single", "events"} {
 		for _, place := range []string{"H-H", "D-H", "H-D", "D-D", "P-D", "P-H", "P-P", "D-P", "H-P"} {
-			t.Run(fmt.Sprintf("single=%v/%s", single, place), func(t *testing.T) {
+			t.Run(mode+"/"+place, func(t *testing.T) {
 				dev := &fakeDevice{}
 				var mech sm.SingleCopy
-				if single {
+				switch mode {
+				case "single":
 					mech = &fakeIPC{dev: dev, threshold: 300}
+				case "events":
+					mech = &eventIPC{fakeIPC: fakeIPC{dev: dev, threshold: 300}}
 				}
+				single := mech != nil
 				a, b := pairMem(t, small(4, 2), small(4, 2), mech, dev)
 				sizes := []int{1, 50, 64, 200, 1000, 5000}
 				alloc := func(kind byte, n int) []byte {
@@ -222,6 +257,9 @@ func TestDeviceBuffersAreStagedNeverTouched(t *testing.T) {
 					if f := ep.Fallbacks(); len(f) > 0 {
 						t.Errorf("single copy given up: %v", f)
 					}
+				}
+				if ev, ok := mech.(*eventIPC); ok && len(ev.queries) != int(ev.last) {
+					t.Errorf("%d copies started, %d waited on", ev.last, len(ev.queries))
 				}
 			})
 		}

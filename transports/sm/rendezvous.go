@@ -58,11 +58,9 @@ func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintp
 		return
 	}
 	n := min(size, len(r.buf))
-	err := e.single.Copy(p.pid, r.buf[:n], r.place, addr, true)
+	err := e.startCopy(p, r, r.buf[:n], addr, true, sendID, n, truncated(size, len(r.buf)))
 	switch {
 	case err == nil:
-		r.complete(n, truncated(size, len(r.buf)))
-		e.queueCtrl(p, kindFIN, sendID, finOK, 0, 0)
 	case errors.Is(err, sys.ErrNotSupported):
 		e.disableSingle(p, fmt.Errorf("%s single copy from rank %d refused, copy-in/copy-out from now on: %w", e.single.Name(), p.rank, err))
 		e.askResend(p, r, kindResend, sendID, sys.Errno(err))
@@ -112,11 +110,9 @@ func (e *Endpoint) pushRendezvous(p *peer, sendID, recvID uint64, addr uintptr, 
 		e.sendByFragments(p, r, recvID)
 		return
 	}
-	err := e.single.Copy(p.pid, r.buf[:min(len(r.buf), capacity)], r.place, addr, false)
+	err := e.startCopy(p, r, r.buf[:min(len(r.buf), capacity)], addr, false, recvID, len(r.buf), nil)
 	switch {
 	case err == nil:
-		r.complete(len(r.buf), nil)
-		e.queueCtrl(p, kindFIN, recvID, finOK, 0, 0)
 	case errors.Is(err, sys.ErrNotSupported):
 		e.disableSingle(p, fmt.Errorf("%s single copy into rank %d refused, copy-in/copy-out from now on: %w", e.single.Name(), p.rank, err))
 		e.queueCtrl(p, kindFallback, recvID, sys.Errno(err), 0, 0)
@@ -199,7 +195,10 @@ func (e *Endpoint) queueCtrl(p *peer, kind uint8, w0, w1, w2, w3 uint64) {
 	e.progressSend(p)
 }
 
-func (e *Endpoint) finishRendezvous(id, status, errno uint64) {
+// finishRendezvous completes rendezvous id on its FIN: a failure at once,
+// a success at once or, when the FIN carries an event token, once the
+// peer's copy has finished.
+func (e *Endpoint) finishRendezvous(p *peer, id, status, errno, token uint64) {
 	r := e.rndv[id]
 	if r == nil {
 		panic(fmt.Sprintf("%s: completion for unknown request %d", e.name, id))
@@ -213,10 +212,16 @@ func (e *Endpoint) finishRendezvous(id, status, errno uint64) {
 		r.complete(0, err)
 		return
 	}
-	if r.isSend {
-		r.complete(len(r.buf), nil)
-		return
+	n, err := len(r.buf), error(nil)
+	if !r.isSend { // a pushed receive: r.n holds the message size from the RTS
+		n, err = min(r.n, len(r.buf)), truncated(r.n, len(r.buf))
 	}
-	// A pushed receive: r.n holds the message size from the RTS.
-	r.complete(min(r.n, len(r.buf)), truncated(r.n, len(r.buf)))
+	switch {
+	case token == 0:
+		r.complete(n, err)
+	case e.events != nil:
+		e.awaitCopy(r, p.rank, token, n, err)
+	default:
+		r.complete(0, fmt.Errorf("%s: %s: rank %d's copy completes by an event this rank cannot wait on (ranks configured differently)", e.name, r.describe(), p.rank))
+	}
 }

@@ -1,0 +1,121 @@
+package cudaipc
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// Completion through IPC events (cudaipc.completion=event, the default).
+//
+// Each rank creates eventSlots interprocess events when it starts and
+// publishes their handles in its table. After queueing a single copy it
+// records the next event in turn on its copy stream and answers FIN at
+// once, naming the event; both sides then poll it with cuEventQuery: the
+// copying rank its own event, the peer the same event opened through its
+// handle. So several copies are in flight at once, nobody blocks in
+// cuStreamSynchronize, and the peer completes as soon as the GPU has
+// finished, whether or not the copying rank calls in again.
+//
+// An event is recorded again eventSlots copies later, maybe before a peer
+// has seen its earlier record finish. That is safe: the copies are ordered
+// on one stream, so the later record finishes after the earlier one; the
+// peer only learns of its copy later.
+
+// completions are a rank's completion events and the peers' events it has
+// opened.
+type completions struct {
+	self   int
+	tables []*table // by rank
+	own    [eventSlots]*cuda.Event
+	next   int
+	peers  [][eventSlots]*cuda.Event // by rank, each opened on first query
+}
+
+// newCompletions creates rank self's events and publishes their handles in
+// its table, in the bound context.
+func newCompletions(self int, tables []*table) (*completions, error) {
+	k := &completions{self: self, tables: tables, peers: make([][eventSlots]*cuda.Event, len(tables))}
+	for i := range k.own {
+		ev, err := cuda.NewEvent(cuda.EventInterprocess | cuda.EventDisableTiming)
+		if err != nil {
+			return k, fmt.Errorf("cudaipc: create completion event %d: %w", i, err)
+		}
+		k.own[i] = ev
+		h, err := ev.IPCHandle()
+		if err != nil {
+			return k, fmt.Errorf("cudaipc: export completion event %d: %w", i, err)
+		}
+		tables[self].events[i] = h
+	}
+	return k, nil
+}
+
+// record marks the work queued on s so far with the next event and returns
+// its token (slot+1).
+func (k *completions) record(s *cuda.Stream) (uint64, error) {
+	slot := k.next
+	k.next = (slot + 1) % eventSlots
+	if err := k.own[slot].Record(s); err != nil {
+		return 0, fmt.Errorf("cudaipc: record completion event %d: %w", slot, err)
+	}
+	return uint64(slot) + 1, nil
+}
+
+// done reports whether the copy behind token, which rank recorded, has
+// finished.
+func (k *completions) done(rank int, token uint64) (bool, error) {
+	if token == 0 || token > eventSlots || rank < 0 || rank >= len(k.tables) {
+		return false, fmt.Errorf("cudaipc: rank %d named completion event %d of %d", rank, token, eventSlots)
+	}
+	slot := int(token - 1)
+	if rank == k.self {
+		return k.own[slot].Query()
+	}
+	ev := k.peers[rank][slot]
+	if ev == nil {
+		var err error
+		if ev, err = cuda.OpenIPCEvent(k.tables[rank].events[slot]); err != nil {
+			return false, fmt.Errorf("cudaipc: open rank %d's completion event %d: %w", rank, slot, err)
+		}
+		k.peers[rank][slot] = ev
+	}
+	return ev.Query()
+}
+
+// close destroys the events, own and opened.
+func (k *completions) close() error {
+	var errs []error
+	for i := range k.own {
+		errs = append(errs, k.own[i].Destroy())
+	}
+	for r := range k.peers {
+		for i := range k.peers[r] {
+			errs = append(errs, k.peers[r][i].Destroy())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// eventCopier is the copier completing by events (sm.EventCopy).
+type eventCopier struct {
+	*copier
+	events *completions
+}
+
+var _ sm.EventCopy = eventCopier{}
+
+// Start queues the copy and records its completion event.
+func (c eventCopier) Start(pid int, local []byte, at sm.Place, remote uintptr, pull bool) (uint64, error) {
+	if err := c.enqueue(pid, local, at, remote, pull); err != nil {
+		return 0, err
+	}
+	return c.events.record(c.stream)
+}
+
+// Done queries the completion event behind token, which rank recorded.
+func (c eventCopier) Done(rank int, token uint64) (bool, error) {
+	return c.events.done(rank, token)
+}

@@ -1,0 +1,86 @@
+package sm
+
+import "fmt"
+
+// EventCopy is implemented by a SingleCopy whose copies finish after the
+// call that queues them, each marked by an event that both processes can
+// observe (CUDA IPC's interprocess events). The copying side queues the copy
+// with Start and answers FIN at once, carrying the token; each side then
+// completes its request when Done reports the copy finished: the copying
+// side on its own event, the other on the copying side's. Neither waits for
+// the other to notice, so a rank that stops calling in holds up nobody's
+// completion, and a window of copies is in flight at once.
+type EventCopy interface {
+	SingleCopy
+	// Start queues the copy that Copy would make and returns its token,
+	// which is never 0.
+	Start(pid int, local []byte, at Place, remote uintptr, pull bool) (token uint64, err error)
+	// Done reports whether the copy behind token, which rank started,
+	// has finished.
+	Done(rank int, token uint64) (bool, error)
+}
+
+// inflight is a request whose bytes are moving under an EventCopy event.
+type inflight struct {
+	r     *request
+	rank  int    // the rank that started the copy
+	token uint64 // its event
+	n     int    // bytes the request completes with
+	err   error  // and its error (truncation), once the copy finished
+}
+
+// awaitCopy completes r with n and err once the copy behind token, started
+// by rank, has finished.
+func (e *Endpoint) awaitCopy(r *request, rank int, token uint64, n int, err error) {
+	e.inflight = append(e.inflight, inflight{r: r, rank: rank, token: token, n: n, err: err})
+}
+
+// pollCopies completes the requests whose copies have finished and reports
+// whether any did. A request completed meanwhile by other means (its peer
+// exited) is dropped.
+func (e *Endpoint) pollCopies() bool {
+	moved := false
+	keep := e.inflight[:0]
+	for _, c := range e.inflight {
+		if c.r.done {
+			moved = true
+			continue
+		}
+		finished, err := e.events.Done(c.rank, c.token)
+		switch {
+		case err != nil:
+			c.r.complete(0, fmt.Errorf("%s: %s: completion of the copy rank %d started: %w", e.name, c.r.describe(), c.rank, err))
+			moved = true
+		case finished:
+			c.r.complete(c.n, c.err)
+			moved = true
+		default:
+			keep = append(keep, c)
+		}
+	}
+	clear(e.inflight[len(keep):])
+	e.inflight = keep
+	return moved
+}
+
+// startCopy moves r's bytes by single copy and reports the copy's
+// completion to the peer by FIN to id: at once with the event's token when
+// the mechanism completes by events (r completes when the event does),
+// else after the copy. n and done are what r completes with.
+func (e *Endpoint) startCopy(p *peer, r *request, local []byte, remote uintptr, pull bool, id uint64, n int, done error) error {
+	if e.events == nil {
+		if err := e.single.Copy(p.pid, local, r.place, remote, pull); err != nil {
+			return err
+		}
+		r.complete(n, done)
+		e.queueCtrl(p, kindFIN, id, finOK, 0, 0)
+		return nil
+	}
+	token, err := e.events.Start(p.pid, local, r.place, remote, pull)
+	if err != nil {
+		return err
+	}
+	e.awaitCopy(r, e.rank, token, n, done)
+	e.queueCtrl(p, kindFIN, id, finOK, 0, token)
+	return nil
+}

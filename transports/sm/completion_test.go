@@ -1,0 +1,189 @@
+package sm_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// heldCopy is fakeIPC completing by events that the test sets off: Start
+// holds the copy back, release makes the held copies and fires their
+// events, and once fail is set every event query fails with it.
+type heldCopy struct {
+	fakeIPC
+	held  []func() error
+	fired map[uint64]bool
+	last  uint64
+	fail  error
+}
+
+func (c *heldCopy) Start(pid int, local []byte, at sm.Place, remote uintptr, pull bool) (uint64, error) {
+	c.last++
+	token := c.last
+	c.held = append(c.held, func() error {
+		if err := c.Copy(pid, local, at, remote, pull); err != nil {
+			return err
+		}
+		c.fired[token] = true
+		return nil
+	})
+	return token, nil
+}
+
+func (c *heldCopy) Done(_ int, token uint64) (bool, error) {
+	if c.fail != nil {
+		return false, c.fail
+	}
+	return c.fired[token], nil
+}
+
+func (c *heldCopy) release(t *testing.T) {
+	t.Helper()
+	for _, copy := range c.held {
+		if err := copy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.held = nil
+}
+
+// turns drives both endpoints until cond holds, failing the test after a
+// bound on rounds (each round lets both move whatever they can).
+func turns(t *testing.T, a, b *sm.Endpoint, what string, cond func() bool) {
+	t.Helper()
+	for range 1000 {
+		if cond() {
+			return
+		}
+		a.Progress()
+		b.Progress()
+	}
+	t.Fatalf("%s never happened", what)
+}
+
+// eventPair is a channel whose single copies complete by held events, with
+// n messages of size bytes posted from rank 0 to rank 1: pinned into device
+// buffers (pushed by the sender) or device to device (pulled by the
+// receiver). It returns the requests and checks the bytes at cleanup.
+func eventPair(t *testing.T, push bool, n, size int) (a, b *sm.Endpoint, mech *heldCopy, sends, recvs []transports.Request) {
+	dev := &fakeDevice{}
+	mech = &heldCopy{fakeIPC: fakeIPC{dev: dev, threshold: 300}, fired: map[uint64]bool{}}
+	a, b = pairMem(t, small(4, 2), small(4, 2), mech, dev)
+	for i := range n {
+		var src, dst []byte
+		if push {
+			src = dev.allocPinned(t, size)
+			fill(src, i+1)
+		} else {
+			src = dev.alloc(t, size)
+			fill(dev.shadow(src), i+1)
+		}
+		dst = dev.alloc(t, size)
+		s, err := a.Isend(1, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := b.Irecv(0, dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sends, recvs = append(sends, s), append(recvs, r)
+		t.Cleanup(func() {
+			want := make([]byte, size)
+			fill(want, i+1)
+			if r.Done() && r.Err() == nil && !bytes.Equal(dev.shadow(dst), want) {
+				t.Errorf("message %d corrupted", i)
+			}
+		})
+	}
+	return a, b, mech, sends, recvs
+}
+
+func done(reqs []transports.Request) int {
+	k := 0
+	for _, r := range reqs {
+		if r.Done() {
+			k++
+		}
+	}
+	return k
+}
+
+// With completion by events, the copying side answers FIN as soon as the
+// copy is queued: a window of copies is in flight at once, nothing
+// completes before its copy has, and then the other side completes from
+// the event alone, without the copying side calling in again.
+func TestEventCompletion(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		push bool // the sender copies (pinned into device), else the receiver (device to device)
+	}{{"pull", false}, {"push", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const window = 5
+			a, b, mech, sends, recvs := eventPair(t, tc.push, window, 1000)
+			turns(t, a, b, "a window of held copies", func() bool { return len(mech.held) == window })
+			for range 100 {
+				a.Progress()
+				b.Progress()
+			}
+			if k := done(sends) + done(recvs); k != 0 {
+				t.Fatalf("%d requests complete before their copies", k)
+			}
+			mech.release(t)
+			copying, other := b, a
+			mine, theirs := recvs, sends
+			if tc.push {
+				copying, other, mine, theirs = a, b, sends, recvs
+			}
+			turns(t, other, other, "completion from the events", func() bool { return done(theirs) == window })
+			if k := done(mine); k != 0 {
+				t.Errorf("%d of the copying side's requests complete without it calling in", k)
+			}
+			if err := copying.Wait(mine...); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Wait(theirs...); err != nil {
+				t.Fatal(err)
+			}
+			for _, ep := range []*sm.Endpoint{a, b} {
+				if err := ep.Close(); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+// An event that cannot be queried fails the message on both sides, naming
+// the rank whose copy it was, and leaves nothing in flight.
+func TestEventCompletionFailure(t *testing.T) {
+	a, b, mech, sends, recvs := eventPair(t, false, 1, 1000)
+	turns(t, a, b, "a held copy", func() bool { return len(mech.held) == 1 })
+	mech.fail = errors.New("planted event failure")
+	turns(t, a, b, "failure on both sides", func() bool { return done(sends)+done(recvs) == 2 })
+	for _, r := range append(sends, recvs...) {
+		if err := r.Err(); err == nil || !errors.Is(err, mech.fail) || !strings.Contains(err.Error(), "copy rank 1 started") {
+			t.Errorf("got %v, want the planted failure of rank 1's copy", err)
+		}
+	}
+	for _, ep := range []*sm.Endpoint{a, b} {
+		if err := ep.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// An endpoint closed while a copy of its own is in flight says so.
+func TestCloseWithCopyInFlight(t *testing.T) {
+	a, b, mech, _, _ := eventPair(t, false, 1, 1000)
+	turns(t, a, b, "a held copy", func() bool { return len(mech.held) == 1 })
+	if err := b.Close(); err == nil || !strings.Contains(err.Error(), "in flight") {
+		t.Errorf("close: got %v, want an error about the copy in flight", err)
+	}
+	mech.release(t)
+	a.Progress()
+}
