@@ -25,10 +25,11 @@
 #                         --timeout are appended
 #   GOTUNE_GPU_PROBES     probe IDs to run, safe and unsafe ("H2 H4")
 #   GOTUNE_GPU_SWEEP      a sweep plan to run (gpu; none by default), its
-#                         files under $OUT/sweep, its log in sweep.log
+#                         files under $OUT/sweep (profile and measurements
+#                         copied to $OUT/sweep-*), its log in sweep.log
 #   GPU_SWEEP_TIMEOUT     seconds for the sweep (420)
 #   GPU_RUN_BUDGET        seconds for the whole run (360)
-#   GPU_TEST_TIMEOUT      seconds per test binary (120)
+#   GPU_TEST_TIMEOUT      seconds per test binary (240)
 #   GPU_TEST_ARGS         extra test flags, e.g. "-test.run TestIPC" (none)
 #   GPU_BENCH_TIMEOUT     seconds per gotune bench line (90)
 #   GPU_BASELINE_TIMEOUT  seconds for baselines.py, reserved out of the budget (150)
@@ -49,7 +50,7 @@ mkdir -p "$OUT" || exit 1
 OUT=$(cd "$OUT" && pwd)
 
 BUDGET=${GPU_RUN_BUDGET:-360}
-TEST_TIMEOUT=${GPU_TEST_TIMEOUT:-120}
+TEST_TIMEOUT=${GPU_TEST_TIMEOUT:-240}
 BENCH_TIMEOUT=${GPU_BENCH_TIMEOUT:-90}
 BASELINE_TIMEOUT=${GPU_BASELINE_TIMEOUT:-150}
 
@@ -215,6 +216,12 @@ done
 if [ -n "${GOTUNE_GPU_SWEEP:-}" ]; then
 	step "gotune sweep --plan $GOTUNE_GPU_SWEEP" "$OUT/sweep.log" "${GPU_SWEEP_TIMEOUT:-420}" "$PRE_DEADLINE" . "" -- \
 		bin/gotune sweep --plan "$GOTUNE_GPU_SWEEP" --out "$OUT/sweep"
+	# The run directory sits four levels down; its profile and measurements
+	# are copied up beside the summary, where a shallow fetch finds them.
+	run=$(ls -d "$OUT"/sweep/*/*/ 2>/dev/null | tail -n 1)
+	for f in profile.yaml measurements.jsonl; do
+		[ -n "$run" ] && [ -f "$run/$f" ] && cp "$run/$f" "$OUT/sweep-$f"
+	done
 fi
 
 # ---- 4. baselines

@@ -30,7 +30,8 @@ import (
 //
 // The unsafe variant frees with cuMemFree on the calling thread
 // (gpu.alloc=plain); the safe one uses the configuration's mode (default
-// worker: frees on a thread of their own; or pool: stream-ordered). Each
+// pool, stream-ordered, as the GPU transport's; or worker: frees on a
+// thread of their own, which on two H200s stalled too). Each
 // run also times allocate+free without and beside the kernel, which the
 // tuner weighs among the modes that pass.
 
@@ -60,15 +61,19 @@ func H2Mode(opts transports.Options, unsafe bool) (gpumem.Mode, error) {
 	if unsafe {
 		return gpumem.Plain, nil
 	}
-	return gpumem.ModeOption(opts, gpumem.Worker)
+	return gpumem.ModeOption(opts, h2SafeDefault)
 }
+
+// h2SafeDefault is the safe variant's mode when the configuration names
+// none: the GPU transport's default allocator (cudaipc.DefaultAlloc).
+const h2SafeDefault = gpumem.Pool
 
 func init() {
 	launch.Register(h2Kind, h2Rank)
 	register(&Probe{
 		ID:          "H2",
 		Hazard:      "GPU frees that synchronise with the device while a kernel runs, racing allocations on other threads (MLX CUDA backend, mlx#2099)",
-		Description: "a kernel on a blocking stream waits for a flag that the thread recycling 1 MiB device buffers sets after its frees; a second thread allocates beside it; unsafe: cuMemFree on that thread (gpu.alloc=plain); safe: gpu.alloc (worker or pool). Needs a GPU",
+		Description: "a kernel on a blocking stream waits for a flag that the thread recycling 1 MiB device buffers sets after its frees; a second thread allocates beside it; unsafe: cuMemFree on that thread (gpu.alloc=plain); safe: gpu.alloc (default pool; or worker). Needs a GPU",
 		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
 			return runH2(ctx, unsafe, deadline, nil)
 		},

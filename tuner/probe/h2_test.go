@@ -1,0 +1,40 @@
+package probe
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cudaipc"
+	"github.com/gotune/gotune/transports/gpumem"
+)
+
+// H2's safe form probes the configuration's allocator, by default the one
+// the GPU transport uses; the unsafe form always frees with cuMemFree.
+func TestH2Mode(t *testing.T) {
+	if h2SafeDefault != cudaipc.DefaultAlloc {
+		t.Errorf("H2's safe default %s is not the GPU transport's %s", h2SafeDefault, cudaipc.DefaultAlloc)
+	}
+	for _, tc := range []struct {
+		opts   transports.Options
+		unsafe bool
+		want   gpumem.Mode
+		err    string
+	}{
+		{nil, false, gpumem.Pool, ""},
+		{transports.Options{"gpu.alloc": "worker"}, false, gpumem.Worker, ""},
+		{transports.Options{"gpu.alloc": "worker"}, true, gpumem.Plain, ""},
+		{nil, true, gpumem.Plain, ""},
+		{transports.Options{"gpu.alloc": "cudaFree"}, false, "", "gpu.alloc"},
+	} {
+		got, err := H2Mode(tc.opts, tc.unsafe)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("H2Mode(%v, %v): error %v, want one naming %s", tc.opts, tc.unsafe, err, tc.err)
+			}
+		case err != nil || got != tc.want:
+			t.Errorf("H2Mode(%v, %v) = %v, %v; want %v", tc.opts, tc.unsafe, got, err, tc.want)
+		}
+	}
+}
