@@ -318,8 +318,8 @@ func TestGPUHostVisibleBuffersAcrossProcesses(t *testing.T) {
 	}
 }
 
-// Device memory over the GPU transport: what OSU's D D and H D measure,
-// validated through staging, with and without the load kernel; the SM copy
+// Device memory over the GPU transport: what OSU's D D, H D, MD D and MH MD
+// measure, validated through staging, with and without the load kernel; the SM copy
 // (sizes off the 16-byte vector, so its tail moves too); and an IPC mapping
 // cache of 2 under 5 buffers in turn, so every rendezvous opens a mapping
 // and closes the oldest; and single copies completed by stream
@@ -349,6 +349,9 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 		{"sm-copy", []cuda.MemKind{D, D}, 0.5, smCopy, 0},
 		{"sm-copy", []cuda.MemKind{D, P}, 0, smCopy, 0}, // host side: the copy engines
 		{"cache2", []cuda.MemKind{D, D}, 0, transports.Options{"cudaipc.cache": "2"}, 5},
+		{"managed", []cuda.MemKind{MD, D}, 0, nil, 0}, // managed memory goes as pageable host: staged
+		{"managed", []cuda.MemKind{D, MH}, 0.5, nil, 0},
+		{"managed", []cuda.MemKind{MH, MD}, 0, nil, 0},
 		{"sync-completion", []cuda.MemKind{D, D}, 0, syncDone, 0},
 		{"sync-completion", []cuda.MemKind{P, D}, 0.5, syncDone, 0},
 	} {
