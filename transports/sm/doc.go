@@ -10,7 +10,9 @@
 // larger ones are pipelined through the fragment ring (one descriptor cell
 // per fragment, each fragment packed to a cache line); with a single-copy mechanism attached, messages from its
 // threshold up use rendezvous: a request-to-send cell, one copy by the
-// mechanism, and a completion cell.
+// mechanism, and a completion cell. A mechanism whose copies finish later
+// (EventCopy: CUDA IPC) sends the completion cell as soon as the copy is
+// queued, naming an event both sides poll (completion.go).
 //
 // A rank waiting for anything (a send blocked on a full ring included) keeps
 // draining every incoming channel into posted receives or the unexpected
