@@ -376,6 +376,32 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 	}
 }
 
+// More device buffers than a rank's handle table holds (a ring of 256
+// entries), taken in turn and validated: the oldest entries are
+// overwritten and their allocations exported again when they come round.
+func TestGPUHandleRingWraps(t *testing.T) {
+	needGPU(t)
+	if _, err := transports.Lookup("cudaipc"); err != nil {
+		t.Skip(err)
+	}
+	// Message k of a pass takes buffer k mod 300: a latency pass of 300
+	// iterations, or a bandwidth pass of 100 windows of 4, uses all 300.
+	for _, c := range []struct {
+		pat   bench.Pattern
+		iters int
+	}{{bench.Latency, 300}, {bench.Bandwidth, 100}} {
+		t.Run(string(c.pat), func(t *testing.T) {
+			spec := bench.Spec{Transport: "cudaipc", Pattern: c.pat, Sizes: []int{8, 64 << 10}, Reps: 2, Iters: c.iters, Warmup: 1, Window: 4,
+				Validate: true, Buffers: 300, Mem: []cuda.MemKind{D, D}}
+			res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGPURun(t, spec, res)
+		})
+	}
+}
+
 // With every SM held by the load kernel (bound 1 s), each loaded point
 // records the longest single step of its passes, warm-up included, and
 // calls the path stalled exactly when that step reached half the bound.

@@ -27,9 +27,8 @@ type openCache struct {
 }
 
 type opened struct {
-	index int    // entry in the peer's table
-	id    uint64 // buffer id of the entry
-	buf   *cuda.Buffer
+	id  uint64 // the allocation's buffer id, unique in the peer's process
+	buf *cuda.Buffer
 }
 
 func (c *copier) Name() string { return "cudaipc" }
@@ -87,13 +86,13 @@ func (c *copier) enqueue(pid int, local []byte, at sm.Place, remote uintptr, pul
 
 // open returns the local address of the peer's device bytes at remote.
 func (c *copier) open(rank int, remote uintptr, n int) (uintptr, error) {
-	e, index, ok := c.tables[rank].find(remote, n)
+	e, ok := c.tables[rank].find(remote, n)
 	if !ok {
 		return 0, fmt.Errorf("cudaipc: rank %d exported no device allocation holding %d bytes at %#x", rank, n, remote)
 	}
 	oc := c.opened[rank]
 	for i, o := range oc.maps {
-		if o.index == index && o.id == e.id {
+		if o.id == e.id {
 			if i > 0 { // most recently used first
 				copy(oc.maps[1:i+1], oc.maps[:i])
 				oc.maps[0] = o
@@ -116,7 +115,7 @@ func (c *copier) open(rank int, remote uintptr, n int) (uintptr, error) {
 			return 0, fmt.Errorf("cudaipc: close rank %d's mapping: %w", rank, err)
 		}
 	}
-	oc.maps = append([]opened{{index: index, id: e.id, buf: buf}}, oc.maps...)
+	oc.maps = append([]opened{{id: e.id, buf: buf}}, oc.maps...)
 	return buf.Ptr() + (remote - uintptr(e.base)), nil
 }
 

@@ -46,9 +46,11 @@ func TestParseParams(t *testing.T) {
 	}
 }
 
-// The handle table: entries appear in order, lookups find the allocation
-// holding a range (the newest, when an address was reused) and nothing
-// outside; a full table is an error, not an overwrite.
+// The handle table: lookups find the allocation holding a range (the
+// newest, when an address was reused) and nothing outside; once the ring
+// wraps, the oldest entries are gone and never read as the newer ones in
+// their slots; an entry being rewritten is never read; the completion
+// events' handles sit apart, at the table's end.
 func TestHandleTable(t *testing.T) {
 	mem, err := sys.MapAnon(tableBytes, true)
 	if err != nil {
@@ -60,47 +62,67 @@ func TestHandleTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := func(b byte) (x cuda.IPCMemHandle) { x[0], x[63] = b, b; return x }
-	if err := tb.publish(cuda.Allocation{Base: 0x1000, Size: 0x1000, BufferID: 1}, h(1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := tb.publish(cuda.Allocation{Base: 0x4000, Size: 0x100, BufferID: 2}, h(2)); err != nil {
-		t.Fatal(err)
-	}
-	if err := tb.publish(cuda.Allocation{Base: 0x1000, Size: 0x800, BufferID: 3}, h(3)); err != nil { // reused address
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		addr  uintptr
-		n     int
-		index int
-		id    uint64
-	}{
-		{0x1000, 16, 2, 3},    // the newest allocation at a reused address
-		{0x1900, 0x100, 0, 1}, // past the new one's end: only the old holds it
-		{0x4000, 0x100, 1, 2},
-		{0x4080, 0x100, -1, 0}, // runs past the end
-		{0x3000, 1, -1, 0},
+	for i, a := range []cuda.Allocation{
+		{Base: 0x1000, Size: 0x1000, BufferID: 1},
+		{Base: 0x4000, Size: 0x100, BufferID: 2},
+		{Base: 0x1000, Size: 0x800, BufferID: 3}, // reused address
 	} {
-		e, i, ok := tb.find(tc.addr, tc.n)
-		if i != tc.index || ok != (tc.index >= 0) || (ok && (e.id != tc.id || e.handle != h(byte(tc.id)))) {
-			t.Errorf("find(%#x, %d) = entry %d (id %d, ok %v), want %d (id %d)", tc.addr, tc.n, i, e.id, ok, tc.index, tc.id)
+		if k := tb.publish(a, h(byte(a.BufferID))); k != uint64(i) {
+			t.Fatalf("entry %d numbered %d", i, k)
 		}
 	}
-	for i := 3; i < tableEntries; i++ {
-		if err := tb.publish(cuda.Allocation{Base: uintptr(0x100000 * (i + 1)), Size: 64, BufferID: uint64(i + 1)}, h(0)); err != nil {
-			t.Fatalf("entry %d: %v", i, err)
+	lookups := []struct {
+		addr uintptr
+		n    int
+		id   uint64 // 0: not found
+	}{
+		{0x1000, 16, 3},    // the newest allocation at a reused address
+		{0x1900, 0x100, 1}, // past the new one's end: only the old holds it
+		{0x4000, 0x100, 2},
+		{0x4080, 0x100, 0}, // runs past the end
+		{0x3000, 1, 0},
+	}
+	check := func(when string, gone map[uint64]bool) {
+		t.Helper()
+		for _, tc := range lookups {
+			want := tc.id
+			if gone[want] {
+				want = 0
+			}
+			e, ok := tb.find(tc.addr, tc.n)
+			if ok != (want != 0) || (ok && (e.id != want || e.k != want-1 || e.handle != h(byte(want)))) {
+				t.Errorf("%s: find(%#x, %d) = id %d (entry %d, ok %v), want id %d", when, tc.addr, tc.n, e.id, e.k, ok, want)
+			}
 		}
 	}
-	if err := tb.publish(cuda.Allocation{Base: 0x1, Size: 1}, h(0)); err == nil || !strings.Contains(err.Error(), "table full") {
-		t.Fatalf("publish into a full table: %v", err)
+	check("three entries", nil)
+
+	// Wrap the ring: entries 0 and 1 are overwritten, 2 survives as the
+	// oldest; slot 0 now holds entry 256, which must not read as entry 0.
+	for i := 3; i < tableEntries+2; i++ {
+		tb.publish(cuda.Allocation{Base: uintptr(0x100000 * (i + 1)), Size: 64, BufferID: uint64(1000 + i)}, h(0))
 	}
-	// The completion events' handles sit past the entries, apart from them.
+	check("after wrapping", map[uint64]bool{1: true, 2: true})
+	if _, ok := tb.read(0); ok {
+		t.Error("entry 0 read after entry 256 took its slot")
+	}
+	if e, ok := tb.read(tableEntries); !ok || e.id != 1000+tableEntries {
+		t.Errorf("entry %d: %+v, %v", tableEntries, e, ok)
+	}
+
+	// An entry the owner is rewriting (its number invalid) is skipped.
+	w := &tb.entries[2]
+	w[0] = invalid
+	if _, ok := tb.find(0x1000, 16); ok {
+		t.Error("an entry being rewritten was found")
+	}
+	w[0] = 2
+	check("after the rewrite", map[uint64]bool{1: true, 2: true})
+
 	for i := range eventSlots {
 		tb.events[i][0] = byte(i + 1)
 	}
-	if e, _, ok := tb.find(0x4000, 0x100); !ok || e.handle != h(2) {
-		t.Errorf("event handles overwrote entry 1: %v", e)
-	}
+	check("after writing the event handles", map[uint64]bool{1: true, 2: true})
 	if got := mem[tableBytes-cuda.IPCHandleSize]; got != eventSlots {
 		t.Errorf("last event handle not at the table's end: byte %d", got)
 	}

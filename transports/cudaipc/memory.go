@@ -18,11 +18,12 @@ type memory struct {
 }
 
 // span is an address range known to be host memory (pageable or pinned),
-// or a device allocation exported under its buffer id.
+// or a device allocation exported under its buffer id as entry k of the
+// rank's table.
 type span struct {
 	base, end uintptr
 	place     sm.Place
-	id        uint64
+	id, k     uint64
 }
 
 // maxSpans bounds the classification cache; older spans are asked again.
@@ -44,9 +45,12 @@ func (m *memory) Place(b []byte) (sm.Place, error) {
 			return s.place, nil
 		}
 		// The same address may be a new allocation since (freed and
-		// allocated again): its buffer id tells.
+		// allocated again): its buffer id tells. Its entry may have been
+		// overwritten by newer ones: then it is exported again.
 		if id, err := cuda.BufferID(addr); err == nil && id == s.id {
-			return sm.PlaceDevice, nil
+			if e, ok := m.own.read(s.k); ok && e.id == id {
+				return sm.PlaceDevice, nil
+			}
 		}
 		m.spans = append(m.spans[:i], m.spans[i+1:]...)
 		break
@@ -68,17 +72,17 @@ func (m *memory) Place(b []byte) (sm.Place, error) {
 	if err != nil {
 		return sm.PlaceHost, err
 	}
-	m.remember(span{base: a.Base, end: a.Base + uintptr(a.Size), place: sm.PlaceDevice, id: a.BufferID})
-	if e, _, ok := m.own.find(a.Base, a.Size); ok && e.base == uint64(a.Base) && e.id == a.BufferID {
-		return sm.PlaceDevice, nil // exported before, then forgotten by the cache
+	s := span{base: a.Base, end: a.Base + uintptr(a.Size), place: sm.PlaceDevice, id: a.BufferID}
+	if e, ok := m.own.find(a.Base, a.Size); ok && e.base == uint64(a.Base) && e.id == a.BufferID {
+		s.k = e.k // exported before, then forgotten by the cache
+	} else {
+		h, err := cuda.IPCHandleOf(a.Base)
+		if err != nil {
+			return sm.PlaceHost, fmt.Errorf("export device buffer %#x: %w", addr, err)
+		}
+		s.k = m.own.publish(a, h)
 	}
-	h, err := cuda.IPCHandleOf(a.Base)
-	if err != nil {
-		return sm.PlaceHost, fmt.Errorf("export device buffer %#x: %w", addr, err)
-	}
-	if err := m.own.publish(a, h); err != nil {
-		return sm.PlaceHost, err
-	}
+	m.remember(s)
 	return sm.PlaceDevice, nil
 }
 
