@@ -521,7 +521,7 @@ func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
 	}
 	p := Summarize(l.size, l.pattern.Unit(), samples, perIter)
 	p.Iters, p.Warmup, p.Validated = l.iters, l.warmup, l.validate
-	if l.load != nil && l.rank == 0 {
+	if l.steps {
 		// A step that waited half the kernel's life or more waited for the
 		// kernel to end: the path stalls beside it. (A path that only slows
 		// down moves in steps far shorter.)

@@ -43,8 +43,8 @@ func (c *heldCopy) Done(_ int, token uint64) (bool, error) {
 
 func (c *heldCopy) release(t *testing.T) {
 	t.Helper()
-	for _, copy := range c.held {
-		if err := copy(); err != nil {
+	for _, run := range c.held {
+		if err := run(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,6 +103,17 @@ func eventPair(t *testing.T, push bool, n, size int) (a, b *sm.Endpoint, mech *h
 	return a, b, mech, sends, recvs
 }
 
+// closeAll closes every endpoint, failing the test on any error.
+func closeAll(t *testing.T, eps ...*sm.Endpoint) {
+	t.Helper()
+	for _, ep := range eps {
+		if err := ep.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// done counts the completed requests.
 func done(reqs []transports.Request) int {
 	k := 0
 	for _, r := range reqs {
@@ -149,11 +160,7 @@ func TestEventCompletion(t *testing.T) {
 			if err := other.Wait(theirs...); err != nil {
 				t.Fatal(err)
 			}
-			for _, ep := range []*sm.Endpoint{a, b} {
-				if err := ep.Close(); err != nil {
-					t.Error(err)
-				}
-			}
+			closeAll(t, a, b)
 		})
 	}
 }
@@ -170,11 +177,7 @@ func TestEventCompletionFailure(t *testing.T) {
 			t.Errorf("got %v, want the planted failure of rank 1's copy", err)
 		}
 	}
-	for _, ep := range []*sm.Endpoint{a, b} {
-		if err := ep.Close(); err != nil {
-			t.Error(err)
-		}
-	}
+	closeAll(t, a, b)
 }
 
 // An endpoint closed while a copy of its own is in flight says so.

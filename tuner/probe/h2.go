@@ -15,6 +15,7 @@ import (
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cudaipc"
 	"github.com/gotune/gotune/transports/gpumem"
 )
 
@@ -61,12 +62,8 @@ func H2Mode(opts transports.Options, unsafe bool) (gpumem.Mode, error) {
 	if unsafe {
 		return gpumem.Plain, nil
 	}
-	return gpumem.ModeOption(opts, h2SafeDefault)
+	return gpumem.ModeOption(opts, cudaipc.DefaultAlloc)
 }
-
-// h2SafeDefault is the safe variant's mode when the configuration names
-// none: the GPU transport's default allocator (cudaipc.DefaultAlloc).
-const h2SafeDefault = gpumem.Pool
 
 func init() {
 	launch.Register(h2Kind, h2Rank)
