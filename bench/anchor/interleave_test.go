@@ -26,7 +26,7 @@ func TestInterleaveRotatesAndPools(t *testing.T) {
 		}}
 	}
 	cs := []Contender{mk("a", true, 10), mk("b", false, 20), mk("c", false, 30)}
-	res, err := Interleave(context.Background(), cs, bench.Spec{Pattern: bench.Latency, Sizes: []int{8, 64}}, 3, nil)
+	res, err := Interleave(context.Background(), cs, bench.Spec{Pattern: bench.Latency, Sizes: []int{8, 64}}, 3, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,5 +47,41 @@ func TestInterleaveRotatesAndPools(t *testing.T) {
 	ours, theirs := Split(cs, res)
 	if len(ours) != 1 || len(theirs) != 2 || ours[0].Label != "a" {
 		t.Errorf("split: %d ours, %d theirs", len(ours), len(theirs))
+	}
+}
+
+func TestInterleaveSettlePointIsRunFirstAndDropped(t *testing.T) {
+	var seen [][]int
+	c := Contender{Label: "a", Ours: true, Run: func(_ context.Context, s bench.Spec) (bench.Result, error) {
+		seen = append(seen, slices.Clone(s.Sizes))
+		var pts []bench.Point
+		for k, size := range s.Sizes {
+			pts = append(pts, bench.Point{Size: size, Samples: []float64{float64(100*k + size)}, Unit: "MB/s"})
+		}
+		return bench.Result{Spec: s, Points: pts}, nil
+	}}
+	res, err := Interleave(context.Background(), []Contender{c}, bench.Spec{Pattern: bench.Bandwidth, Sizes: []int{4, 8}}, 2, 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range seen {
+		if !slices.Equal(s, []int{8, 4, 8}) {
+			t.Errorf("ran sizes %v, want the settling size first: [8 4 8]", s)
+		}
+	}
+	r := res[0]
+	if !slices.Equal(r.Spec.Sizes, []int{4, 8}) || len(r.Points) != 2 {
+		t.Fatalf("result sizes %v, %d points: the settling point must not be reported", r.Spec.Sizes, len(r.Points))
+	}
+	// The 8-byte point is the third one run (value 208), never the settling one (8).
+	if got := r.Points[1].Samples; !slices.Equal(got, []float64{208, 208}) {
+		t.Errorf("8-byte samples %v, want [208 208] from the measured point", got)
+	}
+
+	bad := Contender{Label: "b", Run: func(_ context.Context, s bench.Spec) (bench.Result, error) {
+		return bench.Result{Spec: s, Points: []bench.Point{{Size: 4}}}, nil
+	}}
+	if _, err := Interleave(context.Background(), []Contender{bad}, bench.Spec{Sizes: []int{4}}, 1, 8, nil); err == nil {
+		t.Error("a run without its settling point was accepted")
 	}
 }

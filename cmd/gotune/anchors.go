@@ -16,14 +16,15 @@ import (
 	"github.com/gotune/gotune/bench/anchor"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/report"
+	"github.com/gotune/gotune/transports"
 )
 
 func newAnchors() *cobra.Command {
 	var (
-		latSizes, bwSizes, outDir string
-		rounds                    int
-		opts                      []string
-		timeout                   time.Duration
+		latSizes, bwSizes, outDir, settleSize string
+		rounds                                int
+		opts                                  []string
+		timeout                               time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "anchors",
@@ -32,12 +33,17 @@ func newAnchors() *cobra.Command {
 then measures latency and bandwidth through gotune's sm and cma transports and through
 Open MPI's vader BTL with single_copy_mechanism cma and none. Every round runs each
 configuration once, back to back, so a machine whose speed drifts is compared with itself.
-Ratios > 1 mean gotune is better.`,
+Every bandwidth run opens with one discarded point (--settle) so that the first measured size
+does not pay for the first milliseconds after launch. Ratios > 1 mean gotune is better.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := parseOpts(opts)
 			if err != nil {
 				return err
+			}
+			settle, err := transports.ParseSize(settleSize)
+			if err != nil {
+				return fmt.Errorf("--settle: %w", err)
 			}
 			ctx, cancel := jobContext(timeout)
 			defer cancel()
@@ -57,14 +63,15 @@ Ratios > 1 mean gotune is better.`,
 			for _, pc := range []struct {
 				pattern bench.Pattern
 				sizes   string
-			}{{bench.Latency, latSizes}, {bench.Bandwidth, bwSizes}} {
+				settle  int
+			}{{bench.Latency, latSizes, 0}, {bench.Bandwidth, bwSizes, settle}} {
 				sizes, err := bench.ParseSizes(pc.sizes)
 				if err != nil {
 					return err
 				}
 				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, Options: o, CPUs: bench.DefaultCPUs(2)}
 				cs := contenders(bin, cmd.ErrOrStderr())
-				res, err := anchor.Interleave(ctx, cs, spec, rounds, cmd.ErrOrStderr())
+				res, err := anchor.Interleave(ctx, cs, spec, rounds, pc.settle, cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}
@@ -84,6 +91,7 @@ Ratios > 1 mean gotune is better.`,
 	fl := cmd.Flags()
 	fl.StringVar(&latSizes, "latency-sizes", "8", "latency message sizes")
 	fl.StringVar(&bwSizes, "bw-sizes", "4K:16M", "bandwidth message sizes")
+	fl.StringVar(&settleSize, "settle", "4M", "size of one discarded bandwidth point that opens every bw run of every configuration, so that no measured size pays for the ranks' first milliseconds (0: none)")
 	fl.IntVar(&rounds, "reps", bench.DefaultReps, "interleaved repetitions of every configuration")
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/<host>-<time>.txt (tables) and .jsonl (every run)")
 	fl.StringArrayVar(&opts, "opt", nil, "gotune transport option KEY=VALUE (repeatable)")

@@ -45,12 +45,13 @@ type Params struct {
 	LeakPersistent bool
 }
 
-// MoveStringMin is where auto switches to REP MOVSB. Measured here (Zen 5,
-// pinned ranks, alternating runs of bw): movsb won 5/5 at 64 KiB and 8/10
-// at 1 MiB; with fragments packed in a byte ring it also won 3/3 at 8 KiB
-// and at 32 KiB and 2/3 at 16 KiB (by 10-40%). (With one message per
-// fixed fragment slot it had lost at 8 and 32 KiB.)
-const MoveStringMin = 8 << 10
+// MoveStringMin is where auto switches from Go's vector copy to REP MOVSB.
+// Measured here (Zen 5 VM, pinned ranks, bw interleaved with Open MPI
+// vader, 10 rounds): with a 4 MiB fragment ring, 32 KiB messages moved at
+// 54 GB/s with Go's copy and 40-43 with movsb (vader: 51-54), while from
+// 64 KiB up movsb led by 10-20% (62-66 against 52-54). In a 1 MiB ring
+// movsb had been the better of two poor choices at 8-32 KiB.
+const MoveStringMin = 64 << 10
 
 // DefaultStreamMin is the built-in sm.stream: half this machine's 32 MiB L3.
 // Measured here (bw, alternating runs): streaming stores took 16 MiB from
@@ -58,9 +59,19 @@ const MoveStringMin = 8 << 10
 // with a 1 MiB one; 4 MiB was unchanged.
 const DefaultStreamMin = 8 << 20
 
+// DefaultFragSlots makes the built-in fragment ring 4 MiB (64 fragments of
+// 64 KiB): room for a whole 64-message window of 32 KiB (OSU's bw window)
+// and for a 64 KiB one to stream without the sender waiting on every
+// fragment. Measured here beside Open MPI vader (same rounds): at 32 KiB
+// the 1 MiB ring gave 0.80-0.86x vader, 2 MiB 0.97x, 4 MiB 1.03-1.08x; at
+// 64 KiB-512 KiB 4 MiB led 2 MiB by 0-5%. The cost is shared memory: two
+// ranks map 2 x 4.3 MiB; n ranks n(n-1) x 4.3 MiB, so jobs of many ranks
+// set sm.frags (or load a profile, whose sweep sizes the ring).
+const DefaultFragSlots = 64
+
 // DefaultParams are the built-in channel parameters.
 func DefaultParams() Params {
-	return Params{Depth: 64, CellSize: 4096 + cacheLine, EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 16,
+	return Params{Depth: 64, CellSize: 4096 + cacheLine, EagerLimit: 4096, FragSize: 64 << 10, FragSlots: DefaultFragSlots,
 		Copy: "auto", StreamMin: DefaultStreamMin, Progress: "poll"}
 }
 
@@ -71,7 +82,7 @@ var OptionKeys = map[string]string{
 	"sm.eager":    "eager limit: largest message sent inline in one cell",
 	"sm.frag":     "fragment size for pipelined messages (multiple of 64)",
 	"sm.frags":    "fragment ring size, in largest fragments (ring bytes = sm.frag x sm.frags)",
-	"sm.copy":     "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 8 KiB)",
+	"sm.copy":     "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB)",
 	"sm.stream":   "message size from which fragments are copied out with streaming stores (0: never)",
 	"sm.drain":    "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)",
 	"sm.progress": "poll (channels advance inside engine calls only) or thread (a progress thread also advances them while the application computes)",

@@ -113,7 +113,7 @@ func Quick() Plan {
 		Rounds: 5, MaxRound: 8, Reps: 3, RepBytes: "64M", Window: bench.DefaultWindow, Stall: 30 * time.Second,
 		Segment: "memfd",
 		Eager:   []string{"1K", "2K", "4K", "8K"}, EagerSizes: "256:16K",
-		Fragments:     []string{"32Kx8", "64Kx4", "64Kx16", "128Kx8", "256Kx4"},
+		Fragments:     []string{"32Kx8", "64Kx16", "64Kx32", "64Kx64", "128Kx32"},
 		FragmentSizes: "16K:16M",
 		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: "8,512,1K,4K",
 		Transports: []string{"sm", "cma"}, TransportSizes: "8K:16M", LadderStep: 2, Bisect: true,
@@ -132,7 +132,7 @@ func Full() Plan {
 	p.Rounds, p.MaxRound, p.Reps, p.RepBytes = 7, 12, 5, "256M"
 	p.Eager = []string{"512", "1K", "2K", "4K", "8K", "16K"}
 	p.EagerSizes = "64:32K"
-	p.Fragments = []string{"16Kx16", "32Kx8", "32Kx16", "64Kx4", "64Kx8", "64Kx16", "128Kx4", "128Kx8", "256Kx4", "512Kx2"}
+	p.Fragments = []string{"16Kx16", "32Kx8", "32Kx32", "64Kx4", "64Kx16", "64Kx32", "64Kx64", "128Kx8", "128Kx32", "256Kx16"}
 	p.FragmentSizes = "16K:16M"
 	p.Depths = []int{4, 8, 16, 32, 64, 128, 256}
 	p.DepthSizes = "8,64,512,1K,4K"

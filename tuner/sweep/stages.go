@@ -9,6 +9,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
 	"github.com/gotune/gotune/tuner/probe"
 	"github.com/gotune/gotune/tuner/search"
 )
@@ -62,7 +63,7 @@ func (p SMParams) options() transports.Options {
 func cellFor(eager int) int { return sys.RoundUp(16+eager, 64) }
 
 func defaultSM() SMParams {
-	return SMParams{Eager: 4096, Cell: cellFor(4096), Frag: 64 << 10, Slots: 16, Depth: 64, Progress: "poll"}
+	return SMParams{Eager: 4096, Cell: cellFor(4096), Frag: 64 << 10, Slots: sm.DefaultFragSlots, Depth: 64, Progress: "poll"}
 }
 
 // measure runs rounds of every candidate over sizes with each pattern,
