@@ -62,8 +62,10 @@ func (p SMParams) options() transports.Options {
 
 func cellFor(eager int) int { return sys.RoundUp(16+eager, 64) }
 
+// defaultSM is where the stages start: the transport's own defaults.
 func defaultSM() SMParams {
-	return SMParams{Eager: 4096, Cell: cellFor(4096), Frag: 64 << 10, Slots: sm.DefaultFragSlots, Depth: 64, Progress: "poll"}
+	d := sm.DefaultParams()
+	return SMParams{Eager: d.EagerLimit, Cell: d.CellSize, Frag: d.FragSize, Slots: d.FragSlots, Depth: d.Depth, Progress: d.Progress}
 }
 
 // measure runs rounds of every candidate over sizes with each pattern,
