@@ -9,24 +9,14 @@ import (
 	"unsafe"
 
 	"github.com/gotune/gotune/internal/cuda"
-	"github.com/gotune/gotune/internal/testutil"
+	"github.com/gotune/gotune/internal/cuda/cudatest"
 )
 
 // loadKernel binds device 0 on the test's locked thread and loads the
 // kernel; it skips without a driver.
 func loadKernel(t *testing.T) (*cuda.Device, *Kernel) {
 	t.Helper()
-	testutil.SkipUnless(t, "cuda", cuda.Load())
-	runtime.LockOSThread()
-	t.Cleanup(runtime.UnlockOSThread)
-	d, err := cuda.Open(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if err := d.Bind(); err != nil {
-		t.Fatal(err)
-	}
+	d := cudatest.Device(t, 0)
 	k, err := Load(d)
 	if err != nil {
 		t.Fatal(err)

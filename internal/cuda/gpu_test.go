@@ -15,7 +15,7 @@ import (
 
 	"github.com/gotune/gotune/bench/gpuload"
 	"github.com/gotune/gotune/internal/cuda"
-	"github.com/gotune/gotune/internal/testutil"
+	"github.com/gotune/gotune/internal/cuda/cudatest"
 )
 
 // The IPC test re-executes this binary as the importing process.
@@ -36,31 +36,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-// device opens ordinal, locks the test's goroutine to its thread and binds
-// the device there; it skips the test without a driver or the device.
-func device(t *testing.T, ordinal int) *cuda.Device {
-	t.Helper()
-	testutil.SkipUnless(t, "cuda", cuda.Load())
-	n, err := cuda.DeviceCount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ordinal >= n {
-		t.Skipf("needs %d CUDA devices, have %d", ordinal+1, n)
-	}
-	runtime.LockOSThread()
-	t.Cleanup(runtime.UnlockOSThread)
-	d, err := cuda.Open(ordinal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if err := d.Bind(); err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
 
 // bindHere binds d on the calling test's goroutine: t.Run starts each
@@ -93,7 +68,7 @@ func firstDiff(a, b []byte) int {
 }
 
 func TestDevices(t *testing.T) {
-	d := device(t, 0)
+	d := cudatest.Device(t, 0)
 	v, _ := cuda.DriverVersion()
 	path, _ := cuda.LibraryPath()
 	n, _ := cuda.DeviceCount()
@@ -122,7 +97,7 @@ func TestDevices(t *testing.T) {
 }
 
 func TestErrorFromDriver(t *testing.T) {
-	d := device(t, 0)
+	d := cudatest.Device(t, 0)
 	_, err := d.Alloc(cuda.MemDevice, 1<<50)
 	if !errors.Is(err, cuda.ErrOutOfMemory) || !cuda.IsCode(err, cuda.CodeOutOfMemory) {
 		t.Fatalf("1 PiB: %v, want out of memory", err)
@@ -134,7 +109,7 @@ func TestErrorFromDriver(t *testing.T) {
 
 // Every kind: fill it, copy it through device memory and back, compare.
 func TestAllocEveryKind(t *testing.T) {
-	d := device(t, 0)
+	d := cudatest.Device(t, 0)
 	const n = 1<<20 + 12345
 	s, err := cuda.NewStream(cuda.StreamNonBlocking)
 	if err != nil {
@@ -213,7 +188,7 @@ func TestAllocEveryKind(t *testing.T) {
 }
 
 func TestSynchronousCopies(t *testing.T) {
-	d := device(t, 0)
+	d := cudatest.Device(t, 0)
 	for _, n := range []int{1, 4096, 12345, 4 << 20} {
 		a, err := d.Alloc(cuda.MemDevice, n)
 		if err != nil {
@@ -252,7 +227,7 @@ func TestSynchronousCopies(t *testing.T) {
 }
 
 func TestAsyncCopyAndEvents(t *testing.T) {
-	d := device(t, 0)
+	d := cudatest.Device(t, 0)
 	const n = 32 << 20
 	src, err := d.Alloc(cuda.MemPinned, n)
 	if err != nil {
@@ -342,7 +317,7 @@ func TestAsyncCopyAndEvents(t *testing.T) {
 
 // Copies, memsets, event record and query and stream query allocate nothing.
 func TestHotPathsDoNotAllocate(t *testing.T) {
-	d := device(t, 0)
+	d := cudatest.Device(t, 0)
 	host, err := d.Alloc(cuda.MemPinned, 4096)
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +349,7 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 }
 
 func TestStreamOrderedPool(t *testing.T) {
-	d := device(t, 0)
+	d := cudatest.Device(t, 0)
 	if !d.MemoryPools {
 		t.Skip("no memory pools")
 	}
@@ -423,7 +398,7 @@ func TestStreamOrderedPool(t *testing.T) {
 }
 
 func TestRegisterHost(t *testing.T) {
-	d := device(t, 0)
+	d := cudatest.Device(t, 0)
 	h, err := cuda.AllocHost(1 << 20)
 	if err != nil {
 		t.Fatal(err)
@@ -465,7 +440,7 @@ func TestRegisterHost(t *testing.T) {
 }
 
 func TestPeerAccess(t *testing.T) {
-	d0 := device(t, 0)
+	d0 := cudatest.Device(t, 0)
 	n, _ := cuda.DeviceCount()
 	if n < 2 {
 		t.Skip("needs two devices")
@@ -537,7 +512,7 @@ func TestPeerAccess(t *testing.T) {
 // binary again) opens them on the same device or a peer, checks the bytes and
 // writes its own, which this process then reads.
 func TestIPC(t *testing.T) {
-	d := device(t, 0)
+	d := cudatest.Device(t, 0)
 	n, _ := cuda.DeviceCount()
 	for _, peer := range []int{0, 1} {
 		t.Run(fmt.Sprintf("cuda0-to-cuda%d", peer), func(t *testing.T) {
@@ -673,7 +648,7 @@ func ipcChild(ordinal string) error {
 
 // The gpuload kernel, loaded and launched through the raw module API.
 func TestModuleLaunch(t *testing.T) {
-	d := device(t, 0)
+	d := cudatest.Device(t, 0)
 	if _, err := cuda.LoadModule([]byte(".version 7.8\n.target sm_70\n.address_size 64\nthis is not PTX\n")); err == nil ||
 		!strings.Contains(err.Error(), "cuModuleLoadDataEx") {
 		t.Errorf("broken PTX: %v", err)

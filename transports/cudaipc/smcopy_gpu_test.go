@@ -2,11 +2,10 @@ package cudaipc
 
 import (
 	"bytes"
-	"runtime"
 	"testing"
 
 	"github.com/gotune/gotune/internal/cuda"
-	"github.com/gotune/gotune/internal/testutil"
+	"github.com/gotune/gotune/internal/cuda/cudatest"
 )
 
 // The copy kernel on a real device: every size around the vector width and
@@ -14,17 +13,7 @@ import (
 // destination range alone. (No subtests: the context is bound to this
 // goroutine's thread.)
 func TestSMCopyKernelOnDevice(t *testing.T) {
-	testutil.SkipUnless(t, "cuda", cuda.Load())
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	dev, err := cuda.Open(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	if err := dev.Bind(); err != nil {
-		t.Fatal(err)
-	}
+	dev := cudatest.Device(t, 0)
 	k, err := loadSMCopy(dev)
 	if err != nil {
 		t.Fatal(err)

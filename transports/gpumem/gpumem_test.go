@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/cuda/cudatest"
 	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 )
@@ -49,16 +50,7 @@ func TestModesOnDevice(t *testing.T) {
 	testutil.SkipUnless(t, "cuda", cuda.Load())
 	for _, mode := range Modes {
 		t.Run(string(mode), func(t *testing.T) {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			dev, err := cuda.Open(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dev.Close()
-			if err := dev.Bind(); err != nil {
-				t.Fatal(err)
-			}
+			dev := cudatest.Device(t, 0)
 			a, err := New(dev, mode)
 			if err != nil {
 				t.Fatal(err)

@@ -1,0 +1,39 @@
+// Package cudatest holds what tests on a real CUDA device share: opening
+// a device bound on the test's own thread, and skipping where there is none.
+package cudatest
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/testutil"
+)
+
+// Device opens ordinal, locks the test's goroutine to its thread and binds
+// the device there, undoing all three when the test ends. It skips the test
+// without a driver (failing instead when GOTUNE_REQUIRE names cuda) or when
+// the machine has fewer devices than ordinal+1. Subtests run on goroutines
+// of their own: each calls Device for itself.
+func Device(t *testing.T, ordinal int) *cuda.Device {
+	t.Helper()
+	testutil.SkipUnless(t, "cuda", cuda.Load())
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ordinal >= n {
+		t.Skipf("needs %d CUDA devices, have %d", ordinal+1, n)
+	}
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	d, err := cuda.Open(ordinal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := d.Bind(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
