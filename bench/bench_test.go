@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -230,6 +231,11 @@ func TestRunAcrossProcesses(t *testing.T) {
 					t.Fatal(err)
 				}
 				checkPoints(t, spec, res.Points)
+				for _, p := range res.Points { // 2 reps: both ranks warn about the interval; one warning each
+					if len(p.Warnings) == 0 || len(slices.Compact(slices.Sorted(slices.Values(p.Warnings)))) != len(p.Warnings) {
+						t.Errorf("size %d: warnings %q: want the interval warning, once", p.Size, p.Warnings)
+					}
+				}
 				if res.Provenance.Kernel == "" || res.Provenance.Gotune == "" || res.Spec.Transport != tr {
 					t.Errorf("provenance or spec missing: %+v %+v", res.Provenance, res.Spec)
 				}

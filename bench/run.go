@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
@@ -180,9 +181,14 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 		}
 	}
 	res.Points = outs[0].Points
-	for i, w := range outs[1].Warnings {
-		if i < len(res.Points) {
-			res.Points[i].Warnings = append(res.Points[i].Warnings, w...)
+	for i, ws := range outs[1].Warnings {
+		if i >= len(res.Points) {
+			break
+		}
+		for _, w := range ws { // both ranks summarise: keep one of each statistics warning
+			if !slices.Contains(res.Points[i].Warnings, w) {
+				res.Points[i].Warnings = append(res.Points[i].Warnings, w)
+			}
 		}
 	}
 	return res, nil

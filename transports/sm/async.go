@@ -170,7 +170,11 @@ func (e *Endpoint) progressLoop() {
 		case <-timer.C:
 		}
 		if busy {
-			sleep = min(2*sleep, progressBusySleep)
+			// The application progresses by itself: stay out of its way
+			// at once rather than ramping up from progressMinSleep, which
+			// woke the goroutine about ten times in the first 10 ms of
+			// every busy stretch, each wake taking a rank's CPU.
+			sleep = progressBusySleep
 		} else {
 			sleep = min(2*sleep, progressMaxSleep)
 		}

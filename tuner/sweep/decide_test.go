@@ -158,3 +158,26 @@ func TestTransportWinnersUnsettledWithOneTrial(t *testing.T) {
 		t.Fatalf("one trial each, 2x apart: %+v; want unsettled, sm kept", v)
 	}
 }
+
+func TestWithSizeKeepsTheLadderSortedAndUnique(t *testing.T) {
+	for _, c := range []struct {
+		in   []int
+		n    int
+		want []int
+	}{
+		{[]int{8, 512, 4096}, 2048, []int{8, 512, 2048, 4096}},
+		{[]int{8, 512, 4096}, 4096, []int{8, 512, 4096}},
+		{[]int{8, 512}, 65536, []int{8, 512, 65536}},
+		{[]int{512}, 8, []int{8, 512}},
+		{nil, 2048, []int{2048}},
+		{[]int{8}, 0, []int{8}},
+	} {
+		in := slices.Clone(c.in)
+		if got := withSize(c.in, c.n); !slices.Equal(got, c.want) {
+			t.Errorf("withSize(%v, %d) = %v, want %v", c.in, c.n, got, c.want)
+		}
+		if !slices.Equal(c.in, in) {
+			t.Errorf("withSize(%v, %d) changed its argument", in, c.n)
+		}
+	}
+}

@@ -115,7 +115,7 @@ func Quick() Plan {
 		Eager:   []string{"1K", "2K", "4K", "8K"}, EagerSizes: "256:16K",
 		Fragments:     []string{"32Kx8", "64Kx16", "64Kx32", "64Kx64", "128Kx32"},
 		FragmentSizes: "16K:16M",
-		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: "8,512,1K,4K",
+		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: "8,512,1K,4K,32K",
 		Transports: []string{"sm", "cma"}, TransportSizes: "8K:16M", LadderStep: 2, Bisect: true,
 		AllocPurges: []string{"immediate", "delayed", "never"}, AllocTHP: []bool{false, true},
 		AllocCaches: []string{"8M", "64M", "256M"}, AllocSizes: "64K,1M,4M",
@@ -135,7 +135,7 @@ func Full() Plan {
 	p.Fragments = []string{"16Kx16", "32Kx8", "32Kx32", "64Kx4", "64Kx16", "64Kx32", "64Kx64", "128Kx8", "128Kx32", "256Kx16"}
 	p.FragmentSizes = "16K:16M"
 	p.Depths = []int{4, 8, 16, 32, 64, 128, 256}
-	p.DepthSizes = "8,64,512,1K,4K"
+	p.DepthSizes = "8,64,512,1K,4K,8K,32K"
 	p.Transports = []string{"sm", "cma", "cma-push"}
 	p.TransportSizes, p.LadderStep = "4K:64M", 2
 	p.AllocCaches = []string{"0", "8M", "64M", "256M", "1G"}

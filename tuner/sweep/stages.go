@@ -131,6 +131,19 @@ func fragmentCandidates(p Plan, sm SMParams) []candidate {
 	return out
 }
 
+// withSize adds n to an ascending size list unless it is there already.
+// The depth stage measures at the eager limit the eager stage chose: a
+// shallow FIFO costs most with the largest messages that travel inline (a
+// 2 KiB limit at depth 32 lost 18% there in a verification, between sizes
+// the stage had measured).
+func withSize(sizes []int, n int) []int {
+	i, found := slices.BinarySearch(sizes, n)
+	if found || n <= 0 {
+		return sizes
+	}
+	return slices.Insert(slices.Clone(sizes), i, n)
+}
+
 func depthCandidates(p Plan, sm SMParams) []candidate {
 	var out []candidate
 	for _, d := range p.Depths {
@@ -230,8 +243,11 @@ func (r *Runner) decide() (Outcome, error) {
 		sm.Slots, _ = strconv.Atoi(c.opts["sm.frags"])
 	}
 
-	// FIFO depth: message rate of small messages.
+	// FIFO depth: message rate of small messages, bandwidth of the
+	// largest inline one and of pipelined ones (each fragment takes a
+	// cell too).
 	depthSizes, _ := sizes("depth_sizes", p.DepthSizes)
+	depthSizes = withSize(depthSizes, sm.Eager)
 	cands = depthCandidates(p, sm)
 	if err := r.measure(stageDepth, cands, depthPatterns, depthSizes, p.Rounds); err != nil {
 		return out, err
