@@ -49,18 +49,23 @@ func TestFragmentRingPlacement(t *testing.T) {
 		size, slots int
 		frags       []placed
 		release     int // fragments the consumer takes before the last one is offered
+		wrap        int // Params.Wrap (0: the whole ring)
 	}{
-		{"8K fragments fill a 256K ring 32 times", 64 << 10, 4, packed(8<<10, 32, placed{8 << 10, noRoom}), 0},
-		{"a released fragment makes room", 64 << 10, 4, packed(8<<10, 32, placed{8 << 10, 0}), 1},
-		{"lengths round up to a cache line", 256, 1, []placed{{1, 0}, {65, 64}, {64, 192}, {1, noRoom}}, 0},
-		{"a fragment that would cross the end wraps to the start", 192, 2, []placed{{192, 0}, {100, 192}, {128, 0}}, 1},
-		{"a wrap waits for the start to be released", 192, 2, []placed{{192, 0}, {100, 192}, {128, noRoom}}, 0},
-		{"a wrap needs its whole length free at the start", 192, 2, []placed{{64, 0}, {192, 64}, {150, noRoom}}, 1},
-		{"a wrap fits once the ring is drained", 192, 2, []placed{{64, 0}, {192, 64}, {150, 0}}, 2},
-		{"an empty ring takes a wrapping fragment", 192, 1, []placed{{128, 0}, {128, 0}}, 1},
+		{"8K fragments fill a 256K ring 32 times", 64 << 10, 4, packed(8<<10, 32, placed{8 << 10, noRoom}), 0, 0},
+		{"a released fragment makes room", 64 << 10, 4, packed(8<<10, 32, placed{8 << 10, 0}), 1, 0},
+		{"lengths round up to a cache line", 256, 1, []placed{{1, 0}, {65, 64}, {64, 192}, {1, noRoom}}, 0, 0},
+		{"a fragment that would cross the end wraps to the start", 192, 2, []placed{{192, 0}, {100, 192}, {128, 0}}, 1, 0},
+		{"a wrap waits for the start to be released", 192, 2, []placed{{192, 0}, {100, 192}, {128, noRoom}}, 0, 0},
+		{"a wrap needs its whole length free at the start", 192, 2, []placed{{64, 0}, {192, 64}, {150, noRoom}}, 1, 0},
+		{"a wrap fits once the ring is drained", 192, 2, []placed{{64, 0}, {192, 64}, {150, 0}}, 2, 0},
+		{"an empty ring takes a wrapping fragment", 192, 1, []placed{{128, 0}, {128, 0}}, 1, 0},
+		{"full-size fragments wrap at sm.wrap", 128, 4, []placed{{128, 0}, {128, 128}, {128, 0}}, 1, 256},
+		{"the rest of the ring counts as used until passed", 128, 4, []placed{{128, 0}, {128, 128}, {128, noRoom}}, 0, 256},
+		{"shorter fragments go past sm.wrap", 128, 4, []placed{{128, 0}, {128, 128}, {64, 256}, {64, 320}, {128, 0}}, 1, 256},
+		{"a full-size fragment after short ones past sm.wrap waits", 128, 4, []placed{{64, 0}, {128, 64}, {64, 192}, {64, 256}, {128, noRoom}}, 0, 256},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := Params{Depth: 64, CellSize: 128, EagerLimit: 64, FragSize: tc.size, FragSlots: tc.slots, Copy: "go"}
+			p := Params{Depth: 64, CellSize: 128, EagerLimit: 64, FragSize: tc.size, FragSlots: tc.slots, Wrap: tc.wrap, Copy: "go"}
 			prod, cons := ringPair(t, p)
 			taken := 0
 			for i, f := range tc.frags {
