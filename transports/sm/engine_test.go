@@ -309,6 +309,10 @@ func TestParamsValidation(t *testing.T) {
 		{transports.Options{"sm.progress": "interrupt"}, `sm.progress="interrupt"`},
 		{transports.Options{"sm.persist": "leak"}, ""},
 		{transports.Options{"sm.persist": "keep"}, `sm.persist="keep"`},
+		{transports.Options{"sm.frag": "2M", "sm.frags": "4"}, ""}, // the built-in 1M wrap gives way
+		{transports.Options{"sm.frag": "2M", "sm.wrap": "1M"}, "sm.wrap=1048576"},
+		{transports.Options{"sm.wrap": "1000"}, "sm.wrap=1000"},
+		{transports.Options{"sm.wrap": "0"}, ""},
 	}
 	for _, c := range cases {
 		p, err := sm.ParseParams(c.opts)

@@ -135,6 +135,9 @@ func ParseParams(o transports.Options) (Params, error) {
 	if p.Wrap, err = o.Int("sm.wrap", p.Wrap); err != nil {
 		return p, err
 	}
+	if _, set := o["sm.wrap"]; !set && p.Wrap < p.FragSize {
+		p.Wrap = 0 // the built-in wrap is below these fragments: the whole ring
+	}
 	drain, err := o.String("sm.drain", "always", "always", "never")
 	if err != nil {
 		return p, err
