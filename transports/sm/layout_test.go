@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
 )
 
 // ringPair is one channel's producer and consumer over private memory.
@@ -98,5 +99,29 @@ func TestFragmentRingPlacement(t *testing.T) {
 				prod.publishFrag(kindFrag, f.n, 0)
 			}
 		})
+	}
+}
+
+// TestCellDefaults: the built-in cell fits the eager limit with CellSlack
+// to spare, and an explicit cell without an eager limit caps the limit.
+func TestCellDefaults(t *testing.T) {
+	cases := []struct {
+		opts            transports.Options
+		wantCell, eager int
+	}{
+		{nil, 4096 + 64 + CellSlack, 4096},
+		{transports.Options{"sm.eager": "2K"}, 2048 + 64 + CellSlack, 2048},
+		{transports.Options{"sm.eager": "1000"}, 1024 + CellSlack, 1000},
+		{transports.Options{"sm.cell": "1088"}, 1088, 1072},
+		{transports.Options{"sm.eager": "1K", "sm.cell": "1088"}, 1088, 1024},
+	}
+	for _, c := range cases {
+		p, err := ParseParams(c.opts)
+		if err != nil {
+			t.Fatalf("%v: %v", c.opts, err)
+		}
+		if p.CellSize != c.wantCell || p.EagerLimit != c.eager {
+			t.Errorf("%v: cell %d, eager %d; want cell %d, eager %d", c.opts, p.CellSize, p.EagerLimit, c.wantCell, c.eager)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
 	"github.com/gotune/gotune/tuner/probe"
@@ -60,7 +59,9 @@ func (p SMParams) options() transports.Options {
 	return o
 }
 
-func cellFor(eager int) int { return sys.RoundUp(16+eager, 64) }
+// cellFor is the transport's built-in cell for an eager limit (the stages'
+// parameters are named sm, which hides the package).
+func cellFor(eager int) int { return sm.CellFor(eager) }
 
 // defaultSM is where the stages start: the transport's own defaults.
 func defaultSM() SMParams {
