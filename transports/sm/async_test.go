@@ -82,3 +82,62 @@ func TestPollingProgressNeedsTheReceiver(t *testing.T) {
 	}
 	both(t, func() error { return b.Wait(rr) }, func() error { return a.Wait(sr) })
 }
+
+// sm.progress=thread starts its goroutine with the first operation above
+// the eager limit: eager traffic alone never starts it, a large receive
+// starts the receiver's, a large send the sender's, and the large message
+// still arrives intact.
+func TestProgressThreadStartsWithTheFirstLargeOperation(t *testing.T) {
+	p := small(4, 4)
+	p.Progress = "thread"
+	a, b := pair(t, p, nil)
+	started := func() [2]bool { return [2]bool{a.ProgressStarted(), b.ProgressStarted()} }
+
+	eager := buffer(t, p.EagerLimit)
+	for i := range 10 { // ten round trips, more than the FIFO's depth
+		fill(eager, i)
+		if err := a.Send(1, eager); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Recv(0, eager); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(0, eager); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Recv(1, eager); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := started(); got != [2]bool{} {
+		t.Fatalf("after eager traffic only: started %v, want neither", got)
+	}
+
+	const large = 1000
+	sb, rb := buffer(t, large), buffer(t, large)
+	fill(sb, 7)
+	r, err := b.Irecv(0, rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := started(); got != [2]bool{false, true} {
+		t.Fatalf("after a %d-byte receive: started %v, want the receiver's only", large, got)
+	}
+	if err := a.Send(1, sb); err != nil {
+		t.Fatal(err)
+	}
+	if got := started(); got != [2]bool{true, true} {
+		t.Fatalf("after a %d-byte send: started %v, want both", large, got)
+	}
+	if err := b.Wait(r); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sb, rb) {
+		t.Fatal("payload differs")
+	}
+	for _, ep := range []*sm.Endpoint{a, b} {
+		if err := ep.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -216,6 +216,7 @@ type Endpoint struct {
 	// engine through the appIn/progressIn hand-off (async.go); fenced says
 	// the progress goroutine's membarrier lets appIn be stored plainly.
 	async        bool
+	lazyProgress bool // sm.progress=thread, its goroutine not started yet
 	fenced       bool
 	appIn        uint32
 	progressIn   uint32
@@ -265,9 +266,9 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		e.peers[r] = pr
 		e.active = append(e.active, pr)
 	}
-	if p.Progress == "thread" {
-		e.startProgressThread()
-	}
+	// sm.progress=thread starts its goroutine with the first operation
+	// above the eager limit (see startProgressFor).
+	e.lazyProgress = p.Progress == "thread"
 	return e, nil
 }
 
@@ -408,6 +409,9 @@ func (e *Endpoint) recycle(r *request) {
 
 // Send blocks until buf may be reused.
 func (e *Endpoint) Send(to int, buf []byte) error {
+	if e.lazyProgress {
+		e.startProgressFor(len(buf))
+	}
 	if e.async {
 		e.enter()
 		err := e.send(to, buf)
@@ -437,6 +441,9 @@ func (e *Endpoint) send(to int, buf []byte) error {
 
 // Recv blocks until a message from peer has arrived in buf.
 func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
+	if e.lazyProgress {
+		e.startProgressFor(len(buf))
+	}
 	if e.async {
 		e.enter()
 		n, err := e.recv(from, buf)
@@ -532,6 +539,9 @@ func (e *Endpoint) Isend(to int, buf []byte) (transports.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.lazyProgress {
+		e.startProgressFor(len(buf))
+	}
 	if !e.async {
 		return e.isend(p, buf), nil
 	}
@@ -563,6 +573,9 @@ func (e *Endpoint) Irecv(from int, buf []byte) (transports.Request, error) {
 	p, err := e.peer(from)
 	if err != nil {
 		return nil, err
+	}
+	if e.lazyProgress {
+		e.startProgressFor(len(buf))
 	}
 	if !e.async {
 		return e.irecv(p, buf), nil

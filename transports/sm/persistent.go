@@ -40,6 +40,9 @@ type persistentRequest struct{ request }
 
 // SendInit sets up a persistent send of buf to rank to.
 func (e *Endpoint) SendInit(to int, buf []byte) (transports.PersistentRequest, error) {
+	if e.lazyProgress {
+		e.startProgressFor(len(buf))
+	}
 	if e.async {
 		e.enter()
 		defer e.exit()
@@ -63,6 +66,9 @@ func (e *Endpoint) SendInit(to int, buf []byte) (transports.PersistentRequest, e
 
 // RecvInit sets up a persistent receive from rank from into buf.
 func (e *Endpoint) RecvInit(from int, buf []byte) (transports.PersistentRequest, error) {
+	if e.lazyProgress {
+		e.startProgressFor(len(buf))
+	}
 	if e.async {
 		e.enter()
 		defer e.exit()

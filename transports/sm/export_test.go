@@ -1,0 +1,4 @@
+package sm
+
+// ProgressStarted reports whether the endpoint's progress goroutine runs.
+func (e *Endpoint) ProgressStarted() bool { return e.async }
