@@ -20,6 +20,10 @@ type comparison struct {
 	medians     []float64 // ours, then theirs, in argument order
 	best, other float64   // best median of ours and of theirs
 	ratio       float64   // > 1: ours is better; NaN when a best median is not positive
+	// paired is the median over rounds of the same ratio taken within each
+	// round, between the two results whose medians are best; NaN unless
+	// both have the same number (≥ 2) of positive samples, one per round.
+	paired float64
 }
 
 // Compare writes a ratio table: for each size present in all results, each
@@ -27,6 +31,13 @@ type comparison struct {
 // > 1.0 means ours is better (for latency: theirs/ours; for bandwidth and
 // message rate: ours/theirs). A summary line follows: the minimum ratio and
 // the geometric mean of the ratios.
+//
+// Results pooled by Interleave hold one sample per round, in round order;
+// for those the table adds the round-paired ratio: per round, the best
+// of ours (by median) against the best of theirs, then the median over
+// rounds. Both were measured back to back in every round, so a slow spell
+// of the machine that spans a round scales both and cancels, where it
+// would move one median and not the other.
 func Compare(w io.Writer, ours, theirs []bench.Result) error {
 	rows, pattern, err := compare(ours, theirs)
 	if err != nil {
@@ -37,7 +48,7 @@ func Compare(w io.Writer, ours, theirs []bench.Result) error {
 	for _, r := range all {
 		header = append(header, r.Label)
 	}
-	header = append(header, "best ours", "best theirs", "ratio")
+	header = append(header, "best ours", "best theirs", "ratio", "paired")
 
 	t := tablewriter.NewTable(w,
 		tablewriter.WithHeaderAutoFormat(tw.Off),
@@ -48,7 +59,7 @@ func Compare(w io.Writer, ours, theirs []bench.Result) error {
 		for _, m := range c.medians {
 			row = append(row, formatValue(m))
 		}
-		row = append(row, formatValue(c.best), formatValue(c.other), formatRatio(c.ratio))
+		row = append(row, formatValue(c.best), formatValue(c.other), formatRatio(c.ratio), formatRatio(c.paired))
 		if err := t.Append(row); err != nil {
 			return fmt.Errorf("compare results: %w", err)
 		}
@@ -80,31 +91,45 @@ func compare(ours, theirs []bench.Result) ([]comparison, bench.Pattern, error) {
 	var rows []comparison
 	for _, p := range all[0].Points {
 		c := comparison{size: p.Size}
+		var points []bench.Point
 		for _, r := range all {
 			q, ok := pointAt(r, p.Size)
 			if !ok {
 				break
 			}
 			c.medians = append(c.medians, q.Median)
+			points = append(points, q)
 		}
 		if len(c.medians) < len(all) {
 			continue // not in every result
 		}
-		c.best, c.other = c.medians[0], c.medians[len(ours)]
+		bi, oi := 0, len(ours)
 		for i, m := range c.medians {
 			switch {
-			case i < len(ours) && better(m, c.best):
-				c.best = m
-			case i >= len(ours) && better(m, c.other):
-				c.other = m
+			case i < len(ours) && better(m, c.medians[bi]):
+				bi = i
+			case i >= len(ours) && better(m, c.medians[oi]):
+				oi = i
 			}
+		}
+		c.best, c.other = c.medians[bi], c.medians[oi]
+		oriented := func(ours, theirs float64) float64 {
+			if !pattern.HigherIsBetter() {
+				return theirs / ours
+			}
+			return ours / theirs
 		}
 		c.ratio = math.NaN()
 		if c.best > 0 && c.other > 0 {
-			c.ratio = c.best / c.other
-			if !pattern.HigherIsBetter() {
-				c.ratio = c.other / c.best
+			c.ratio = oriented(c.best, c.other)
+		}
+		c.paired = math.NaN()
+		if a, b := points[bi].Samples, points[oi].Samples; len(a) >= 2 && len(a) == len(b) && !slices.ContainsFunc(a, nonPositive) && !slices.ContainsFunc(b, nonPositive) {
+			perRound := make([]float64, len(a))
+			for k := range a {
+				perRound[k] = oriented(a[k], b[k])
 			}
+			c.paired = median(perRound)
 		}
 		rows = append(rows, c)
 	}
@@ -112,6 +137,18 @@ func compare(ours, theirs []bench.Result) ([]comparison, bench.Pattern, error) {
 		return nil, "", errors.New("no message size is present in every result")
 	}
 	return rows, pattern, nil
+}
+
+func nonPositive(v float64) bool { return !(v > 0) }
+
+// median of v, which it sorts.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }
 
 func pointAt(r bench.Result, size int) (bench.Point, bool) {
@@ -126,22 +163,32 @@ func pointAt(r bench.Result, size int) (bench.Point, bool) {
 // summary is the line under the table: the worst ratio and the geometric mean
 // over the sizes that have one.
 func summary(rows []comparison, pattern bench.Pattern) string {
-	minRatio, minSize, logSum, n := math.Inf(1), 0, 0.0, 0
-	for _, c := range rows {
-		if math.IsNaN(c.ratio) {
-			continue
+	ratios := func(of func(comparison) float64) (minRatio float64, minSize int, geomean float64, n int) {
+		minRatio, logSum := math.Inf(1), 0.0
+		for _, c := range rows {
+			r := of(c)
+			if math.IsNaN(r) {
+				continue
+			}
+			if r < minRatio {
+				minRatio, minSize = r, c.size
+			}
+			logSum += math.Log(r)
+			n++
 		}
-		if c.ratio < minRatio {
-			minRatio, minSize = c.ratio, c.size
-		}
-		logSum += math.Log(c.ratio)
-		n++
+		return minRatio, minSize, math.Exp(logSum / float64(max(n, 1))), n
 	}
+	minRatio, minSize, geomean, n := ratios(func(c comparison) float64 { return c.ratio })
 	if n == 0 {
 		return fmt.Sprintf("%s: no size has a ratio (a best median is not positive)", pattern)
 	}
-	return fmt.Sprintf("%s (%s): min ratio %.3f at %s, geomean %.3f over %d sizes (> 1: ours better)",
-		pattern, pattern.Unit(), minRatio, transports.FormatSize(minSize), math.Exp(logSum/float64(n)), n)
+	line := fmt.Sprintf("%s (%s): min ratio %.3f at %s, geomean %.3f over %d sizes (> 1: ours better)",
+		pattern, pattern.Unit(), minRatio, transports.FormatSize(minSize), geomean, n)
+	if minP, minPSize, geoP, nP := ratios(func(c comparison) float64 { return c.paired }); nP > 0 {
+		line += fmt.Sprintf("\n%s round-paired: min %.3f at %s, geomean %.3f over %d sizes",
+			pattern, minP, transports.FormatSize(minPSize), geoP, nP)
+	}
+	return line
 }
 
 // formatValue keeps about four significant digits without exponents.

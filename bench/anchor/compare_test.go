@@ -118,3 +118,63 @@ func TestCompareRejects(t *testing.T) {
 		})
 	}
 }
+
+// rounds builds a result from one sample per round, as Interleave pools
+// them.
+func roundsResult(label string, p bench.Pattern, size int, samples ...float64) bench.Result {
+	return bench.Result{Label: label, Spec: bench.Spec{Pattern: p}, Points: []bench.Point{bench.Summarize(size, p.Unit(), samples, nil)}}
+}
+
+// A slow spell over rounds 2-3 of ours and 4-5 of theirs: the ratio of
+// medians says ours is half as fast, the round-paired ratio sees ours 10%
+// ahead in the rounds where both ran in the same phase; for latency the
+// ratio is inverted the same way. Without a sample per round on both
+// sides there is no paired ratio.
+func TestCompareRoundPaired(t *testing.T) {
+	tests := []struct {
+		name         string
+		ours, theirs []bench.Result
+		ratio        float64
+		paired       float64
+	}{{
+		name:   "bandwidth",
+		ours:   []bench.Result{roundsResult("gotune sm", bench.Bandwidth, 4096, 110, 55, 55, 110, 110)},
+		theirs: []bench.Result{roundsResult("openmpi", bench.Bandwidth, 4096, 100, 100, 100, 50, 50)},
+		ratio:  1.1, paired: 1.1,
+	}, {
+		name: "bandwidth, phases splitting the medians",
+		ours: []bench.Result{roundsResult("gotune sm", bench.Bandwidth, 4096, 110, 55, 55, 55, 110),
+			roundsResult("gotune cma", bench.Bandwidth, 4096, 10, 10, 10, 10, 10)},
+		theirs: []bench.Result{roundsResult("openmpi", bench.Bandwidth, 4096, 100, 100, 100, 50, 50)},
+		ratio:  0.55, paired: 1.1,
+	}, {
+		name:   "latency",
+		ours:   []bench.Result{roundsResult("gotune sm", bench.Latency, 8, 0.1, 0.2, 0.2, 0.2, 0.1)},
+		theirs: []bench.Result{roundsResult("openmpi", bench.Latency, 8, 0.12, 0.12, 0.12, 0.24, 0.24)},
+		ratio:  0.6, paired: 1.2,
+	}, {
+		name:   "unequal rounds",
+		ours:   []bench.Result{roundsResult("gotune sm", bench.Bandwidth, 4096, 110, 110, 110)},
+		theirs: []bench.Result{roundsResult("openmpi", bench.Bandwidth, 4096, 100, 100)},
+		ratio:  1.1, paired: math.NaN(),
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rows, _, err := compare(tt.ours, tt.theirs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 || math.IsNaN(a) && math.IsNaN(b) }
+			if len(rows) != 1 || !near(rows[0].ratio, tt.ratio) || !near(rows[0].paired, tt.paired) {
+				t.Fatalf("rows %+v; want ratio %v, paired %v", rows, tt.ratio, tt.paired)
+			}
+		})
+	}
+	var b strings.Builder
+	if err := Compare(&b, tests[1].ours, tests[1].theirs); err != nil {
+		t.Fatal(err)
+	}
+	if want := "bw round-paired: min 1.100 at 4K, geomean 1.100 over 1 sizes"; !strings.Contains(b.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
+	}
+}

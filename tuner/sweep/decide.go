@@ -38,6 +38,44 @@ func trialMedians(trials []Trial, stage, cand string, pattern bench.Pattern) (ma
 	return gather(trials, stage, cand, pattern, func(s []float64) []float64 { return []float64{search.Median(s)} })
 }
 
+// roundMedians is trialMedians keyed by round as well (size → round →
+// median), for ratios of trials measured side by side in one round.
+func roundMedians(trials []Trial, stage, cand string, pattern bench.Pattern) map[int]map[int]float64 {
+	out := map[int]map[int]float64{}
+	for _, t := range trials {
+		if t.Stage != stage || t.Candidate != cand || t.Pattern != pattern || t.Failed != "" {
+			continue
+		}
+		for _, p := range t.Points {
+			if len(p.Samples) == 0 {
+				continue
+			}
+			if out[p.Size] == nil {
+				out[p.Size] = map[int]float64{}
+			}
+			out[p.Size][t.Round] = search.Median(p.Samples)
+		}
+	}
+	return out
+}
+
+// pairedRatio is the median over the rounds both have of a's median over
+// b's: each round's pair ran back to back, so a slow spell of the machine
+// that spans a round scales both and cancels, where it would move a
+// median of medians taken apart. ok is false without a common round.
+func pairedRatio(a, b map[int]float64) (ratio float64, rounds int, ok bool) {
+	var rs []float64
+	for round, av := range a {
+		if bv, found := b[round]; found && bv > 0 {
+			rs = append(rs, av/bv)
+		}
+	}
+	if len(rs) == 0 {
+		return 0, 0, false
+	}
+	return search.Median(rs), len(rs), true
+}
+
 // gather collects, per size, what values makes of each trial's samples.
 func gather(trials []Trial, stage, cand string, pattern bench.Pattern, values func([]float64) []float64) (map[int][]float64, bool) {
 	out := map[int][]float64{}

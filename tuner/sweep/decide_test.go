@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -178,6 +179,46 @@ func TestWithSizeKeepsTheLadderSortedAndUnique(t *testing.T) {
 		}
 		if !slices.Equal(c.in, in) {
 			t.Errorf("withSize(%v, %d) changed its argument", in, c.n)
+		}
+	}
+}
+
+// A slow spell over rounds 2-4 of one candidate and rounds 4-5 of the
+// other halves the ratio of medians; the round-paired ratio sees that auto
+// is 2% ahead in the rounds where both ran in the same phase.
+func TestVerifySummaryPairsRounds(t *testing.T) {
+	autoPhase := []float64{1, 0.5, 0.5, 0.5, 1}
+	smPhase := []float64{1, 1, 1, 0.5, 0.5}
+	var trials []Trial
+	for i := range 5 {
+		trials = append(trials,
+			trial(stageVerify, "auto", bench.Bandwidth, i+1, []int{8, 4096}, 102*autoPhase[i]),
+			trial(stageVerify, "sm", bench.Bandwidth, i+1, []int{8, 4096}, 100*smPhase[i]))
+	}
+	for _, c := range []struct {
+		a, b map[int]float64
+		want float64
+		n    int
+		ok   bool
+	}{
+		{map[int]float64{1: 102, 2: 51, 3: 51}, map[int]float64{1: 100, 2: 50, 3: 100}, 1.02, 3, true},
+		{map[int]float64{1: 102, 4: 99}, map[int]float64{1: 100, 2: 50}, 1.02, 1, true},
+		{map[int]float64{1: 102}, map[int]float64{2: 100}, 0, 0, false},
+	} {
+		got, n, ok := pairedRatio(c.a, c.b)
+		if ok != c.ok || n != c.n || math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("pairedRatio(%v, %v) = %v, %d, %v; want %v, %d, %v", c.a, c.b, got, n, ok, c.want, c.n, c.ok)
+		}
+	}
+	r := &Runner{trials: trials}
+	var w strings.Builder
+	r.verifySummary(&w)
+	out := w.String()
+	// Medians: auto 51, sm 100; per round: 1.02, 0.51, 0.51, 1.02, 2.04,
+	// median 1.02.
+	for _, want := range []string{"geomean auto/sm: 0.510 (paired 1.020)", "paired 1.020 over 2 sizes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package sweep
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -162,15 +163,20 @@ func (r *Runner) summary(res Result) string {
 }
 
 // verifySummary compares auto with the single transports over the
-// verification trials: per size and as geometric means.
+// verification trials: per size and as geometric means, both as a ratio of
+// medians taken over all rounds and as the median of per-round ratios
+// (round-paired: robust to this machine's slow spells, which last seconds
+// and can cover one candidate's trial of a round but not the next round).
 func (r *Runner) verifySummary(w *strings.Builder) {
 	cands := map[string]map[int][]float64{} // candidate → size → trial medians
+	byRound := map[string]map[int]map[int]float64{}
 	for _, t := range r.trials {
 		if t.Stage != stageVerify || cands[t.Candidate] != nil {
 			continue
 		}
 		if m, ok := trialMedians(r.trials, stageVerify, t.Candidate, bench.Bandwidth); ok {
 			cands[t.Candidate] = m
+			byRound[t.Candidate] = roundMedians(r.trials, stageVerify, t.Candidate, bench.Bandwidth)
 		}
 	}
 	auto, ok := cands["auto"]
@@ -196,14 +202,15 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 		}
 	}
 	fmt.Fprintf(w, "## verify: auto (this profile) beside each single transport (their defaults), bw, %d interleaved rounds\n", rounds)
-	fmt.Fprintf(w, "## (MB/s, median of the rounds' medians; test: Mann-Whitney U of auto against the best single transport over the rounds)\n")
+	fmt.Fprintf(w, "## (MB/s, median of the rounds' medians; auto/best: ratio of those medians; paired: median of the rounds' auto/best ratios;\n")
+	fmt.Fprintf(w, "##  test: Mann-Whitney U of auto against the best single transport over the rounds)\n")
 	fmt.Fprintf(w, " %8s %10s", "size", "auto")
 	for _, s := range singles {
 		fmt.Fprintf(w, " %10s", s)
 	}
-	fmt.Fprintf(w, " %10s  %s\n", "auto/best", "test vs best")
-	geo := map[string]float64{}
-	geoBestPerSize := 0.0
+	fmt.Fprintf(w, " %10s %8s  %s\n", "auto/best", "paired", "test vs best")
+	geo, geoPaired, nPaired := map[string]float64{}, map[string]float64{}, map[string]int{}
+	geoBestPerSize, geoBestPaired, paired := 0.0, 0.0, 0
 	for _, n := range sizes {
 		am := search.Median(auto[n])
 		fmt.Fprintf(w, " %8s %10.0f", transports.FormatSize(n), am)
@@ -215,15 +222,25 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 				best, bestName = m, s
 			}
 			geo[s] += logRatio(am, m)
+			if pr, _, ok := pairedRatio(byRound["auto"][n], byRound[s][n]); ok {
+				geoPaired[s] += math.Log(pr)
+				nPaired[s]++
+			}
 		}
 		geoBestPerSize += logRatio(am, best)
+		pairedCol := "-"
+		if pr, _, ok := pairedRatio(byRound["auto"][n], byRound[bestName][n]); ok {
+			geoBestPaired += math.Log(pr)
+			paired++
+			pairedCol = fmt.Sprintf("%.3f", pr)
+		}
 		cmp := search.Compare(cands[bestName][n], auto[n], true)
-		fmt.Fprintf(w, " %10.3f  %v\n", am/best, cmp)
+		fmt.Fprintf(w, " %10.3f %8s  %v\n", am/best, pairedCol, cmp)
 	}
 	for _, s := range singles {
-		fmt.Fprintf(w, " geomean auto/%s: %.3f\n", s, expMean(geo[s], len(sizes)))
+		fmt.Fprintf(w, " geomean auto/%s: %.3f (paired %.3f)\n", s, expMean(geo[s], len(sizes)), expMean(geoPaired[s], nPaired[s]))
 	}
-	fmt.Fprintf(w, " geomean auto/best-per-size: %.3f\n\n", expMean(geoBestPerSize, len(sizes)))
+	fmt.Fprintf(w, " geomean auto/best-per-size: %.3f (paired %.3f over %d sizes)\n\n", expMean(geoBestPerSize, len(sizes)), expMean(geoBestPaired, paired), paired)
 }
 
 func sizeList(sizes []int) string {
