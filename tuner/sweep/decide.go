@@ -125,11 +125,12 @@ type point struct {
 	size    int
 }
 
-// pickCheapest scores every candidate by the geometric mean of its medians
-// over the (pattern, size) points all surviving candidates have (latency
-// inverted, so higher is better everywhere), and chooses the cheapest
-// within search.Noise of the best that the best does not beat at any single
-// point (U test over the trials' medians): a geomean over many sizes would
+// pickCheapest scores every candidate by the geometric mean, over the
+// (pattern, size) points all surviving candidates have, of its value at
+// each point: the median of its round-normalised values (stageValues;
+// latency inverted, so higher is better everywhere). It chooses the
+// cheapest within search.Noise of the best that the best does not beat at
+// any single point (U test over the same per-round values): a geomean over many sizes would
 // otherwise hide a real loss at one of them (an eager limit one step too
 // small loses 10-40% at the sizes between, and nothing elsewhere).
 func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate) StageDecision {
@@ -181,10 +182,11 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 		}
 	}
 	sort.Ints(d.Sizes)
+	values := stageValues(trials, stage, cands, samples, perTrial, common)
 	best, bestName := 0.0, ""
 	for _, c := range cands {
 		sc := Score{Candidate: c.name, Cost: c.cost}
-		s, ok := samples[c.name]
+		_, ok := samples[c.name]
 		switch {
 		case !ok && failedIn(trials, stage, c.name):
 			sc.Dropped = "hung (watchdog)"
@@ -195,11 +197,7 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 		default:
 			logSum := 0.0
 			for _, pt := range common {
-				m := search.Median(s[pt])
-				if !pt.pattern.HigherIsBetter() {
-					m = 1 / m
-				}
-				logSum += math.Log(m)
+				logSum += math.Log(values[c.name][pt].score)
 			}
 			sc.Value = math.Exp(logSum / float64(len(common)))
 			if sc.Value > best {
@@ -213,7 +211,7 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 			continue
 		}
 		for _, pt := range common {
-			cmp := search.Compare(perTrial[bestName][pt], perTrial[sc.Candidate][pt], pt.pattern.HigherIsBetter())
+			cmp := search.Compare(values[bestName][pt].trials, values[sc.Candidate][pt].trials, true)
 			if cmp.Outcome == search.AWins {
 				d.Scores[i].LosesAt = fmt.Sprintf("%s %s %s", pt.pattern, transports.FormatSize(pt.size), cmp)
 				break
@@ -234,6 +232,94 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 		d.Chosen = d.Scores[chosen].Candidate
 	}
 	return d
+}
+
+// pointValues is one candidate's standing at one point, oriented so that
+// higher is better (latency inverted): score, and one value per trial for
+// the U test.
+type pointValues struct {
+	score  float64
+	trials []float64
+}
+
+// minPairedRounds is how many rounds every candidate must share at a point
+// for stageValues to compare them round by round.
+const minPairedRounds = 2
+
+// stageValues puts the candidates of a stage on one footing per point.
+// Where every candidate ran the point in the same rounds (at least
+// minPairedRounds), each round's values are divided by that round's
+// geometric mean over the candidates, and a candidate's score is the
+// median of its normalised values: the rounds interleave the candidates,
+// so a slow spell of the machine that spans a round scales them all and
+// cancels, where it would move one candidate's pooled median and not
+// another's. Elsewhere (rounds lost to a budget cut) the score is the
+// median of the pooled repetitions and the trials are the trials'
+// medians. Either way the ratio of two scores at a point is what it
+// claims to be, so geometric means over points rank candidates alike.
+func stageValues(trials []Trial, stage string, cands []candidate, samples, perTrial map[string]map[point][]float64, common []point) map[string]map[point]pointValues {
+	var names []string
+	for _, c := range cands {
+		if _, ok := samples[c.name]; ok {
+			names = append(names, c.name)
+		}
+	}
+	byRound := map[string]map[point]map[int]float64{}
+	for _, name := range names {
+		byRound[name] = map[point]map[int]float64{}
+		for _, pt := range common {
+			byRound[name][pt] = roundMedians(trials, stage, name, pt.pattern)[pt.size]
+		}
+	}
+	orient := func(pt point, v float64) float64 {
+		if pt.pattern.HigherIsBetter() {
+			return v
+		}
+		return 1 / v
+	}
+	out := map[string]map[point]pointValues{}
+	for _, name := range names {
+		out[name] = map[point]pointValues{}
+	}
+	for _, pt := range common {
+		var shared []int
+		for round, v := range byRound[names[0]][pt] {
+			ok := v > 0
+			for _, name := range names[1:] {
+				w, found := byRound[name][pt][round]
+				ok = ok && found && w > 0
+			}
+			if ok {
+				shared = append(shared, round)
+			}
+		}
+		sort.Ints(shared)
+		if len(shared) < minPairedRounds {
+			for _, name := range names {
+				var tv []float64
+				for _, v := range perTrial[name][pt] {
+					tv = append(tv, orient(pt, v))
+				}
+				out[name][pt] = pointValues{score: orient(pt, search.Median(samples[name][pt])), trials: tv}
+			}
+			continue
+		}
+		norm := map[string][]float64{}
+		for _, round := range shared {
+			logRef := 0.0
+			for _, name := range names {
+				logRef += math.Log(orient(pt, byRound[name][pt][round]))
+			}
+			ref := math.Exp(logRef / float64(len(names)))
+			for _, name := range names {
+				norm[name] = append(norm[name], orient(pt, byRound[name][pt][round])/ref)
+			}
+		}
+		for _, name := range names {
+			out[name][pt] = pointValues{score: search.Median(norm[name]), trials: norm[name]}
+		}
+	}
+	return out
 }
 
 func failedIn(trials []Trial, stage, cand string) bool { return failedWhy(trials, stage, cand) != "" }

@@ -73,6 +73,10 @@ func TestPickCheapest(t *testing.T) {
 			rounds("small", map[int]float64{64: 100, 1024: 80, 4096: 100, 16384: 100, 65536: 100, 1 << 20: 100, 4 << 20: 100, 16 << 20: 100}),
 			rounds("large", map[int]float64{64: 99, 1024: 100, 4096: 99, 16384: 99, 65536: 99, 1 << 20: 99, 4 << 20: 99, 16 << 20: 99})...,
 		), "large"},
+		{"a slow spell that begins mid-round does not decide", bench.Bandwidth, append(
+			phased("small", 90, 1, 1, 1, 0.5, 0.5), // true: 10% behind large
+			phased("large", 100, 1, 1, 0.5, 0.5, 0.5)...), // the spell reached it a round earlier
+			"large"},
 		{"other stages do not count", bench.Bandwidth, []Trial{
 			trial("other", "small", bench.Bandwidth, 1, sizes, 1000),
 			trial("s", "small", bench.Bandwidth, 1, sizes, 10),
@@ -139,6 +143,17 @@ func TestFootprint(t *testing.T) {
 	if humanBytes(512) != "512 B" || humanBytes(3<<30) != "3 GiB" {
 		t.Fatalf("humanBytes: %q %q", humanBytes(512), humanBytes(3<<30))
 	}
+}
+
+// phased fabricates one bandwidth trial of stage "s" per round at 64 B
+// and 1 KiB: value scaled by that round's phase factor.
+func phased(cand string, value float64, phase ...float64) []Trial {
+	var out []Trial
+	for r, f := range phase {
+		v := value * f
+		out = append(out, trial("s", cand, bench.Bandwidth, r+1, []int{64, 1024}, v, v, v))
+	}
+	return out
 }
 
 func TestCandidateOrderRotates(t *testing.T) {

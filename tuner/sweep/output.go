@@ -52,7 +52,7 @@ func (r *Runner) summary(res Result) string {
 		for _, p := range d.Patterns {
 			pats = append(pats, string(p))
 		}
-		fmt.Fprintf(&w, "## %s (%s over %s; score: geomean of medians, latency inverted, relative to the best; cheapest within %.0f%% of best and beaten at no point wins)\n",
+		fmt.Fprintf(&w, "## %s (%s over %s; score: geomean over points of the median of round-normalised values, latency inverted, relative to the best; cheapest within %.0f%% of best and beaten at no point wins)\n",
 			d.Stage, strings.Join(pats, "+"), sizeList(d.Sizes), 100*search.Noise)
 		best := 0.0
 		for _, s := range d.Scores {
