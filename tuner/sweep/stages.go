@@ -246,9 +246,11 @@ func (r *Runner) decide() (Outcome, error) {
 
 	// FIFO depth: message rate of small messages, bandwidth of the
 	// largest inline one and of pipelined ones (each fragment takes a
-	// cell too).
+	// cell too, so a window of the smallest pipelined messages, twice the
+	// eager limit, needs as many cells as an eager window: a sweep that
+	// left it out chose depth 32, and its verification lost 28% at 8 KiB).
 	depthSizes, _ := sizes("depth_sizes", p.DepthSizes)
-	depthSizes = withSize(depthSizes, sm.Eager)
+	depthSizes = withSize(withSize(depthSizes, sm.Eager), 2*sm.Eager)
 	cands = depthCandidates(p, sm)
 	if err := r.measure(stageDepth, cands, depthPatterns, depthSizes, p.Rounds); err != nil {
 		return out, err
