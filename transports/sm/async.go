@@ -128,7 +128,9 @@ func (e *Endpoint) release() { atomic.StoreUint32(&e.progressIn, 0) }
 // Eager traffic completes on its own (a cell is published at once, or the
 // sender, blocked on a full FIFO, drains its own receives until the
 // receiver returns), so an endpoint that never moves more than the eager
-// limit never pays for the goroutine. It is called before the entry
+// limit never pays for the goroutine. (An endpoint with a Memory hook
+// starts it at once: a DeviceRouter may route device messages of any size
+// by rendezvous.) It is called before the entry
 // point's hand-off: a goroutine started here finds appIn clear and may
 // take a pass before the application's enter, which then waits it out.
 func (e *Endpoint) startProgressFor(n int) {

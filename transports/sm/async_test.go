@@ -112,6 +112,11 @@ func TestProgressThreadStartsWithTheFirstLargeOperation(t *testing.T) {
 	if got := started(); got != [2]bool{} {
 		t.Fatalf("after eager traffic only: started %v, want neither", got)
 	}
+	// An endpoint with a Memory hook starts it at once: a device router
+	// may send a message of any size by rendezvous.
+	if d, _ := pairMem(t, p, p, nil, &fakeDevice{}); !d.ProgressStarted() {
+		t.Error("an endpoint with a Memory hook did not start its progress goroutine at once")
+	}
 
 	const large = 1000
 	sb, rb := buffer(t, large), buffer(t, large)

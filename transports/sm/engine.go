@@ -267,7 +267,8 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		e.active = append(e.active, pr)
 	}
 	// sm.progress=thread starts its goroutine with the first operation
-	// above the eager limit (see startProgressFor).
+	// above the eager limit (see startProgressFor), or at once with a
+	// Memory hook (NewWithMemory).
 	e.lazyProgress = p.Progress == "thread"
 	return e, nil
 }

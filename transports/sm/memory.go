@@ -92,6 +92,12 @@ func NewWithMemory(env transports.Env, p Params, single SingleCopy, mem Memory, 
 	}
 	if mem != nil {
 		e.mem = mem
+		// A DeviceRouter may send device messages of any size by
+		// rendezvous: no eager-only traffic to start lazily for.
+		if e.lazyProgress {
+			e.lazyProgress = false
+			e.startProgressThread()
+		}
 	}
 	return e, nil
 }
