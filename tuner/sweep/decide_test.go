@@ -74,7 +74,7 @@ func TestPickCheapest(t *testing.T) {
 			rounds("large", map[int]float64{64: 99, 1024: 100, 4096: 99, 16384: 99, 65536: 99, 1 << 20: 99, 4 << 20: 99, 16 << 20: 99})...,
 		), "large"},
 		{"a slow spell that begins mid-round does not decide", bench.Bandwidth, append(
-			phased("small", 90, 1, 1, 1, 0.5, 0.5), // true: 10% behind large
+			phased("small", 90, 1, 1, 1, 0.5, 0.5),        // true: 10% behind large
 			phased("large", 100, 1, 1, 0.5, 0.5, 0.5)...), // the spell reached it a round earlier
 			"large"},
 		{"other stages do not count", bench.Bandwidth, []Trial{
