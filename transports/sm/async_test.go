@@ -7,7 +7,6 @@ import (
 
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cma"
-	"github.com/gotune/gotune/transports/sm"
 )
 
 // With the progress thread, receives complete while the receiving
@@ -51,11 +50,7 @@ func TestProgressThreadCompletesReceivesWhileAway(t *testing.T) {
 			if !bytes.Equal(sb, rb) {
 				t.Fatal("payload differs")
 			}
-			for _, ep := range []*sm.Endpoint{a, b} {
-				if err := ep.Close(); err != nil {
-					t.Error(err)
-				}
-			}
+			closeAll(t, a, b)
 		})
 	}
 }
@@ -140,9 +135,5 @@ func TestProgressThreadStartsWithTheFirstLargeOperation(t *testing.T) {
 	if !bytes.Equal(sb, rb) {
 		t.Fatal("payload differs")
 	}
-	for _, ep := range []*sm.Endpoint{a, b} {
-		if err := ep.Close(); err != nil {
-			t.Error(err)
-		}
-	}
+	closeAll(t, a, b)
 }

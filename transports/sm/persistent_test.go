@@ -100,11 +100,7 @@ func TestPersistentCycles(t *testing.T) {
 			if free := credits(t, a, 1); free != c.p.Depth {
 				t.Errorf("%d of %d credits free after every persistent send was freed", free, c.p.Depth)
 			}
-			for _, ep := range []*sm.Endpoint{a, b} {
-				if err := ep.Close(); err != nil {
-					t.Error(err)
-				}
-			}
+			closeAll(t, a, b)
 		})
 	}
 }

@@ -116,11 +116,7 @@ func TestRefusedSingleCopyFallsBack(t *testing.T) {
 					t.Errorf("rank %d: fallback reason %q says neither %s nor EPERM", i, why, want)
 				}
 			}
-			for _, ep := range []*sm.Endpoint{a, b} {
-				if err := ep.Close(); err != nil {
-					t.Error(err)
-				}
-			}
+			closeAll(t, a, b)
 		})
 	}
 }
