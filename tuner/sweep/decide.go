@@ -267,8 +267,12 @@ func stageValues(trials []Trial, stage string, cands []candidate, samples, perTr
 	byRound := map[string]map[point]map[int]float64{}
 	for _, name := range names {
 		byRound[name] = map[point]map[int]float64{}
+		perPattern := map[bench.Pattern]map[int]map[int]float64{}
 		for _, pt := range common {
-			byRound[name][pt] = roundMedians(trials, stage, name, pt.pattern)[pt.size]
+			if perPattern[pt.pattern] == nil {
+				perPattern[pt.pattern] = roundMedians(trials, stage, name, pt.pattern)
+			}
+			byRound[name][pt] = perPattern[pt.pattern][pt.size]
 		}
 	}
 	orient := func(pt point, v float64) float64 {
