@@ -12,6 +12,7 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/tuner/search"
 )
 
 // comparison is one size of a side-by-side table.
@@ -129,7 +130,7 @@ func compare(ours, theirs []bench.Result) ([]comparison, bench.Pattern, error) {
 			for k := range a {
 				perRound[k] = oriented(a[k], b[k])
 			}
-			c.paired = median(perRound)
+			c.paired = search.Median(perRound)
 		}
 		rows = append(rows, c)
 	}
@@ -140,16 +141,6 @@ func compare(ours, theirs []bench.Result) ([]comparison, bench.Pattern, error) {
 }
 
 func nonPositive(v float64) bool { return !(v > 0) }
-
-// median of v, which it sorts.
-func median(v []float64) float64 {
-	slices.Sort(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
-}
 
 func pointAt(r bench.Result, size int) (bench.Point, bool) {
 	for _, p := range r.Points {

@@ -89,9 +89,9 @@ const DefaultWrap = 1 << 20
 // which the sender is about to write, so its writes find those lines
 // shared and must take them back. Measured here (2 ranks, pinned, 8
 // interleaved rounds, per-round ratios against the exact fit): latency at
-// the eager limit 0.88x with 256 B of slack at 2 KiB, 0.90x with 512 B at
-// 4 KiB and 0.72x at 1 KiB; bw at 2-4 KiB 1.07-1.15x; 1 KiB of slack gained
-// 2-3% more. 512 B costs Depth x 512 B per channel (32 KiB at depth 64).
+// the eager limit with 256 / 512 / 1024 B of slack 0.88 / 0.72 / 0.69x at
+// 1 KiB, 0.93 / 0.88 / 0.85x at 2 KiB and 0.97 / 0.90 / 0.87x at 4 KiB; bw
+// with 512 B 1.15x at 2 KiB and 1.07x at 4 KiB. 512 B costs Depth x 512 B per channel (32 KiB at depth 64).
 const CellSlack = 8 * cacheLine
 
 // CellFor is the built-in cell size for an eager limit.

@@ -95,7 +95,6 @@ func NewWithMemory(env transports.Env, p Params, single SingleCopy, mem Memory, 
 		// A DeviceRouter may send device messages of any size by
 		// rendezvous: no eager-only traffic to start lazily for.
 		if e.lazyProgress {
-			e.lazyProgress = false
 			e.startProgressThread()
 		}
 	}

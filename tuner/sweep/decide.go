@@ -63,7 +63,7 @@ func roundMedians(trials []Trial, stage, cand string, pattern bench.Pattern) map
 // b's: each round's pair ran back to back, so a slow spell of the machine
 // that spans a round scales both and cancels, where it would move a
 // median of medians taken apart. ok is false without a common round.
-func pairedRatio(a, b map[int]float64) (ratio float64, rounds int, ok bool) {
+func pairedRatio(a, b map[int]float64) (ratio float64, ok bool) {
 	var rs []float64
 	for round, av := range a {
 		if bv, found := b[round]; found && bv > 0 {
@@ -71,9 +71,9 @@ func pairedRatio(a, b map[int]float64) (ratio float64, rounds int, ok bool) {
 		}
 	}
 	if len(rs) == 0 {
-		return 0, 0, false
+		return 0, false
 	}
-	return search.Median(rs), len(rs), true
+	return search.Median(rs), true
 }
 
 // gather collects, per size, what values makes of each trial's samples.

@@ -215,6 +215,7 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 		am := search.Median(auto[n])
 		fmt.Fprintf(w, " %8s %10.0f", transports.FormatSize(n), am)
 		best, bestName := 0.0, ""
+		pairedWith := map[string]float64{}
 		for _, s := range singles {
 			m := search.Median(cands[s][n])
 			fmt.Fprintf(w, " %10.0f", m)
@@ -222,14 +223,15 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 				best, bestName = m, s
 			}
 			geo[s] += logRatio(am, m)
-			if pr, _, ok := pairedRatio(byRound["auto"][n], byRound[s][n]); ok {
+			if pr, ok := pairedRatio(byRound["auto"][n], byRound[s][n]); ok {
+				pairedWith[s] = pr
 				geoPaired[s] += math.Log(pr)
 				nPaired[s]++
 			}
 		}
 		geoBestPerSize += logRatio(am, best)
 		pairedCol := "-"
-		if pr, _, ok := pairedRatio(byRound["auto"][n], byRound[bestName][n]); ok {
+		if pr, ok := pairedWith[bestName]; ok {
 			geoBestPaired += math.Log(pr)
 			paired++
 			pairedCol = fmt.Sprintf("%.3f", pr)
