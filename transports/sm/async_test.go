@@ -137,3 +137,22 @@ func TestProgressThreadStartsWithTheFirstLargeOperation(t *testing.T) {
 	}
 	closeAll(t, a, b)
 }
+
+// The progress goroutine is made with the endpoint (its thread and the
+// process barrier's registration stay out of the first large operation):
+// Close must end it whether or not it ever started polling.
+func TestCloseEndsAnUnstartedProgressGoroutine(t *testing.T) {
+	p := small(4, 4)
+	p.Progress = "thread"
+	a, b := pair(t, p, nil)
+	if a.ProgressExited() || b.ProgressExited() {
+		t.Fatal("progress goroutine gone before Close")
+	}
+	closeAll(t, a, b)
+	if a.ProgressStarted() || b.ProgressStarted() {
+		t.Fatal("progress goroutine started without traffic")
+	}
+	if !a.ProgressExited() || !b.ProgressExited() {
+		t.Fatalf("after Close: exited %v %v, want both", a.ProgressExited(), b.ProgressExited())
+	}
+}

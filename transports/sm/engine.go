@@ -220,8 +220,9 @@ type Endpoint struct {
 	fenced       bool
 	appIn        uint32
 	progressIn   uint32
-	stopProgress chan struct{}
-	progressDone chan struct{}
+	// The progress goroutine's life (nil without sm.progress=thread):
+	// made by New, set polling by startProgress, ended by stopProgress.
+	startProgress, stopProgress, progressDone chan struct{}
 	// calls counts the application's communication calls with the
 	// progress thread: the progress thread leaves the work to an
 	// application that is calling in. Plain: only the owner of the engine
@@ -266,10 +267,12 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		e.peers[r] = pr
 		e.active = append(e.active, pr)
 	}
-	// sm.progress=thread starts its goroutine with the first operation
-	// above the eager limit (see startProgressFor), or at once with a
-	// Memory hook (NewWithMemory).
-	e.lazyProgress = p.Progress == "thread"
+	// sm.progress=thread: the goroutine is made here and starts polling
+	// with the first operation above the eager limit (startProgressFor),
+	// or at once with a Memory hook (NewWithMemory).
+	if p.Progress == "thread" {
+		e.prepareProgressThread()
+	}
 	return e, nil
 }
 
@@ -312,9 +315,7 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	e.closed = true
-	if e.async {
-		e.stopProgressThread() // from here on this goroutine is the only user
-	}
+	e.stopProgressThread() // from here on this goroutine is the only user
 	defer e.closeWatches()
 	if err := e.abort.Load(); err != nil {
 		return *err
