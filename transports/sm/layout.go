@@ -31,10 +31,10 @@ type Params struct {
 	// stores, so that a destination larger than the cache does not evict
 	// the source and the fragment ring; 0 never streams.
 	StreamMin int
-	// Wrap is how much of the fragment ring full-size fragments (those of
-	// messages of at least FragSize bytes) cycle through: the first Wrap
-	// bytes. Shorter fragments use the whole ring. 0 (or at least the
-	// ring's size) is the whole ring. See DefaultWrap.
+	// Wrap is how much of the fragment ring large fragments (those of at
+	// least FragSize or WrapFrom bytes, whichever is less) cycle through:
+	// the first Wrap bytes. Shorter fragments use the whole ring. 0 (or at
+	// least the ring's size) is the whole ring. See DefaultWrap.
 	Wrap int
 	// NoDrainOnSend makes a send blocked on a full ring stop draining the
 	// incoming channels: the deadlock of hazard H5, kept so that the probe
@@ -80,6 +80,14 @@ const DefaultFragSlots = 64
 // rounds, per-round ratios): a 4 MiB ring against a 1 MiB one was 1.45x
 // at 32 KiB and 1.3-1.8x at 8 KiB, but 0.80x at 64 KiB.
 const DefaultWrap = 1 << 20
+
+// WrapFrom is the fragment length from which fragments cycle through
+// sm.wrap even when the fragment size is larger. With 128 KiB fragments
+// a 64 KiB message is one short fragment; when only full-size fragments
+// wrapped, windows of them walked the whole 4 MiB ring and moved at 0.72x
+// the built-in 64 KiB fragments' rate (bw, 40 interleaved rounds), a loss
+// a tuner's fragment stage can miss between the sizes it measures.
+const WrapFrom = 64 << 10
 
 // CellSlack is the unused room the built-in cell size leaves after the
 // largest eager message: CellFor(eager) = header + eager, rounded up to a
@@ -231,7 +239,8 @@ type channel struct {
 	depth    uint64
 	cellSize uint64
 	fragSize uint64
-	wrap     uint64 // where full-size fragments wrap: Params.Wrap, at most the ring
+	wrap     uint64 // where large fragments wrap: Params.Wrap, at most the ring
+	wrapFrom uint64 // the length from which a fragment is large: min(FragSize, WrapFrom)
 }
 
 func openChannel(seg []byte, src, dst, n int, p Params) (*channel, error) {
@@ -251,6 +260,7 @@ func openChannel(seg []byte, src, dst, n int, p Params) (*channel, error) {
 		cellSize: uint64(p.CellSize),
 		fragSize: uint64(p.FragSize),
 		wrap:     uint64(p.wrapBytes()),
+		wrapFrom: uint64(min(p.FragSize, WrapFrom)),
 	}, nil
 }
 
@@ -292,17 +302,18 @@ type fragPos struct {
 // place returns the offset of an n-byte fragment that goes from pos, and
 // the position after it (the bytes skipped to the ring's start included).
 //
-// A full-size fragment (a part of a message of at least the fragment size)
-// that would cross c.wrap starts at offset 0 too, the rest of the ring
-// counting as skipped: a large message then streams through the first
-// c.wrap bytes, which stay cached, instead of the whole ring, which the
-// receiver would find evicted. Shorter fragments, of the small messages
-// that fill a window, use the whole ring.
+// A large fragment (c.wrapFrom bytes or more: full-size, or a whole
+// message of WrapFrom bytes or more) that would cross c.wrap starts at
+// offset 0 too, the rest of the ring counting as skipped: a large message
+// then streams through the first c.wrap bytes, which stay cached, instead
+// of the whole ring, which the receiver would find evicted. Shorter
+// fragments, of the small messages that fill a window, use the whole ring.
+// Both sides place a fragment from its length alone.
 func (c *channel) place(pos fragPos, n int) (off uint64, next fragPos) {
 	size := uint64(len(c.frags))
 	take := uint64(sys.RoundUp(n, cacheLine))
 	limit := size
-	if uint64(n) == c.fragSize {
+	if uint64(n) >= c.wrapFrom {
 		limit = c.wrap
 	}
 	off = pos.off

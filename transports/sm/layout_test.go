@@ -64,6 +64,10 @@ func TestFragmentRingPlacement(t *testing.T) {
 		{"the rest of the ring counts as used until passed", 128, 4, []placed{{128, 0}, {128, 128}, {128, noRoom}}, 0, 256},
 		{"shorter fragments go past sm.wrap", 128, 4, []placed{{128, 0}, {128, 128}, {64, 256}, {64, 320}, {128, 0}}, 1, 256},
 		{"a full-size fragment after short ones past sm.wrap waits", 128, 4, []placed{{64, 0}, {128, 64}, {64, 192}, {64, 256}, {128, noRoom}}, 0, 256},
+		{"fragments of WrapFrom bytes wrap at sm.wrap when full-size ones are larger", 2 * WrapFrom, 4,
+			[]placed{{WrapFrom, 0}, {WrapFrom, WrapFrom}, {WrapFrom, 2 * WrapFrom}, {WrapFrom, 3 * WrapFrom}, {WrapFrom, 0}}, 1, 4 * WrapFrom},
+		{"shorter ones still go past it", 2 * WrapFrom, 4,
+			[]placed{{WrapFrom, 0}, {WrapFrom, WrapFrom}, {WrapFrom, 2 * WrapFrom}, {WrapFrom - 64, 3 * WrapFrom}, {WrapFrom - 64, 4*WrapFrom - 64}}, 0, 4 * WrapFrom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Params{Depth: 64, CellSize: 128, EagerLimit: 64, FragSize: tc.size, FragSlots: tc.slots, Wrap: tc.wrap, Copy: "go"}
