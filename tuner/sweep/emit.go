@@ -129,6 +129,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer r.Close()
+	if err := r.notVerification(); err != nil {
+		return Result{}, err
+	}
 	return r.finish(true)
 }
 
@@ -140,9 +143,21 @@ func Tune(ctx context.Context, dir string, progressTo io.Writer) (Result, error)
 		return Result{}, err
 	}
 	defer r.Close()
+	if err := r.notVerification(); err != nil {
+		return Result{}, err
+	}
 	r.budget = -1 // nothing optional runs; a missing required trial is an error
 	r.replayOnly = true
 	return r.finish(false)
+}
+
+// notVerification refuses to run a sweep's stages in a verification's
+// run directory.
+func (r *Runner) notVerification() error {
+	if r.meta.Verify != nil {
+		return fmt.Errorf("%s is a verification of %s, not a sweep: continue it with gotune verify --resume %s", r.dir, r.meta.Verify.Profile, r.dir)
+	}
+	return nil
 }
 
 func (r *Runner) finish(measure bool) (Result, error) {

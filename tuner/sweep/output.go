@@ -17,6 +17,14 @@ import (
 // writeDerived rewrites the files derived from the store: the Go benchmark
 // format view of every trial and the summary.
 func (r *Runner) writeDerived(res Result) error {
+	if err := r.writeBench(); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(r.dir, SummaryFile), []byte(r.summary(res)))
+}
+
+// writeBench rewrites the Go benchmark format view of every trial.
+func (r *Runner) writeBench() error {
 	var results []bench.Result
 	for _, t := range r.trials {
 		if t.Failed != "" || len(t.Points) == 0 {
@@ -31,10 +39,7 @@ func (r *Runner) writeDerived(res Result) error {
 			return fmt.Errorf("write %s: %w", BenchFile, err)
 		}
 	}
-	if err := writeFileAtomic(filepath.Join(r.dir, BenchFile), b.Bytes()); err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(r.dir, SummaryFile), []byte(r.summary(res)))
+	return writeFileAtomic(filepath.Join(r.dir, BenchFile), b.Bytes())
 }
 
 // summary is the human account of a run: every stage's candidates, the

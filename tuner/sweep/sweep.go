@@ -73,6 +73,8 @@ type Meta struct {
 	Started    time.Time        `json:"started"`
 	Provenance bench.Provenance `json:"provenance"`
 	Plan       Plan             `json:"plan"`
+	// Verify is set for a verification run (gotune verify), not a sweep.
+	Verify *VerifyTarget `json:"verify,omitempty"`
 }
 
 // Files of a run directory.
@@ -95,6 +97,8 @@ type Config struct {
 	Command  string    // the command line, for meta.json
 	// Hooks run in every trial's rank job (tests use them to kill ranks).
 	Hooks launch.Hooks
+	// Verify makes the run a verification of this profile (Verify sets it).
+	Verify *VerifyTarget
 }
 
 // Runner is a sweep in progress.
@@ -162,7 +166,7 @@ func Open(ctx context.Context, cfg Config) (*Runner, error) {
 			r.dir = filepath.Join(cfg.Out, host, fmt.Sprintf("%s.%d", id, n))
 		}
 		r.meta = Meta{RunID: filepath.Base(r.dir), Command: cfg.Command, Started: r.start.UTC().Truncate(time.Second),
-			Provenance: prov, Plan: cfg.Plan}
+			Provenance: prov, Plan: cfg.Plan, Verify: cfg.Verify}
 		b, _ := json.MarshalIndent(r.meta, "", "  ")
 		if err := writeFileAtomic(filepath.Join(r.dir, MetaFile), append(b, '\n')); err != nil {
 			return nil, err

@@ -122,6 +122,49 @@ func TestSweepEmitsAndTuneRedecides(t *testing.T) {
 	if left := shmLeftovers(t); len(left) > 0 {
 		t.Fatalf("left in /dev/shm: %v", left)
 	}
+	verifyEmitted(t, out, res.Dir, res.ProfilePath)
+}
+
+// verifyEmitted runs gotune verify on a sweep's profile: its own run
+// directory and summary, a killed run's finished rounds kept on resume,
+// and run directories of the other kind refused.
+func verifyEmitted(t *testing.T, out, sweepDir, path string) {
+	plan := tinyPlan()
+	plan.VerifySizes, plan.VerifyRounds = "1K,64K", 2
+	var jobs atomic.Int32
+	killThird := launch.Hooks{Stderr: ioDiscard{}, Started: func(pids []int) {
+		if k := jobs.Add(1); k == 3 || k == 4 { // the trial and its retry
+			syscall.Kill(pids[1], syscall.SIGKILL)
+		}
+	}}
+	_, err := Verify(context.Background(), Config{Plan: plan, Out: out, Hooks: killThird}, path)
+	if err == nil || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("a verification trial whose rank was killed twice: err = %v, want one that says how to resume", err)
+	}
+	dir := strings.TrimSuffix(err.Error()[strings.LastIndex(err.Error(), "--resume ")+len("--resume "):], ")")
+	if done := storedKeys(t, dir); len(done) != 2 {
+		t.Fatalf("%s: %d trials stored before the kill, want 2", dir, len(done))
+	}
+	res, err := Verify(context.Background(), Config{Resume: dir}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reused != 2 || res.Measured != 4 { // auto, cma and sm, two rounds
+		t.Fatalf("resumed verification: %d reused, %d measured; want 2 and 4", res.Reused, res.Measured)
+	}
+	storedKeys(t, dir) // fails on a trial stored twice
+	summary, _ := os.ReadFile(filepath.Join(dir, SummaryFile))
+	for _, want := range []string{"gotune verify", path, "2 interleaved rounds", "geomean auto/sm"} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("verification summary lacks %q:\n%s", want, summary)
+		}
+	}
+	if _, err := Verify(context.Background(), Config{Resume: sweepDir}, ""); err == nil || !strings.Contains(err.Error(), "not a verification") {
+		t.Errorf("verify --resume of a sweep's directory: err = %v", err)
+	}
+	if _, err := Run(context.Background(), Config{Resume: dir}); err == nil || !strings.Contains(err.Error(), "gotune verify --resume") {
+		t.Errorf("sweep --resume of a verification's directory: err = %v", err)
+	}
 }
 
 func TestSweepResumesAfterRankKilled(t *testing.T) {

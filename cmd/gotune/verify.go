@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/tuner/sweep"
+)
+
+func newVerify() *cobra.Command {
+	var out, resume, sizes string
+	var rounds int
+	cmd := &cobra.Command{
+		Use:   "verify PROFILE",
+		Short: "Measure a profile (--transport auto) beside each single transport, interleaved, and print the ratios",
+		Long: `verify runs the sweep's verification on its own: bandwidth of --transport auto
+with PROFILE beside every single transport of the quick plan with its
+defaults, in interleaved rounds of fresh rank processes, and prints per size
+the ratio of medians, the median of per-round ratios (paired) and a
+Mann-Whitney U test against the best single transport. Use it to re-check a
+checked-in profile on a node, or to gather more rounds than a sweep's five.
+The run goes to OUT/<host>/<run-id>/ (meta.json, measurements.jsonl,
+measurements.bench, summary); a killed run continues with --resume DIR.`,
+		Example: `  gotune verify results/node1/20261121-131500/profile.yaml --rounds 20
+  gotune verify --resume results/node1/20261121-140000`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := sweep.Config{Out: out, Resume: resume, Progress: cmd.ErrOrStderr(),
+				Command: "gotune " + strings.Join(os.Args[1:], " ")}
+			path := ""
+			if len(args) == 1 {
+				path = args[0]
+			}
+			switch {
+			case resume == "" && path == "":
+				return fmt.Errorf("verify needs a PROFILE (or --resume DIR)")
+			case resume != "" && (cmd.Flags().Changed("rounds") || cmd.Flags().Changed("sizes")):
+				return fmt.Errorf("--resume continues the run's own rounds and sizes; drop --rounds and --sizes")
+			case rounds < 1:
+				return fmt.Errorf("--rounds %d: want at least 1", rounds)
+			}
+			if _, err := bench.ParseSizes(sizes); err != nil {
+				return fmt.Errorf("--sizes: %w", err)
+			}
+			p := sweep.Quick()
+			p.VerifySizes, p.VerifyRounds = sizes, rounds
+			cfg.Plan = p
+			ctx, cancel := jobContext(0)
+			defer cancel()
+			res, err := sweep.Verify(ctx, cfg, path)
+			printSummary(cmd, res)
+			if res.Dir != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "run directory: %s\n", res.Dir)
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&rounds, "rounds", 10, "interleaved rounds (each: one trial of auto and of every single transport)")
+	fl.StringVar(&sizes, "sizes", "1:16M", "message sizes: a power-of-two ladder LO:HI or a list (K/M/G suffixes)")
+	fl.StringVar(&out, "out", "results", "results root: the run goes to OUT/<host>/<run-id>/")
+	fl.StringVar(&resume, "resume", "", "continue the verification in this directory")
+	return cmd
+}
