@@ -236,3 +236,45 @@ func TestVerifySummaryPairsRounds(t *testing.T) {
 		}
 	}
 }
+
+// The confirmation weighs the stages' choices against the built-in depth
+// and the built-in parameters, without measuring one configuration twice,
+// and its winner's options read back as the parameters they came from.
+func TestConfirmCandidates(t *testing.T) {
+	builtin := defaultSM()
+	builtin.Progress = "thread"
+	shallow := builtin
+	shallow.Depth = 8
+	tuned := shallow
+	tuned.Eager, tuned.Cell = 1024, cellFor(1024)
+	deep := builtin
+	deep.Eager, deep.Cell = 1024, cellFor(1024)
+	for _, tc := range []struct {
+		name   string
+		chosen SMParams
+		want   []string
+	}{
+		{"the built-in parameters: nothing to confirm", builtin, []string{"chosen"}},
+		{"only the depth differs", shallow, []string{"chosen", "chosen,depth=64"}},
+		{"depth and eager limit differ", tuned, []string{"chosen", "chosen,depth=64", "built-in"}},
+		{"the depth is the built-in one", deep, []string{"chosen", "built-in"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cands := confirmCandidates(tc.chosen)
+			var names []string
+			for i, c := range cands {
+				names = append(names, c.name)
+				if i > 0 && c.cost <= cands[i-1].cost {
+					t.Errorf("%s costs %d, not more than %s", c.name, c.cost, cands[i-1].name)
+				}
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Fatalf("candidates %v, want %v", names, tc.want)
+			}
+			p, err := smParamsOf(cands[0].opts, tc.chosen.Progress)
+			if err != nil || p != tc.chosen {
+				t.Fatalf("chosen reads back as %+v (%v), want %+v", p, err, tc.chosen)
+			}
+		})
+	}
+}

@@ -36,7 +36,10 @@ type Plan struct {
 	FragmentSizes string   `json:"fragment_sizes" mapstructure:"fragment_sizes"`
 	Depths        []int    `json:"depths" mapstructure:"depths"`
 	DepthSizes    string   `json:"depth_sizes" mapstructure:"depth_sizes"`
-	Transports    []string `json:"transports" mapstructure:"transports"` // sm, cma (pull), cma-push
+	// ConfirmSizes are where the channel parameters the stages chose are
+	// weighed, together, against the built-in ones ("" skips it).
+	ConfirmSizes string   `json:"confirm_sizes" mapstructure:"confirm_sizes"`
+	Transports   []string `json:"transports" mapstructure:"transports"` // sm, cma (pull), cma-push
 	// TransportSizes is the coarse ladder; every LadderStep-th power of two.
 	TransportSizes string `json:"transport_sizes" mapstructure:"transport_sizes"`
 	LadderStep     int    `json:"ladder_step" mapstructure:"ladder_step"`
@@ -88,7 +91,7 @@ func GPU() Plan {
 	p := Quick()
 	p.Name, p.Budget, p.Rounds, p.MaxRound = "gpu", 8*time.Minute, 2, 5
 	p.Eager, p.Fragments, p.Depths, p.Transports = []string{"4K"}, []string{"64Kx16"}, []int{64}, []string{"sm"}
-	p.TransportSizes, p.Bisect = "64K", false
+	p.TransportSizes, p.Bisect, p.ConfirmSizes = "64K", false, ""
 	p.AllocPurges, p.AllocTHP, p.AllocCaches = []string{"immediate"}, []bool{false}, []string{"64M"}
 	p.Probes, p.ProbeDeadline = []string{"H2", "H4"}, 3*time.Second
 	p.VerifySizes = ""
@@ -116,7 +119,8 @@ func Quick() Plan {
 		Fragments:     []string{"32Kx8", "64Kx16", "64Kx32", "64Kx64", "128Kx32"},
 		FragmentSizes: "16K:16M",
 		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: "8,512,1K,4K,32K",
-		Transports: []string{"sm", "cma"}, TransportSizes: "8K:16M", LadderStep: 2, Bisect: true,
+		ConfirmSizes: "1:16M",
+		Transports:   []string{"sm", "cma"}, TransportSizes: "8K:16M", LadderStep: 2, Bisect: true,
 		AllocPurges: []string{"immediate", "delayed", "never"}, AllocTHP: []bool{false, true},
 		AllocCaches: []string{"8M", "64M", "256M"}, AllocSizes: "64K,1M,4M",
 		Probes: []string{"H1", "H3", "H5", "H6", "H8"}, ProbeDeadline: 2 * time.Second,
@@ -302,7 +306,7 @@ func (p Plan) Check() error {
 		}
 	}
 	for key, s := range map[string]string{"eager_sizes": p.EagerSizes, "fragment_sizes": p.FragmentSizes,
-		"depth_sizes": p.DepthSizes, "transport_sizes": p.TransportSizes, "alloc_sizes": p.AllocSizes, "verify_sizes": p.VerifySizes} {
+		"depth_sizes": p.DepthSizes, "confirm_sizes": p.ConfirmSizes, "transport_sizes": p.TransportSizes, "alloc_sizes": p.AllocSizes, "verify_sizes": p.VerifySizes} {
 		if _, err := sizes(key, s); err != nil {
 			return err
 		}

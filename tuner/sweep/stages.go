@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -18,6 +19,7 @@ const (
 	stageEager     = "eager"
 	stageFragment  = "fragment"
 	stageDepth     = "depth"
+	stageConfirm   = "confirm"
 	stageTransport = "transport"
 	stageAllocPol  = "alloc"
 	stageAllocSize = "alloc-cache"
@@ -104,6 +106,7 @@ var (
 	eagerPatterns     = []bench.Pattern{bench.Latency, bench.Bandwidth}
 	fragmentPatterns  = []bench.Pattern{bench.Bandwidth}
 	depthPatterns     = []bench.Pattern{bench.MsgRate, bench.Bandwidth} // bw: a shallow ring shows at 512 B-1 KiB
+	confirmPatterns   = []bench.Pattern{bench.Bandwidth}
 	transportPatterns = []bench.Pattern{bench.Bandwidth}
 	allocPatterns     = []bench.Pattern{allocPattern}
 )
@@ -261,6 +264,13 @@ func (r *Runner) decide() (Outcome, error) {
 		sm.Depth, _ = strconv.Atoi(c.opts["sm.depth"])
 	}
 
+	// Confirmation: the choices together against the built-in ones.
+	if d, ok, err := r.confirmStage(&sm); err != nil {
+		return out, err
+	} else if ok {
+		out.Stages = append(out.Stages, d)
+	}
+
 	// Transport per size: coarse ladder, settle, bisect crossovers.
 	if err := r.transportStage(sm, &out); err != nil {
 		return out, err
@@ -298,6 +308,68 @@ func (r *Runner) decide() (Outcome, error) {
 		return out, err
 	}
 	return out, nil
+}
+
+// confirmCandidates are the stages' choices ("chosen"), the same with the
+// built-in FIFO depth, and the built-in parameters (with the progress mode
+// the stages measured), cheapest first: a choice stands unless it loses.
+func confirmCandidates(chosen SMParams) []candidate {
+	builtin := defaultSM()
+	builtin.Progress = chosen.Progress
+	withDepth := chosen
+	withDepth.Depth = builtin.Depth
+	out := []candidate{{name: "chosen", transport: "sm", opts: chosen.options(), cost: 0}}
+	if withDepth != chosen {
+		out = append(out, candidate{name: "chosen,depth=" + itoa(builtin.Depth), transport: "sm", opts: withDepth.options(), cost: 1})
+	}
+	if builtin != chosen && builtin != withDepth {
+		out = append(out, candidate{name: "built-in", transport: "sm", opts: builtin.options(), cost: 2})
+	}
+	return out
+}
+
+// confirmStage weighs the channel parameters the stages chose, together,
+// against the same with the built-in FIFO depth and against the built-in
+// parameters, over the confirmation sizes: the first of these that is
+// within search.Noise of the best and beaten at no point stands. Each stage
+// kept the cheapest candidate that its few rounds could not tell from the
+// best; on this machine that let shallow FIFOs through (depth 8 and 16
+// each scored within 3% at the depth stage's sizes, then lost 10-22% at
+// 64-256 B and 20-28% at 8-32 KiB in the sweeps' verification), and
+// choices made stage by stage were never measured together. ok is false
+// when there is nothing to confirm (no sizes, or the choices are the
+// built-in ones).
+func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
+	confirmSizes, _ := sizes("confirm_sizes", r.plan.ConfirmSizes)
+	cands := confirmCandidates(*sm)
+	if len(confirmSizes) == 0 || len(cands) < 2 {
+		return StageDecision{}, false, nil
+	}
+	if err := r.measure(stageConfirm, cands, confirmPatterns, confirmSizes, r.plan.Rounds); err != nil {
+		return StageDecision{}, false, err
+	}
+	d := pickCheapest(r.trials, stageConfirm, confirmPatterns, cands)
+	if c := find(cands, d.Chosen); c != nil {
+		p, err := smParamsOf(c.opts, sm.Progress)
+		if err != nil {
+			return d, true, err
+		}
+		*sm = p
+	}
+	return d, true, nil
+}
+
+// smParamsOf reads back what SMParams.options wrote.
+func smParamsOf(o transports.Options, progress string) (SMParams, error) {
+	p := SMParams{Progress: progress}
+	for key, v := range map[string]*int{"sm.eager": &p.Eager, "sm.cell": &p.Cell, "sm.frag": &p.Frag, "sm.frags": &p.Slots, "sm.depth": &p.Depth} {
+		n, err := strconv.Atoi(o[key])
+		if err != nil {
+			return p, fmt.Errorf("confirm: %s=%q: %w", key, o[key], err)
+		}
+		*v = n
+	}
+	return p, nil
 }
 
 func find(cands []candidate, name string) *candidate {

@@ -32,7 +32,7 @@ func tinyPlan() Plan {
 	p.Rounds, p.MaxRound, p.Reps, p.RepBytes, p.Window, p.Segment = 2, 3, 2, "4M", 8, "posix"
 	p.Eager, p.EagerSizes = []string{"1K", "4K"}, "512,2K"
 	p.Fragments, p.FragmentSizes = []string{"64Kx4", "64Kx16"}, "64K,1M"
-	p.Depths, p.DepthSizes = []int{8, 64}, "8"
+	p.Depths, p.DepthSizes, p.ConfirmSizes = []int{8, 64}, "8", "1K"
 	p.TransportSizes, p.LadderStep = "8K:1M", 2
 	p.AllocPurges, p.AllocTHP, p.AllocCaches, p.AllocSizes = []string{"immediate", "never"}, []bool{false}, []string{"8M"}, "64K"
 	p.Probes = []string{"H5"}
