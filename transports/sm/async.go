@@ -108,6 +108,12 @@ func (e *Endpoint) setAppIn(v uint32) {
 // tryTake is the progress goroutine's side: it owns the engine when it
 // returns true, until release.
 func (e *Endpoint) tryTake() bool {
+	if atomic.LoadUint32(&e.appIn) != 0 {
+		// The application is in the engine (a communicating one mostly
+		// is): back off before the barrier, whose interrupt would reach
+		// the application's CPU for nothing.
+		return false
+	}
 	atomic.StoreUint32(&e.progressIn, 1)
 	if e.fenced {
 		if err := sys.ProcessBarrier(); err != nil {
