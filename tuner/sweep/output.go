@@ -200,13 +200,14 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 		sizes = append(sizes, n)
 	}
 	sort.Ints(sizes)
-	rounds := 0
+	rounds, hash := 0, ""
 	for _, t := range r.trials {
 		if t.Stage == stageVerify && t.Candidate == "auto" {
 			rounds++
+			hash = t.Options["auto.hash"]
 		}
 	}
-	fmt.Fprintf(w, "## verify: auto (this profile) beside each single transport (their defaults), bw, %d interleaved rounds\n", rounds)
+	fmt.Fprintf(w, "## verify: auto (profile %s) beside each single transport (their defaults), bw, %d interleaved rounds\n", hash, rounds)
 	fmt.Fprintf(w, "## (MB/s, median of the rounds' medians; auto/best: ratio of those medians; paired: median of the rounds' auto/best ratios;\n")
 	fmt.Fprintf(w, "##  test: Mann-Whitney U of auto against the best single transport over the rounds)\n")
 	fmt.Fprintf(w, " %8s %10s", "size", "auto")

@@ -122,7 +122,47 @@ func TestSweepEmitsAndTuneRedecides(t *testing.T) {
 	if left := shmLeftovers(t); len(left) > 0 {
 		t.Fatalf("left in /dev/shm: %v", left)
 	}
+	tuneUnverified(t, res.Dir)
 	verifyEmitted(t, out, res.Dir, res.ProfilePath)
+}
+
+// tuneUnverified: a run whose stored verification measured another profile
+// than the one tune re-emits (a newer gotune, changed decisions) still
+// gets its profile, with a note that it was not verified, not an error.
+func tuneUnverified(t *testing.T, dir string) {
+	copyDir := filepath.Join(t.TempDir(), "host", filepath.Base(dir))
+	if err := os.MkdirAll(copyDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{MetaFile, MeasurementsFile} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == MeasurementsFile { // the verification trials are of another profile: drop them
+			var keep []string
+			for _, line := range strings.SplitAfter(string(b), "\n") {
+				if !strings.Contains(line, `"stage":"verify"`) {
+					keep = append(keep, line)
+				}
+			}
+			b = []byte(strings.Join(keep, ""))
+		}
+		if err := os.WriteFile(filepath.Join(copyDir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Tune(context.Background(), copyDir, nil)
+	if err != nil {
+		t.Fatalf("tune without the profile's verification: %v", err)
+	}
+	if res.ProfilePath == "" || res.Measured != 0 {
+		t.Fatalf("tune: profile %q, %d measured; want a profile and nothing measured", res.ProfilePath, res.Measured)
+	}
+	summary, _ := os.ReadFile(filepath.Join(copyDir, SummaryFile))
+	if !strings.Contains(string(summary), "measure it with gotune verify") {
+		t.Errorf("summary does not say the profile is unverified:\n%s", summary)
+	}
 }
 
 // verifyEmitted runs gotune verify on a sweep's profile: its own run
