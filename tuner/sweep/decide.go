@@ -134,6 +134,16 @@ type point struct {
 // otherwise hide a real loss at one of them (an eager limit one step too
 // small loses 10-40% at the sizes between, and nothing elsewhere).
 func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate) StageDecision {
+	return pickAgainst(trials, stage, patterns, cands, "")
+}
+
+// pickAgainst is pickCheapest with a reference candidate ref ("": the
+// best-scoring one): a candidate must be within search.Noise of ref's
+// score and beaten by ref at no point; ref itself always qualifies. With
+// the incumbent as ref, a challenger must hold up against it, and the
+// incumbent cannot be ruled out by a chance loss at one of many points to
+// a challenger that scored higher by chance.
+func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate, ref string) StageDecision {
 	d := StageDecision{Stage: stage, Patterns: patterns}
 	samples := map[string]map[point][]float64{}
 	perTrial := map[string]map[point][]float64{} // one median per trial
@@ -205,6 +215,11 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 			}
 		}
 		d.Scores = append(d.Scores, sc)
+	}
+	for _, sc := range d.Scores {
+		if ref != "" && sc.Candidate == ref && sc.Dropped == "" {
+			best, bestName = sc.Value, ref
+		}
 	}
 	for i, sc := range d.Scores {
 		if sc.Dropped != "" || sc.Candidate == bestName {

@@ -278,3 +278,25 @@ func TestConfirmCandidates(t *testing.T) {
 		})
 	}
 }
+
+// With a reference candidate, a challenger that scores higher overall but
+// that the reference beats at one point is out, and the reference stands
+// although the challenger beats it at another point: the incumbent is not
+// ruled out by the best scorer. pickCheapest, with the best scorer as the
+// reference, decides the other way.
+func TestPickAgainstTheIncumbent(t *testing.T) {
+	cands := []candidate{{name: "chosen", cost: 0}, {name: "built-in", cost: 2}}
+	trials := append(
+		rounds("chosen", map[int]float64{64: 130, 1024: 130, 8192: 70, 65536: 130}),
+		rounds("built-in", map[int]float64{64: 100, 1024: 100, 8192: 100, 65536: 100})...)
+	if d := pickCheapest(trials, "s", []bench.Pattern{bench.Bandwidth}, cands); d.Chosen != "chosen" {
+		t.Fatalf("pickCheapest chose %q, want the best scorer (scores %+v)", d.Chosen, d.Scores)
+	}
+	d := pickAgainst(trials, "s", []bench.Pattern{bench.Bandwidth}, cands, "built-in")
+	if d.Chosen != "built-in" {
+		t.Fatalf("pickAgainst chose %q, want the incumbent (scores %+v)", d.Chosen, d.Scores)
+	}
+	if !strings.Contains(d.Scores[0].LosesAt, "8K") {
+		t.Errorf("chosen's loss: %q, want it at 8K", d.Scores[0].LosesAt)
+	}
+}
