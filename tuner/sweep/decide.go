@@ -117,6 +117,9 @@ type StageDecision struct {
 	Sizes    []int
 	Scores   []Score
 	Chosen   string // "" when nothing could be decided (defaults stand)
+	// Reference is the candidate the others were held against (pickAgainst);
+	// "" when it was the best scorer.
+	Reference string
 }
 
 // point is one (pattern, size) that candidates are scored on.
@@ -144,7 +147,7 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 // incumbent cannot be ruled out by a chance loss at one of many points to
 // a challenger that scored higher by chance.
 func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate, ref string) StageDecision {
-	d := StageDecision{Stage: stage, Patterns: patterns}
+	d := StageDecision{Stage: stage, Patterns: patterns, Reference: ref}
 	samples := map[string]map[point][]float64{}
 	perTrial := map[string]map[point][]float64{} // one median per trial
 	var common []point

@@ -57,8 +57,12 @@ func (r *Runner) summary(res Result) string {
 		for _, p := range d.Patterns {
 			pats = append(pats, string(p))
 		}
-		fmt.Fprintf(&w, "## %s (%s over %s; score: geomean over points of the median of round-normalised values, latency inverted, relative to the best; cheapest within %.0f%% of best and beaten at no point wins)\n",
-			d.Stage, strings.Join(pats, "+"), sizeList(d.Sizes), 100*search.Noise)
+		rule := fmt.Sprintf("cheapest within %.0f%% of best and beaten at no point wins", 100*search.Noise)
+		if d.Reference != "" {
+			rule = fmt.Sprintf("cheapest within %.0f%% of %s and beaten by it at no point wins", 100*search.Noise, d.Reference)
+		}
+		fmt.Fprintf(&w, "## %s (%s over %s; score: geomean over points of the median of round-normalised values, latency inverted, relative to the best; %s)\n",
+			d.Stage, strings.Join(pats, "+"), sizeList(d.Sizes), rule)
 		best := 0.0
 		for _, s := range d.Scores {
 			best = max(best, s.Value)
