@@ -17,7 +17,8 @@ type Contender struct {
 }
 
 // Interleave measures every contender rounds times, one repetition per
-// contender per round, rotating the order each round, and pools the samples
+// contender per round, in bench.InterleaveOrder (each contender runs first,
+// and directly after each other one, equally often), and pools the samples
 // per contender and size. On a machine whose speed drifts over minutes (a
 // VM whose host moves it around), running each contender in its own block
 // would compare different machines; interleaving compares like with like.
@@ -44,8 +45,7 @@ func Interleave(ctx context.Context, cs []Contender, spec bench.Spec, rounds, se
 	pooled := make([]bench.Result, len(cs))
 	samples := make([]map[int][]float64, len(cs))
 	for round := range rounds {
-		for k := range cs {
-			i := (k + round) % len(cs)
+		for _, i := range bench.InterleaveOrder(len(cs), round+1) {
 			c := cs[i]
 			if progress != nil {
 				fmt.Fprintf(progress, "round %d/%d: %s %s\n", round+1, rounds, c.Label, spec.Pattern)

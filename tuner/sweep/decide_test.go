@@ -156,9 +156,12 @@ func phased(cand string, value float64, phase ...float64) []Trial {
 	return out
 }
 
-func TestCandidateOrderRotates(t *testing.T) {
+// Three candidates take all six orders, the given one first: each runs
+// first twice and follows each other one twice (bench.InterleaveOrder).
+func TestCandidateOrderBalances(t *testing.T) {
 	c := []string{"a", "b", "c"}
-	for round, want := range map[int][]string{1: {"a", "b", "c"}, 2: {"b", "c", "a"}, 3: {"c", "a", "b"}, 4: {"a", "b", "c"}} {
+	for round, want := range map[int][]string{1: {"a", "b", "c"}, 2: {"b", "c", "a"}, 3: {"c", "a", "b"},
+		4: {"c", "b", "a"}, 5: {"a", "c", "b"}, 6: {"b", "a", "c"}, 7: {"a", "b", "c"}} {
 		if got := candidateOrder(c, round); !slices.Equal(got, want) {
 			t.Errorf("round %d: %v, want %v", round, got, want)
 		}

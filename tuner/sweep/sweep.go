@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -339,14 +338,15 @@ func writeFileAtomic(path string, data []byte) error {
 	return nil
 }
 
-// candidateOrder rotates candidates by round so no candidate always runs
-// first (or right after the same neighbour).
+// candidateOrder is round's order of the candidates (bench.InterleaveOrder):
+// over the rounds each runs first as often as the others and directly
+// follows each of the others equally often.
 func candidateOrder[T any](cands []T, round int) []T {
-	if len(cands) == 0 {
-		return nil
+	var out []T
+	for _, i := range bench.InterleaveOrder(len(cands), round) {
+		out = append(out, cands[i])
 	}
-	k := (round - 1) % len(cands)
-	return slices.Concat(cands[k:], cands[:k])
+	return out
 }
 
 // killedFromOutside reports a rank killed by a signal nobody in the job
