@@ -213,30 +213,30 @@ func (e *Endpoint) progressLoop() {
 			return
 		}
 		moved, busy := e.progressPass(&calls)
-		if moved {
+		drained := moved
+		for moved {
 			// Work is flowing (a pipelined message draining, say): go on
-			// at once, but let a stop request through; then ramp up from
-			// the shortest sleep.
-			for moved {
-				select {
-				case <-e.stopProgress:
-					return
-				default:
-				}
-				if e.abort.Load() != nil {
-					return
-				}
-				moved, busy = e.progressPass(&calls)
+			// at once, but let a stop request through.
+			select {
+			case <-e.stopProgress:
+				return
+			default:
 			}
-			sleep = progressMinSleep / 2
+			if e.abort.Load() != nil {
+				return
+			}
+			moved, busy = e.progressPass(&calls)
 		}
-		if busy {
+		switch {
+		case busy:
 			// The application progresses by itself: stay out of its way
 			// at once rather than ramping up from progressMinSleep, which
 			// woke the goroutine about ten times in the first 10 ms of
 			// every busy stretch, each wake taking a rank's CPU.
 			sleep = progressBusySleep
-		} else {
+		case drained:
+			sleep = progressMinSleep // ramp up afresh after a stretch of work
+		default:
 			sleep = min(2*sleep, progressMaxSleep)
 		}
 	}

@@ -94,7 +94,7 @@ func (r *Runner) verify(path, hash string) error {
 			if c.name == "auto" {
 				t.extra = transports.Options{"auto.profile": path}
 			}
-			if r.replayOnly && !r.store.Has(t.key()) {
+			if key := t.key(); r.replayOnly && !r.store.Has(key) && !r.store.Has(budgetStopKey(key)) {
 				// tune re-emitted a profile other than the one verified
 				// (another gotune version, or decisions that changed): its
 				// decisions stand on the stored stages; it is not verified.

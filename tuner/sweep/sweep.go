@@ -225,6 +225,10 @@ func (r *Runner) reserve() time.Duration {
 	return probes + verify + 10*time.Second
 }
 
+// budgetStopKey is the record that says the trial keyed key was skipped
+// for the budget.
+func budgetStopKey(key string) string { return "budget-stop:" + strings.TrimPrefix(key, "trial:") }
+
 // run measures t (or returns its stored record). Optional trials are
 // skipped with ErrBudget when the budget, less the safety reserve, is spent.
 func (r *Runner) run(t Trial, optional bool) (Trial, error) {
@@ -238,7 +242,7 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		r.trials = append(r.trials, stored)
 		return stored, nil
 	}
-	stopKey := "budget-stop:" + strings.TrimPrefix(key, "trial:")
+	stopKey := budgetStopKey(key)
 	if r.store.Has(stopKey) { // the run skipped it for budget: so does its replay
 		r.overBudget = true
 		return Trial{}, ErrBudget
