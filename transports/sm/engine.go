@@ -216,7 +216,7 @@ type Endpoint struct {
 	// engine through the appIn/progressIn hand-off (async.go); fenced says
 	// the progress goroutine's membarrier lets appIn be stored plainly.
 	async        bool
-	lazyProgress bool // sm.progress=thread, its goroutine not started yet
+	lazyProgress bool // sm.progress=thread, its goroutine made but not polling yet
 	fenced       bool
 	appIn        uint32
 	progressIn   uint32

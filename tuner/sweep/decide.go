@@ -118,7 +118,7 @@ type StageDecision struct {
 	Scores   []Score
 	Chosen   string // "" when nothing could be decided (defaults stand)
 	// Reference is the candidate the others were held against (pickAgainst);
-	// "" when it was the best scorer.
+	// "" when it was the best scorer (also when the reference was dropped).
 	Reference string
 }
 
@@ -147,7 +147,7 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 // incumbent cannot be ruled out by a chance loss at one of many points to
 // a challenger that scored higher by chance.
 func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate, ref string) StageDecision {
-	d := StageDecision{Stage: stage, Patterns: patterns, Reference: ref}
+	d := StageDecision{Stage: stage, Patterns: patterns}
 	samples := map[string]map[point][]float64{}
 	perTrial := map[string]map[point][]float64{} // one median per trial
 	var common []point
@@ -221,7 +221,7 @@ func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands [
 	}
 	for _, sc := range d.Scores {
 		if ref != "" && sc.Candidate == ref && sc.Dropped == "" {
-			best, bestName = sc.Value, ref
+			best, bestName, d.Reference = sc.Value, ref, ref
 		}
 	}
 	for i, sc := range d.Scores {

@@ -330,21 +330,21 @@ func confirmCandidates(chosen SMParams) []candidate {
 
 // confirmStage weighs the channel parameters the stages chose, together,
 // against the same with the built-in FIFO depth and against the built-in
-// parameters, over the confirmation sizes, for MaxRound rounds: the first
-// of these that is within search.Noise of the last (the built-in
-// parameters, or the nearest to them) and that the last beats at no point
-// stands. The built-in parameters are the reference, not the best scorer:
-// over 25 sizes a settled U test at one of them is as often chance as not
-// (a sweep ruled the built-in parameters out for "losing" 9.5% at 512 B to
-// a choice whose 1 MiB fragment ring then lost 20% at 8-32 KiB in a
-// 20-round verification). Each stage
+// parameters, over the confirmation sizes, for MaxRound rounds. Each stage
 // kept the cheapest candidate that its few rounds could not tell from the
 // best; on this machine that let shallow FIFOs through (depth 8 and 16
 // each scored within 3% at the depth stage's sizes, then lost 10-22% at
 // 64-256 B and 20-28% at 8-32 KiB in the sweeps' verification), and
-// choices made stage by stage were never measured together. ok is false
-// when there is nothing to confirm (no sizes, or the choices are the
-// built-in ones).
+// choices made stage by stage were never measured together.
+//
+// The first candidate within search.Noise of the last (the built-in
+// parameters, or the nearest to them) that the last beats at no point
+// stands. The built-in parameters are the reference, not the best scorer:
+// over 25 sizes a settled U test at one of them is as often chance as not
+// (a sweep ruled the built-in parameters out for "losing" 9.5% at 512 B to
+// a choice whose 1 MiB fragment ring then lost 20% at 8-32 KiB in a
+// 20-round verification). ok is false when there is nothing to confirm
+// (no sizes, or the choices are the built-in ones).
 func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 	confirmSizes, _ := sizes("confirm_sizes", r.plan.ConfirmSizes)
 	cands := confirmCandidates(*sm)
