@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/internal/sys"
+	"golang.org/x/sys/unix"
 )
 
 // Asynchronous progress (sm.progress=thread).
@@ -157,13 +158,19 @@ func (e *Endpoint) startProgressFor(n int) {
 // 0.91 and 0.93; prepared here (and with no first pass on starting, see
 // progressLoop), 0.997, 0.990 and 0.986. Runs of 3000 windows, where the
 // start is a small part, were level either way.
+//
+// It returns once the goroutine has its own thread: the go statement only
+// queues the goroutine, and the thread it locks is often a fresh one (a
+// clone), which would otherwise be made while the first sizes are timed.
 func (e *Endpoint) prepareProgressThread() {
 	e.lazyProgress = true
 	e.fenced = sys.RegisterProcessBarrier() == nil
 	e.startProgress = make(chan struct{})
 	e.stopProgress = make(chan struct{})
 	e.progressDone = make(chan struct{})
-	go e.progressLoop()
+	locked := make(chan struct{})
+	go e.progressLoop(locked)
+	<-locked
 }
 
 // startProgressThread sets the prepared goroutine polling; from here on
@@ -183,8 +190,10 @@ func (e *Endpoint) stopProgressThread() {
 	<-e.progressDone
 }
 
-func (e *Endpoint) progressLoop() {
+func (e *Endpoint) progressLoop(locked chan<- struct{}) {
 	runtime.LockOSThread()
+	e.progressTID = unix.Gettid()
+	close(locked)
 	defer close(e.progressDone)
 	select {
 	case <-e.startProgress:

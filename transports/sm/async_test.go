@@ -3,6 +3,7 @@ package sm_test
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/gotune/gotune/transports"
@@ -140,13 +141,23 @@ func TestProgressThreadStartsWithTheFirstLargeOperation(t *testing.T) {
 
 // The progress goroutine is made with the endpoint (its thread and the
 // process barrier's registration stay out of the first large operation):
-// Close must end it whether or not it ever started polling.
+// New returns once it runs on a thread of its own, and Close must end it
+// whether or not it ever started polling.
 func TestCloseEndsAnUnstartedProgressGoroutine(t *testing.T) {
 	p := small(4, 4)
 	p.Progress = "thread"
 	a, b := pair(t, p, nil)
 	if a.ProgressExited() || b.ProgressExited() {
 		t.Fatal("progress goroutine gone before Close")
+	}
+	ta, tb := a.ProgressThread(), b.ProgressThread()
+	if ta == 0 || tb == 0 || ta == tb {
+		t.Fatalf("progress threads %d and %d after New: want two locked threads", ta, tb)
+	}
+	for _, tid := range []int{ta, tb} {
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err != nil {
+			t.Fatalf("progress thread %d is not a thread of this process: %v", tid, err)
+		}
 	}
 	closeAll(t, a, b)
 	if a.ProgressStarted() || b.ProgressStarted() {

@@ -220,6 +220,7 @@ type Endpoint struct {
 	fenced       bool
 	appIn        uint32
 	progressIn   uint32
+	progressTID  int // the progress goroutine's thread, once New has made it
 	// The progress goroutine's life (nil without sm.progress=thread):
 	// made by New, set polling by startProgress, ended by stopProgress.
 	startProgress, stopProgress, progressDone chan struct{}

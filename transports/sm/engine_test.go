@@ -68,7 +68,7 @@ func fill(b []byte, seed int) {
 }
 
 // both runs a and b concurrently and fails the test on either's error.
-func both(t *testing.T, a, b func() error) {
+func both(t testing.TB, a, b func() error) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, 2)

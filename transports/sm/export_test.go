@@ -13,3 +13,7 @@ func (e *Endpoint) ProgressExited() bool {
 		return false
 	}
 }
+
+// ProgressThread is the thread the progress goroutine locked before New
+// returned (0: none).
+func (e *Endpoint) ProgressThread() int { return e.progressTID }
