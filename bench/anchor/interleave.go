@@ -25,11 +25,7 @@ type Contender struct {
 // Percentiles of the pooled points come from the pooled samples.
 //
 // settle > 0 puts one discarded point of that many bytes before the sizes
-// of every run, the same for every contender: on this VM a pair of ranks
-// launched a moment ago copies at half speed for the first tens of
-// milliseconds, and a ladder that starts at once would charge that to
-// whichever sizes come first. (An MPI stack's MPI_Init polls long enough
-// to hide it; gotune's bootstrap does not.)
+// of every run, the same for every contender (bench.WithSettle says why).
 func Interleave(ctx context.Context, cs []Contender, spec bench.Spec, rounds, settle int, progress io.Writer) ([]bench.Result, error) {
 	if rounds < 1 {
 		return nil, fmt.Errorf("interleave: %d rounds", rounds)
@@ -37,11 +33,8 @@ func Interleave(ctx context.Context, cs []Contender, spec bench.Spec, rounds, se
 	if settle < 0 {
 		return nil, fmt.Errorf("interleave: settle size %d", settle)
 	}
-	one := spec
+	one := bench.WithSettle(spec, settle)
 	one.Reps = 1
-	if settle > 0 {
-		one.Sizes = append([]int{settle}, spec.Sizes...)
-	}
 	pooled := make([]bench.Result, len(cs))
 	samples := make([]map[int][]float64, len(cs))
 	for round := range rounds {
@@ -54,12 +47,8 @@ func Interleave(ctx context.Context, cs []Contender, spec bench.Spec, rounds, se
 			if err != nil {
 				return nil, fmt.Errorf("%s, round %d: %w", c.Label, round+1, err)
 			}
-			if settle > 0 {
-				if len(res.Points) == 0 || res.Points[0].Size != settle {
-					return nil, fmt.Errorf("%s, round %d: no settling point of %d bytes first", c.Label, round+1, settle)
-				}
-				res.Points = res.Points[1:]
-				res.Spec.Sizes = spec.Sizes
+			if err := bench.DropSettle(&res, settle, spec.Sizes); err != nil {
+				return nil, fmt.Errorf("%s, round %d: %w", c.Label, round+1, err)
 			}
 			if samples[i] == nil {
 				pooled[i] = res

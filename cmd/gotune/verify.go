@@ -8,11 +8,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/tuner/sweep"
 )
 
 func newVerify() *cobra.Command {
-	var out, resume, sizes string
+	var out, resume, sizes, settle string
 	var rounds int
 	cmd := &cobra.Command{
 		Use:   "verify PROFILE",
@@ -21,7 +22,8 @@ func newVerify() *cobra.Command {
 with PROFILE beside every single transport of the quick plan with its
 defaults, in interleaved rounds of fresh rank processes, and prints per size
 the ratio of medians, the median of per-round ratios (paired) and a
-Mann-Whitney U test against the best single transport. Use it to re-check a
+Mann-Whitney U test against the best single transport. Every trial opens with
+one discarded point (--settle), as in gotune anchors. Use it to re-check a
 checked-in profile on a node, or to gather more rounds than a sweep's five.
 The run goes to OUT/<host>/<run-id>/ (meta.json, measurements.jsonl,
 measurements.bench, summary); a killed run continues with --resume DIR.`,
@@ -38,16 +40,19 @@ measurements.bench, summary); a killed run continues with --resume DIR.`,
 			switch {
 			case resume == "" && path == "":
 				return fmt.Errorf("verify needs a PROFILE (or --resume DIR)")
-			case resume != "" && (cmd.Flags().Changed("rounds") || cmd.Flags().Changed("sizes")):
-				return fmt.Errorf("--resume continues the run's own rounds and sizes; drop --rounds and --sizes")
+			case resume != "" && (cmd.Flags().Changed("rounds") || cmd.Flags().Changed("sizes") || cmd.Flags().Changed("settle")):
+				return fmt.Errorf("--resume continues the run's own rounds, sizes and settling point; drop --rounds, --sizes and --settle")
 			case rounds < 1:
 				return fmt.Errorf("--rounds %d: want at least 1", rounds)
 			}
 			if _, err := bench.ParseSizes(sizes); err != nil {
 				return fmt.Errorf("--sizes: %w", err)
 			}
+			if _, err := transports.ParseSize(settle); err != nil {
+				return fmt.Errorf("--settle: %w", err)
+			}
 			p := sweep.Quick()
-			p.VerifySizes, p.VerifyRounds = sizes, rounds
+			p.VerifySizes, p.VerifyRounds, p.Settle = sizes, rounds, settle
 			cfg.Plan = p
 			ctx, cancel := jobContext(0)
 			defer cancel()
@@ -62,6 +67,7 @@ measurements.bench, summary); a killed run continues with --resume DIR.`,
 	fl := cmd.Flags()
 	fl.IntVar(&rounds, "rounds", 10, "interleaved rounds (each: one trial of auto and of every single transport)")
 	fl.StringVar(&sizes, "sizes", "1:16M", "message sizes: a power-of-two ladder LO:HI or a list (K/M/G suffixes)")
+	fl.StringVar(&settle, "settle", "4M", "size of one discarded bandwidth point that opens every trial (0: none)")
 	fl.StringVar(&out, "out", "results", "results root: the run goes to OUT/<host>/<run-id>/")
 	fl.StringVar(&resume, "resume", "", "continue the verification in this directory")
 	return cmd

@@ -29,6 +29,9 @@ type Plan struct {
 	Window   int           `json:"window" mapstructure:"window"`
 	Stall    time.Duration `json:"stall" mapstructure:"stall"`     // watchdog deadline of a measuring trial
 	Segment  string        `json:"segment" mapstructure:"segment"` // shared segment backend: memfd or posix
+	// Settle is the discarded bandwidth point that opens every trial
+	// (bench.WithSettle); "" or "0": none (runs made before it existed).
+	Settle string `json:"settle,omitempty" mapstructure:"settle"`
 
 	Eager         []string `json:"eager" mapstructure:"eager"` // eager-limit candidates
 	EagerSizes    string   `json:"eager_sizes" mapstructure:"eager_sizes"`
@@ -114,8 +117,8 @@ func Quick() Plan {
 	return Plan{
 		Name: "quick", Budget: 4*time.Minute + 30*time.Second,
 		Rounds: 5, MaxRound: 8, Reps: 3, RepBytes: "64M", Window: bench.DefaultWindow, Stall: 30 * time.Second,
-		Segment: "memfd",
-		Eager:   []string{"1K", "2K", "4K", "8K"}, EagerSizes: "256:16K",
+		Segment: "memfd", Settle: "4M",
+		Eager: []string{"1K", "2K", "4K", "8K"}, EagerSizes: "256:16K",
 		Fragments:     []string{"32Kx8", "64Kx16", "64Kx32", "64Kx64", "128Kx32"},
 		FragmentSizes: "16K:16M",
 		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: "8,512,1K,4K,32K",
@@ -249,6 +252,14 @@ func ladder(key, s string, step int) ([]int, error) {
 	return out, nil
 }
 
+// settleBytes is Settle in bytes, 0 for none.
+func (p Plan) settleBytes() (int, error) {
+	if p.Settle == "" {
+		return 0, nil
+	}
+	return transports.ParseSize(p.Settle)
+}
+
 // Check validates every key, naming the first bad one.
 func (p Plan) Check() error {
 	switch {
@@ -274,6 +285,9 @@ func (p Plan) Check() error {
 	}
 	if _, err := transports.ParseSize(p.RepBytes); err != nil {
 		return fmt.Errorf("rep_bytes: %w", err)
+	}
+	if _, err := p.settleBytes(); err != nil {
+		return fmt.Errorf("settle: %w", err)
 	}
 	for _, e := range p.Eager {
 		if _, err := transports.ParseSize(e); err != nil {

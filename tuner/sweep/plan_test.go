@@ -44,6 +44,7 @@ func TestLoadPlanFile(t *testing.T) {
 		{"duration.yaml", "budget: 5\n", "budget"},
 		{"badsize.yaml", "eager: [1Q]\n", "eager"},
 		{"badfrag.yaml", "fragments: [64K]\n", "fragments"},
+		{"badsettle.yaml", "settle: 4Q\n", "settle"},
 		{"badtransport.yaml", "transports: [sm, ucx]\n", "transports"},
 		{"maxrounds.yaml", "rounds: 4\nmax_rounds: 2\n", "max_rounds"},
 	} {

@@ -273,6 +273,8 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 	if err := t.GPU.apply(&spec); err != nil {
 		return Trial{}, fmt.Errorf("trial %s %s: %w", t.Stage, t.Candidate, err)
 	}
+	settle, _ := r.plan.settleBytes()
+	spec = bench.WithSettle(spec, settle)
 	began := time.Now()
 	res, err := bench.Run(r.ctx, spec, r.plan.Stall, r.hooks)
 	var stall *launch.StallError
@@ -296,6 +298,13 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		}
 	case err != nil:
 		return Trial{}, fmt.Errorf("trial %s %s round %d: %w (resume with --resume %s)", t.Stage, t.Candidate, t.Round, err, r.dir)
+	}
+	if t.Failed == "" {
+		if err := bench.DropSettle(&res, settle, t.Sizes); err != nil {
+			return Trial{}, fmt.Errorf("trial %s %s round %d: %w", t.Stage, t.Candidate, t.Round, err)
+		}
+	} else if settle > 0 && len(res.Points) > 0 {
+		res.Points = res.Points[1:] // a failed trial's first point is the settling one
 	}
 	t.Points = res.Points
 	if t.Failed == "" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -37,7 +38,43 @@ func tinyPlan() Plan {
 	p.AllocPurges, p.AllocTHP, p.AllocCaches, p.AllocSizes = []string{"immediate", "never"}, []bool{false}, []string{"8M"}, "64K"
 	p.Probes = []string{"H5"}
 	p.VerifySizes, p.VerifyRounds = "1K,64K,1M", 1
+	p.Settle = "256K" // no stage measures it: a point of it left in a trial shows
 	return p
+}
+
+// settledTrials fails unless every stored trial's points are exactly the
+// sizes it asked for: the settling point each trial opened with is gone.
+func settledTrials(t *testing.T, dir string, settle int) {
+	t.Helper()
+	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n := 0
+	for _, r := range s.Records() {
+		if r.Kind != "trial" {
+			continue
+		}
+		var tr Trial
+		if err := json.Unmarshal(r.Data, &tr); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Failed != "" {
+			continue
+		}
+		got := make([]int, len(tr.Points))
+		for i, p := range tr.Points {
+			got[i] = p.Size
+		}
+		if !slices.Equal(got, tr.Sizes) || slices.Contains(got, settle) {
+			t.Fatalf("trial %s %s round %d: points at %v, asked for %v (settling point %d)", tr.Stage, tr.Candidate, tr.Round, got, tr.Sizes, settle)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("no measured trial stored")
+	}
 }
 
 // storedKeys returns the trial keys of a run's store and fails on a
@@ -100,6 +137,7 @@ func TestSweepEmitsAndTuneRedecides(t *testing.T) {
 	if !strings.Contains(string(bench), "BenchmarkBW/transport=auto/size=65536") {
 		t.Errorf("Go benchmark format lacks the verification trials:\n%.2000s", bench)
 	}
+	settledTrials(t, res.Dir, 256<<10)
 	before := storedKeys(t, res.Dir)
 
 	tuned, err := Tune(context.Background(), res.Dir, nil)
