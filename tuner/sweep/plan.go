@@ -29,8 +29,9 @@ type Plan struct {
 	Window   int           `json:"window" mapstructure:"window"`
 	Stall    time.Duration `json:"stall" mapstructure:"stall"`     // watchdog deadline of a measuring trial
 	Segment  string        `json:"segment" mapstructure:"segment"` // shared segment backend: memfd or posix
-	// Settle is the discarded bandwidth point that opens every trial
-	// (bench.WithSettle); "" or "0": none (runs made before it existed).
+	// Settle is the size of the discarded point, in the trial's own
+	// pattern, that opens every trial (bench.WithSettle); "" or "0": none
+	// (runs made before it existed).
 	Settle string `json:"settle,omitempty" mapstructure:"settle"`
 
 	Eager         []string `json:"eager" mapstructure:"eager"` // eager-limit candidates
