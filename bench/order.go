@@ -36,12 +36,9 @@ func InterleaveOrder(n, round int) []int {
 	}
 	row := make([]int, n)
 	for i := range row {
-		row[i] = (first[i] + r) % n
+		row[i] = (first[i] + r%n) % n
 	}
-	if r >= n { // odd n: the mirrored rows
-		for i := range row {
-			row[i] = (first[i] + r - n) % n
-		}
+	if r >= n { // odd n: the second n rows mirror the first
 		slices.Reverse(row)
 	}
 	// Relabel so that the first row is the given order: renaming the

@@ -141,8 +141,11 @@ func (e *Endpoint) release() { atomic.StoreUint32(&e.progressIn, 0) }
 // by rendezvous.) It is called before the entry point's hand-off: a
 // goroutine started here finds appIn clear and may take a pass before the
 // application's enter, which then waits it out.
+//
+// Every entry point calls it: it inlines to one test of lazyProgress when
+// the goroutine polls already or there is none.
 func (e *Endpoint) startProgressFor(n int) {
-	if n > e.params.EagerLimit {
+	if e.lazyProgress && n > e.params.EagerLimit {
 		e.startProgressThread()
 	}
 }

@@ -412,9 +412,7 @@ func (e *Endpoint) recycle(r *request) {
 
 // Send blocks until buf may be reused.
 func (e *Endpoint) Send(to int, buf []byte) error {
-	if e.lazyProgress {
-		e.startProgressFor(len(buf))
-	}
+	e.startProgressFor(len(buf))
 	if e.async {
 		e.enter()
 		err := e.send(to, buf)
@@ -444,9 +442,7 @@ func (e *Endpoint) send(to int, buf []byte) error {
 
 // Recv blocks until a message from peer has arrived in buf.
 func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
-	if e.lazyProgress {
-		e.startProgressFor(len(buf))
-	}
+	e.startProgressFor(len(buf))
 	if e.async {
 		e.enter()
 		n, err := e.recv(from, buf)
@@ -542,9 +538,7 @@ func (e *Endpoint) Isend(to int, buf []byte) (transports.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.lazyProgress {
-		e.startProgressFor(len(buf))
-	}
+	e.startProgressFor(len(buf))
 	if !e.async {
 		return e.isend(p, buf), nil
 	}
@@ -577,9 +571,7 @@ func (e *Endpoint) Irecv(from int, buf []byte) (transports.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.lazyProgress {
-		e.startProgressFor(len(buf))
-	}
+	e.startProgressFor(len(buf))
 	if !e.async {
 		return e.irecv(p, buf), nil
 	}

@@ -120,7 +120,7 @@ var OptionKeys = map[string]string{
 	"sm.frags":    "fragment ring size, in largest fragments (ring bytes = sm.frag x sm.frags)",
 	"sm.copy":     "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB)",
 	"sm.stream":   "message size from which fragments are copied out with streaming stores (0: never)",
-	"sm.wrap":     "bytes at the ring's start that full-size fragments cycle through (0: the whole ring)",
+	"sm.wrap":     "bytes at the ring's start that large fragments (at least min(sm.frag, 64 KiB)) cycle through (0: the whole ring)",
 	"sm.drain":    "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)",
 	"sm.progress": "poll (channels advance inside engine calls only) or thread (a progress thread also advances them while the application computes)",
 	"sm.persist":  "return (freeing a persistent send returns its FIFO credit) or leak (UNSAFE: hazard H3's credit leak, for probes only)",

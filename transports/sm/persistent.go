@@ -40,9 +40,7 @@ type persistentRequest struct{ request }
 
 // SendInit sets up a persistent send of buf to rank to.
 func (e *Endpoint) SendInit(to int, buf []byte) (transports.PersistentRequest, error) {
-	if e.lazyProgress {
-		e.startProgressFor(len(buf))
-	}
+	e.startProgressFor(len(buf))
 	if e.async {
 		e.enter()
 		defer e.exit()
@@ -66,9 +64,7 @@ func (e *Endpoint) SendInit(to int, buf []byte) (transports.PersistentRequest, e
 
 // RecvInit sets up a persistent receive from rank from into buf.
 func (e *Endpoint) RecvInit(from int, buf []byte) (transports.PersistentRequest, error) {
-	if e.lazyProgress {
-		e.startProgressFor(len(buf))
-	}
+	e.startProgressFor(len(buf))
 	if e.async {
 		e.enter()
 		defer e.exit()
