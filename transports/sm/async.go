@@ -31,15 +31,28 @@ import (
 // does not compete with an application that is polling: if the
 // application has polled since the goroutine last looked, it gives the
 // engine straight back. When it finds nothing to do it sleeps, backing off
-// (see progressMaxSleep): never a spinning core. The goroutine is made
-// with the endpoint and starts polling with the first operation above the
-// eager limit (startProgressFor): until then the entry points behave as
-// with polling progress. Measured here
-// (bw, 10 interleaved rounds, per-round ratios against polling progress):
-// with the goroutine started up front, 8-64 B lost 5-15%; started lazily,
-// 8 B-2 KiB before any large message measured 0.975-1.003. With polling
-// progress (the default) the entry points test one boolean of the endpoint
-// and touch no flag.
+// (see progressMaxSleep): never a spinning core.
+//
+// Dormancy: the goroutine is needed only while an operation above the
+// eager limit is open (startProgressFor says why). The endpoint counts
+// those (largeOpen) and is dormant while there are none: the entry points
+// skip the hand-off, as with polling progress, and the goroutine, seeing
+// dormantFlag, stays out of the engine and parks once a whole sleep has
+// passed without a wake; the next large operation unparks it. So eager
+// traffic never pays for the hand-off, the goroutine costs no context
+// switches while the application exchanges only small messages or
+// computes with nothing large open, and H8's case, a large receive posted
+// before computing, keeps the endpoint awake until the goroutine has
+// completed it. (A large send to a rank that has posted no receive may
+// wait for that rank to call in: MPI allows it, and nothing open on the
+// receiver asks for progress.) With polling progress (the default) the
+// entry points test one boolean of the endpoint and touch no flag.
+//
+// Measured here (bw, sizes 4 MiB then 1-512 B and 32 KiB in each run, 150
+// interleaved rounds, medians of per-round ratios against polling
+// progress): awake from the 4 MiB point on (before dormancy), 0.98-0.99 at
+// 1-512 B; dormant, 0.99. A 50-round run of the first had shown
+// 0.88-0.94, which these rounds did not reproduce.
 
 // The progress goroutine's sleeps: it backs off from progressMinSleep to
 // progressMaxSleep while the application is away and nothing arrives, and
@@ -95,7 +108,14 @@ func (e *Endpoint) acquireSlow() {
 	}
 }
 
-func (e *Endpoint) exit() { e.setAppIn(0) }
+// exit gives the engine back; the last exit with nothing open that needs
+// progress makes the endpoint dormant.
+func (e *Endpoint) exit() {
+	if !e.needsProgress() {
+		e.doze()
+	}
+	e.setAppIn(0)
+}
 
 // setAppIn is the application's side of the hand-off.
 func (e *Endpoint) setAppIn(v uint32) {
@@ -130,45 +150,86 @@ func (e *Endpoint) tryTake() bool {
 
 func (e *Endpoint) release() { atomic.StoreUint32(&e.progressIn, 0) }
 
-// startProgressFor starts the progress goroutine when an operation of n
+// startProgressFor wakes the progress goroutine when an operation of n
 // bytes may need it: one above the eager limit, which travels pipelined or
 // by rendezvous and so completes only while someone progresses both sides.
 // Eager traffic completes on its own (a cell is published at once, or the
 // sender, blocked on a full FIFO, drains its own receives until the
-// receiver returns), so an endpoint that never moves more than the eager
-// limit never pays for the goroutine. (An endpoint with a Memory hook
-// starts it at once: a DeviceRouter may route device messages of any size
-// by rendezvous.) It is called before the entry point's hand-off: a
-// goroutine started here finds appIn clear and may take a pass before the
-// application's enter, which then waits it out.
+// receiver returns), so while no operation above the eager limit is open
+// the endpoint is dormant: the entry points skip the hand-off, as with
+// polling progress, and the goroutine stays out of the engine. The
+// endpoint goes dormant again when the last such operation is done (exit,
+// needsProgress). It is called before the entry point's hand-off: a
+// goroutine woken here may take a pass before the application's enter,
+// which then waits it out.
 //
-// Every entry point calls it: it inlines to one test of lazyProgress when
-// the goroutine polls already or there is none.
+// Every entry point calls it: it inlines to one test of dormant when the
+// endpoint is awake or has no goroutine.
 func (e *Endpoint) startProgressFor(n int) {
-	if e.lazyProgress && n > e.params.EagerLimit {
-		e.startProgressThread()
+	if e.dormant && n > e.params.EagerLimit {
+		e.wakeProgress()
+	}
+}
+
+// wakeProgress ends dormancy: from here on every entry point takes the
+// hand-off, and the goroutine, unparked if it was parked, polls.
+func (e *Endpoint) wakeProgress() {
+	e.async, e.dormant = true, false
+	e.publish(&e.dormantFlag, 0)
+	e.publish(&e.wakes, e.wakes+1)
+	// Paired with park: either the goroutine sees dormantFlag clear, or
+	// this sees it parked and hands it the token.
+	if atomic.LoadUint32(&e.parked) != 0 && atomic.CompareAndSwapUint32(&e.parked, 1, 0) {
+		e.wake <- struct{}{}
+	}
+}
+
+// doze makes the endpoint dormant; the application calls it owning the
+// engine, before it clears appIn, so a goroutine that takes the engine
+// after that sees dormantFlag set.
+func (e *Endpoint) doze() {
+	e.async, e.dormant = false, true
+	e.publish(&e.dormantFlag, 1)
+}
+
+// needsProgress says whether anything open on the endpoint waits for
+// progress that a peer cannot make alone: an operation above the eager
+// limit, or a control cell owed to a peer (a completion behind a full
+// ring). Only the engine's owner may call it.
+func (e *Endpoint) needsProgress() bool {
+	return e.largeOpen > 0 || e.mem != nil || e.ctrlPending()
+}
+
+// publish stores a word the progress goroutine reads: plainly when the
+// goroutine's barrier orders it (as appIn).
+func (e *Endpoint) publish(p *uint32, v uint32) {
+	if e.fenced {
+		sys.StoreRelaxed(p, v)
+	} else {
+		atomic.StoreUint32(p, v)
 	}
 }
 
 // prepareProgressThread readies sm.progress=thread when the endpoint is
 // made, outside any timed loop: it registers the process barrier and
-// starts the goroutine, which waits on its own thread, costing nothing,
-// until startProgressThread. Both were first done at the first large
-// operation, inside the caller's Isend, where registering alone took
-// 5-13 ms here (the kernel waits for an RCU grace period). Measured (bw,
-// 100 interleaved rounds, sizes 8 B-64 KiB in one run, ratio to polling
-// progress): started inside the Isend, 8, 16 and 64 KiB measured 0.90,
-// 0.91 and 0.93; prepared here (and with no first pass on starting, see
-// progressLoop), 0.997, 0.990 and 0.986. Runs of 3000 windows, where the
-// start is a small part, were level either way.
+// starts the goroutine, which parks on its own thread, costing nothing,
+// until the first operation above the eager limit wakes it. Both were
+// first done at the first large operation, inside the caller's Isend,
+// where registering alone took 5-13 ms here (the kernel waits for an RCU
+// grace period). Measured (bw, 100 interleaved rounds, sizes 8 B-64 KiB
+// in one run, ratio to polling progress): started inside the Isend, 8, 16
+// and 64 KiB measured 0.90, 0.91 and 0.93; prepared here (and with no
+// first pass on waking, see progressLoop), 0.997, 0.990 and 0.986. Runs
+// of 3000 windows, where the start is a small part, were level either
+// way.
 //
 // It returns once the goroutine has its own thread: the go statement only
 // queues the goroutine, and the thread it locks is often a fresh one (a
 // clone), which would otherwise be made while the first sizes are timed.
 func (e *Endpoint) prepareProgressThread() {
-	e.lazyProgress = true
+	e.dormant, e.dormantFlag = true, 1
 	e.fenced = sys.RegisterProcessBarrier() == nil
-	e.startProgress = make(chan struct{})
+	e.wake = make(chan struct{}, 1)
 	e.stopProgress = make(chan struct{})
 	e.progressDone = make(chan struct{})
 	locked := make(chan struct{})
@@ -176,14 +237,7 @@ func (e *Endpoint) prepareProgressThread() {
 	<-locked
 }
 
-// startProgressThread sets the prepared goroutine polling; from here on
-// every entry point takes the hand-off.
-func (e *Endpoint) startProgressThread() {
-	e.async, e.lazyProgress = true, false
-	close(e.startProgress)
-}
-
-// stopProgressThread ends the progress goroutine, started or not, and
+// stopProgressThread ends the progress goroutine, parked or not, and
 // waits for it: after it returns, the caller is the engine's only user.
 func (e *Endpoint) stopProgressThread() {
 	if e.progressDone == nil {
@@ -193,13 +247,36 @@ func (e *Endpoint) stopProgressThread() {
 	<-e.progressDone
 }
 
+// park blocks the progress goroutine until wakeProgress (true) or a stop
+// (false). It returns at once if the endpoint is awake already.
+func (e *Endpoint) park() bool {
+	atomic.StoreUint32(&e.parked, 1)
+	if e.fenced {
+		// Paired with wakeProgress's plain store of dormantFlag, as
+		// tryTake's barrier with appIn.
+		if err := sys.ProcessBarrier(); err != nil {
+			e.fenced = false // cannot happen once registered; never risk it
+		}
+	}
+	if atomic.LoadUint32(&e.dormantFlag) == 0 && atomic.CompareAndSwapUint32(&e.parked, 1, 0) {
+		return true // woken before it slept: no token comes
+	}
+	select { // dormant, or the application took parked back and its token comes
+	case <-e.wake:
+		return true
+	case <-e.stopProgress:
+		return false
+	}
+}
+
 func (e *Endpoint) progressLoop(locked chan<- struct{}) {
 	runtime.LockOSThread()
 	e.progressTID = unix.Gettid()
+	atomic.StoreUint32(&e.parked, 1)
 	close(locked)
 	defer close(e.progressDone)
-	select {
-	case <-e.startProgress:
+	select { // parked from the start: see park
+	case <-e.wake:
 	case <-e.stopProgress:
 		return
 	}
@@ -215,14 +292,31 @@ func (e *Endpoint) progressLoop(locked chan<- struct{}) {
 			return true
 		}
 	}
-	// The start came from a communicating application (a large operation
+	// A wake comes from a communicating application (a large operation
 	// in hand): a first pass at once could only find it busy, and would
 	// take a rank's CPU to learn that.
 	sleep := progressBusySleep
+	wakes := atomic.LoadUint32(&e.wakes)
 	var calls uint64
 	for {
 		if !pause(sleep) || e.abort.Load() != nil {
 			return
+		}
+		if atomic.LoadUint32(&e.dormantFlag) != 0 {
+			// Nothing open needs the goroutine. The flag is a hint here
+			// (progressPass checks it owning the engine); testing it
+			// first keeps the barrier's interrupt off the application.
+			// Park once a whole sleep has passed with no wake: an
+			// application alternating large and small operations would
+			// otherwise pay a thread wake-up for each large one.
+			if w := atomic.LoadUint32(&e.wakes); w != wakes {
+				wakes = w
+			} else if !e.park() {
+				return
+			}
+			wakes = atomic.LoadUint32(&e.wakes)
+			sleep = progressBusySleep
+			continue
 		}
 		moved, busy := e.progressPass(&calls)
 		drained := moved
@@ -261,9 +355,14 @@ func (e *Endpoint) progressPass(calls *uint64) (moved, busy bool) {
 		return false, true
 	}
 	defer e.release()
+	if atomic.LoadUint32(&e.dormantFlag) != 0 {
+		return false, false // the application needs nothing: it touches nothing here
+	}
 	busy = e.calls != *calls
 	*calls = e.calls
-	if busy {
+	if busy || !e.needsProgress() {
+		// Calling in, or about to doze on its next exit: the
+		// application's own work is all there is.
 		return false, true
 	}
 	return e.progress(), false

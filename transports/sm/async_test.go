@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cma"
@@ -79,15 +80,20 @@ func TestPollingProgressNeedsTheReceiver(t *testing.T) {
 	both(t, func() error { return b.Wait(rr) }, func() error { return a.Wait(sr) })
 }
 
-// sm.progress=thread starts its goroutine with the first operation above
-// the eager limit: eager traffic alone never starts it, a large receive
-// starts the receiver's, a large send the sender's, and the large message
-// still arrives intact.
-func TestProgressThreadStartsWithTheFirstLargeOperation(t *testing.T) {
-	p := small(4, 4)
+// sm.progress=thread wakes its goroutine only while an operation above
+// the eager limit is open: eager traffic alone never wakes it, a large
+// receive wakes the receiver's, a large send the sender's, and each
+// endpoint goes dormant again (the entry points skip the hand-off) once its
+// last large operation is done. Each round's pipelined message is many
+// fragment rings long, so the sender's blocking send returns only if the
+// receiver's goroutine drains it while the receiving application stays
+// away: in the first round the goroutine comes out of the park it was made
+// in, in the second out of the park it went back to after a dormant spell.
+func TestProgressThreadWakesOnlyForLargeOperations(t *testing.T) {
+	p := small(2, 2) // fragment ring: 2 × 64 bytes
 	p.Progress = "thread"
 	a, b := pair(t, p, nil)
-	started := func() [2]bool { return [2]bool{a.ProgressStarted(), b.ProgressStarted()} }
+	awake := func() [2]bool { return [2]bool{a.ProgressAwake(), b.ProgressAwake()} }
 
 	eager := buffer(t, p.EagerLimit)
 	for i := range 10 { // ten round trips, more than the FIFO's depth
@@ -105,38 +111,59 @@ func TestProgressThreadStartsWithTheFirstLargeOperation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := started(); got != [2]bool{} {
-		t.Fatalf("after eager traffic only: started %v, want neither", got)
+	if got := awake(); got != [2]bool{} {
+		t.Fatalf("after eager traffic only: awake %v, want neither", got)
 	}
-	// An endpoint with a Memory hook starts it at once: a device router
-	// may send a message of any size by rendezvous.
-	if d, _ := pairMem(t, p, p, nil, &fakeDevice{}); !d.ProgressStarted() {
-		t.Error("an endpoint with a Memory hook did not start its progress goroutine at once")
+	// An endpoint with a Memory hook is awake at once and stays so: a
+	// device router may send a message of any size by rendezvous.
+	if d, _ := pairMem(t, p, p, nil, &fakeDevice{}); !d.ProgressAwake() {
+		t.Error("an endpoint with a Memory hook is dormant")
 	}
 
 	const large = 1000
-	sb, rb := buffer(t, large), buffer(t, large)
-	fill(sb, 7)
-	r, err := b.Irecv(0, rb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := started(); got != [2]bool{false, true} {
-		t.Fatalf("after a %d-byte receive: started %v, want the receiver's only", large, got)
-	}
-	if err := a.Send(1, sb); err != nil {
-		t.Fatal(err)
-	}
-	if got := started(); got != [2]bool{true, true} {
-		t.Fatalf("after a %d-byte send: started %v, want both", large, got)
-	}
-	if err := b.Wait(r); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(sb, rb) {
-		t.Fatal("payload differs")
+	for round := range 2 {
+		if round == 1 {
+			waitFor(t, "the receiver's progress goroutine to park again", b.ProgressParked)
+		}
+		sb, rb := buffer(t, large), buffer(t, large)
+		fill(sb, round)
+		r, err := b.Irecv(0, rb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := awake(); got != [2]bool{false, true} {
+			t.Fatalf("round %d, after a %d-byte receive: awake %v, want the receiver only", round, large, got)
+		}
+		// From here on, b's application makes no call into b until Wait.
+		if err := a.Send(1, sb); err != nil {
+			t.Fatal(err)
+		}
+		if got := awake(); got != [2]bool{false, true} {
+			t.Fatalf("round %d, after a %d-byte send: awake %v, want the receiver only (the sender's send is done)", round, large, got)
+		}
+		if err := b.Wait(r); err != nil {
+			t.Fatal(err)
+		}
+		if got := awake(); got != [2]bool{} {
+			t.Fatalf("round %d, after the receive's Wait: awake %v, want neither", round, got)
+		}
+		if !bytes.Equal(sb, rb) {
+			t.Fatalf("round %d: payload differs", round)
+		}
 	}
 	closeAll(t, a, b)
+}
+
+// waitFor polls cond until it holds, failing the test after ten seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // The progress goroutine is made with the endpoint (its thread and the
@@ -160,8 +187,8 @@ func TestCloseEndsAnUnstartedProgressGoroutine(t *testing.T) {
 		}
 	}
 	closeAll(t, a, b)
-	if a.ProgressStarted() || b.ProgressStarted() {
-		t.Fatal("progress goroutine started without traffic")
+	if !a.ProgressParked() || !b.ProgressParked() {
+		t.Fatal("progress goroutine unparked without traffic")
 	}
 	if !a.ProgressExited() || !b.ProgressExited() {
 		t.Fatalf("after Close: exited %v %v, want both", a.ProgressExited(), b.ProgressExited())

@@ -73,6 +73,8 @@ type request struct {
 	// orphan marks a request failed while the engine's queues may still
 	// point at it (abort, peer gone): it is never recycled.
 	orphan bool
+	// large: counted in the endpoint's largeOpen until complete.
+	large bool
 
 	// Persistent requests (SendInit, RecvInit) only.
 	persistent bool
@@ -99,6 +101,10 @@ func (r *request) Err() error { return r.err }
 
 func (r *request) complete(n int, err error) {
 	r.n, r.err, r.done = n, err, true
+	if r.large {
+		r.large = false
+		r.ep.largeOpen--
+	}
 }
 
 // describe names the operation for error messages.
@@ -212,18 +218,29 @@ type Endpoint struct {
 	// livePersistent counts persistent requests not yet freed.
 	livePersistent int
 
-	// async is set with sm.progress=thread: every entry point takes the
-	// engine through the appIn/progressIn hand-off (async.go); fenced says
-	// the progress goroutine's membarrier lets appIn be stored plainly.
-	async        bool
-	lazyProgress bool // sm.progress=thread, its goroutine made but not polling yet
-	fenced       bool
-	appIn        uint32
-	progressIn   uint32
-	progressTID  int // the progress goroutine's thread, once New has made it
+	// sm.progress=thread (async.go). async says every entry point takes
+	// the engine through the appIn/progressIn hand-off; dormant, its
+	// opposite while there is a progress goroutine, that no open operation
+	// needs it (the entry points skip the hand-off). Both are the
+	// application's: dormantFlag publishes dormant to the goroutine, and
+	// wakes counts the application's wakeProgress calls for it. fenced
+	// says the goroutine's membarrier lets the application store those
+	// words plainly.
+	async       bool
+	dormant     bool
+	fenced      bool
+	appIn       uint32
+	progressIn  uint32
+	dormantFlag uint32
+	wakes       uint32
+	parked      uint32 // the goroutine waits for a token on wake
+	progressTID int    // the progress goroutine's thread, once New has made it
+	// largeOpen counts the posted operations above the eager limit not yet
+	// complete; only the engine's owner touches it.
+	largeOpen int
 	// The progress goroutine's life (nil without sm.progress=thread):
-	// made by New, set polling by startProgress, ended by stopProgress.
-	startProgress, stopProgress, progressDone chan struct{}
+	// made by New, woken through wake, ended by stopProgress.
+	wake, stopProgress, progressDone chan struct{}
 	// calls counts the application's communication calls with the
 	// progress thread: the progress thread leaves the work to an
 	// application that is calling in. Plain: only the owner of the engine
@@ -268,9 +285,9 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		e.peers[r] = pr
 		e.active = append(e.active, pr)
 	}
-	// sm.progress=thread: the goroutine is made here and starts polling
-	// with the first operation above the eager limit (startProgressFor),
-	// or at once with a Memory hook (NewWithMemory).
+	// sm.progress=thread: the goroutine is made here and parks until the
+	// first operation above the eager limit (startProgressFor), or starts
+	// at once with a Memory hook (NewWithMemory).
 	if p.Progress == "thread" {
 		e.prepareProgressThread()
 	}
@@ -560,9 +577,19 @@ func (e *Endpoint) isend(p *peer, buf []byte) *request {
 // postSend queues send r (fresh or a started persistent one) and moves
 // what the ring takes now.
 func (e *Endpoint) postSend(p *peer, r *request) {
+	e.countLarge(r)
 	r.proto = e.protoFor(p, r)
 	p.sendq.push(r)
 	e.progressSend(p)
+}
+
+// countLarge counts r, just posted, in largeOpen if it is above the eager
+// limit: the endpoint stays awake until it completes.
+func (e *Endpoint) countLarge(r *request) {
+	if len(r.buf) > e.params.EagerLimit {
+		r.large = true
+		e.largeOpen++
+	}
 }
 
 // Irecv posts a receive.
@@ -592,6 +619,7 @@ func (e *Endpoint) irecv(p *peer, buf []byte) *request {
 
 // postRecv matches r with the oldest early arrival from p, or queues it.
 func (e *Endpoint) postRecv(p *peer, r *request) {
+	e.countLarge(r)
 	if p.unexp.len() == 0 {
 		p.recvq.push(r)
 		e.progressRecv(p)

@@ -1,7 +1,13 @@
 package sm
 
-// ProgressStarted reports whether the endpoint's progress goroutine runs.
-func (e *Endpoint) ProgressStarted() bool { return e.async }
+import "sync/atomic"
+
+// ProgressAwake reports whether the endpoint's entry points take the
+// hand-off with a progress goroutine (not dormant).
+func (e *Endpoint) ProgressAwake() bool { return e.async }
+
+// ProgressParked reports whether the progress goroutine waits for a wake.
+func (e *Endpoint) ProgressParked() bool { return atomic.LoadUint32(&e.parked) != 0 }
 
 // ProgressExited reports whether the endpoint's progress goroutine, made
 // by New with sm.progress=thread, has returned.

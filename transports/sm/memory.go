@@ -94,8 +94,8 @@ func NewWithMemory(env transports.Env, p Params, single SingleCopy, mem Memory, 
 		e.mem = mem
 		// A DeviceRouter may send device messages of any size by
 		// rendezvous: no eager-only traffic to start lazily for.
-		if e.lazyProgress {
-			e.startProgressThread()
+		if e.dormant {
+			e.wakeProgress() // needsProgress keeps it awake
 		}
 	}
 	return e, nil

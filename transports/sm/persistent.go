@@ -40,7 +40,6 @@ type persistentRequest struct{ request }
 
 // SendInit sets up a persistent send of buf to rank to.
 func (e *Endpoint) SendInit(to int, buf []byte) (transports.PersistentRequest, error) {
-	e.startProgressFor(len(buf))
 	if e.async {
 		e.enter()
 		defer e.exit()
@@ -64,7 +63,6 @@ func (e *Endpoint) SendInit(to int, buf []byte) (transports.PersistentRequest, e
 
 // RecvInit sets up a persistent receive from rank from into buf.
 func (e *Endpoint) RecvInit(from int, buf []byte) (transports.PersistentRequest, error) {
-	e.startProgressFor(len(buf))
 	if e.async {
 		e.enter()
 		defer e.exit()
@@ -100,6 +98,7 @@ func (e *Endpoint) PersistentCredits(to int) (free, total int, err error) {
 func (q *persistentRequest) Start() error {
 	r := &q.request
 	e := r.ep
+	e.startProgressFor(len(r.buf))
 	if e.async {
 		e.enter()
 		defer e.exit()
