@@ -107,7 +107,11 @@ type Score struct {
 	// LosesAt names a point where the best candidate beats this one by a
 	// settled test: it cannot be chosen, whatever its score.
 	LosesAt string
-	Chosen  bool
+	// Trails lists the sizes where the best candidate leads this one by
+	// more than search.Noise without a settled test: more rounds there
+	// could rule it out (confirmStage takes them).
+	Trails []int
+	Chosen bool
 }
 
 // StageDecision is what a stage concluded.
@@ -232,7 +236,11 @@ func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands [
 			cmp := search.Compare(values[bestName][pt].trials, values[sc.Candidate][pt].trials, true)
 			if cmp.Outcome == search.AWins {
 				d.Scores[i].LosesAt = fmt.Sprintf("%s %s %s", pt.pattern, transports.FormatSize(pt.size), cmp)
+				d.Scores[i].Trails = nil
 				break
+			}
+			if cmp.Outcome == search.Unsettled && cmp.Gain < 0 && !slices.Contains(d.Scores[i].Trails, pt.size) {
+				d.Scores[i].Trails = append(d.Scores[i].Trails, pt.size)
 			}
 		}
 	}
@@ -353,16 +361,19 @@ type SizeVerdict struct {
 	Winner  string
 	Versus  search.Comparison // the winner against the incumbent (sm), or the last challenger
 	Settled bool
+	// Unreplicated names the challenger that won here but not again in
+	// the replication (replicated), which left the size to the incumbent.
+	Unreplicated string
 }
 
 // transportWinners compares the transport candidates size by size: sm is
 // the incumbent; a challenger replaces it only where it separates and is
 // faster. Sizes where a comparison is unsettled are reported so.
-func transportWinners(trials []Trial, cands []candidate) []SizeVerdict {
+func transportWinners(trials []Trial, stage string, cands []candidate) []SizeVerdict {
 	samples := map[string]map[int][]float64{}
 	var sizes []int
 	for _, c := range cands {
-		s, ok := trialMedians(trials, stageTransport, c.name, bench.Bandwidth)
+		s, ok := trialMedians(trials, stage, c.name, bench.Bandwidth)
 		if !ok {
 			continue
 		}
@@ -404,6 +415,38 @@ type Range struct {
 	Min       int
 	Transport string
 	Protocol  string
+}
+
+// awayFrom lists the sizes above the eager limit where a transport other
+// than the incumbent's (cands[0]'s driver) won.
+func awayFrom(verdicts []SizeVerdict, eager int, incumbent string, driverOf map[string]string) []int {
+	var away []int
+	for _, v := range verdicts {
+		if v.Size > eager && driverOf[v.Winner] != driverOf[incumbent] {
+			away = append(away, v.Size)
+		}
+	}
+	return away
+}
+
+// replicated keeps a challenger's win at a size only where the
+// replication's verdicts (again) have the same driver win there; elsewhere
+// the size goes back to the incumbent, and the verdict says which
+// challenger did not replicate. A size the replication did not measure
+// goes back too.
+func replicated(verdicts, again []SizeVerdict, incumbent string, driverOf map[string]string) []SizeVerdict {
+	out := slices.Clone(verdicts)
+	for i, v := range out {
+		if driverOf[v.Winner] == driverOf[incumbent] {
+			continue
+		}
+		k := slices.IndexFunc(again, func(a SizeVerdict) bool { return a.Size == v.Size })
+		if k >= 0 && driverOf[again[k].Winner] == driverOf[v.Winner] {
+			continue
+		}
+		out[i].Unreplicated, out[i].Winner = v.Winner, incumbent
+	}
+	return out
 }
 
 // rangesFrom turns per-size winners into size ranges: eager up to the eager

@@ -112,7 +112,7 @@ func TestTransportWinnersAndRanges(t *testing.T) {
 		trials = append(trials, rounds("cma", "cma", x.n, x.cma)...)
 	}
 	cands := []candidate{{name: "sm", transport: "sm"}, {name: "cma", transport: "cma"}}
-	v := transportWinners(trials, cands)
+	v := transportWinners(trials, stageTransport, cands)
 	var got []string
 	for _, x := range v {
 		got = append(got, x.Winner)
@@ -172,7 +172,7 @@ func TestTransportWinnersUnsettledWithOneTrial(t *testing.T) {
 	trials := []Trial{trial(stageTransport, "sm", bench.Bandwidth, 1, []int{8192}, 100, 100, 100)}
 	cma := trial(stageTransport, "cma", bench.Bandwidth, 1, []int{8192}, 200, 200, 200)
 	cma.Transport = "cma"
-	v := transportWinners(append(trials, cma), []candidate{{name: "sm", transport: "sm"}, {name: "cma", transport: "cma"}})
+	v := transportWinners(append(trials, cma), stageTransport, []candidate{{name: "sm", transport: "sm"}, {name: "cma", transport: "cma"}})
 	if len(v) != 1 || v[0].Settled || v[0].Winner != "sm" {
 		t.Fatalf("one trial each, 2x apart: %+v; want unsettled, sm kept", v)
 	}
@@ -301,5 +301,97 @@ func TestPickAgainstTheIncumbent(t *testing.T) {
 	}
 	if !strings.Contains(d.Scores[0].LosesAt, "8K") {
 		t.Errorf("chosen's loss: %q, want it at 8K", d.Scores[0].LosesAt)
+	}
+}
+
+// roundsOf fabricates one bandwidth trial of stage "s" per value: the
+// rounds' values at size as given, 100 at 1K, 4K, 8K and 16K.
+func roundsOf(cand string, size int, values ...float64) []Trial {
+	var out []Trial
+	for r, v := range values {
+		tr := Trial{Stage: "s", Candidate: cand, Transport: "sm", Pattern: bench.Bandwidth, Round: r + 1}
+		for _, n := range []int{1024, 4096, 8192, 16384, size} {
+			w := 100.0
+			if n == size {
+				w = v
+			}
+			tr.Sizes = append(tr.Sizes, n)
+			tr.Points = append(tr.Points, bench.Point{Size: n, Samples: []float64{w, w, w}})
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+// A choice the reference leads by more than the noise, but not by a
+// settled test, keeps its place and names the size where it trails (where
+// confirmStage measures more rounds); a settled lead rules it out.
+func TestPickAgainstNamesWhereTheChoiceTrails(t *testing.T) {
+	cands := []candidate{{name: "chosen", cost: 0}, {name: "built-in", cost: 2}}
+	pats := []bench.Pattern{bench.Bandwidth}
+	for _, tc := range []struct {
+		name        string
+		chosen, ref []float64
+		wantChosen  string
+		wantTrails  []int
+		wantLosesAt bool
+	}{
+		{"behind, unsettled", []float64{80, 105, 88, 99, 90}, []float64{100, 95, 104, 98, 103}, "chosen", []int{32768}, false},
+		{"behind, settled", []float64{90, 91, 89, 90, 92}, []float64{100, 101, 99, 100, 102}, "built-in", nil, true},
+		{"level", []float64{100, 99, 101, 100, 98}, []float64{100, 101, 99, 100, 99}, "chosen", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			trials := append(roundsOf("chosen", 32768, tc.chosen...), roundsOf("built-in", 32768, tc.ref...)...)
+			d := pickAgainst(trials, "s", pats, cands, "built-in")
+			if d.Chosen != tc.wantChosen {
+				t.Fatalf("chose %q, want %q (scores %+v)", d.Chosen, tc.wantChosen, d.Scores)
+			}
+			if got := d.Scores[0].Trails; !slices.Equal(got, tc.wantTrails) {
+				t.Errorf("trails %v, want %v (scores %+v)", got, tc.wantTrails, d.Scores)
+			}
+			if got := d.Scores[0].LosesAt != ""; got != tc.wantLosesAt {
+				t.Errorf("loses at %q, want a loss: %v", d.Scores[0].LosesAt, tc.wantLosesAt)
+			}
+			if got := chosenTrails(d); !slices.Equal(got, tc.wantTrails) && tc.wantChosen == "chosen" {
+				t.Errorf("chosenTrails %v, want %v", got, tc.wantTrails)
+			}
+		})
+	}
+}
+
+// A transport other than the incumbent keeps a size only where the
+// replication has the same driver win there again.
+func TestReplicatedKeepsOnlyRepeatedDepartures(t *testing.T) {
+	driverOf := map[string]string{"sm": "sm", "cma": "cma", "cma-push": "cma"}
+	verdicts := []SizeVerdict{
+		{Size: 8192, Winner: "sm"},
+		{Size: 24576, Winner: "cma"},      // wins again: stays
+		{Size: 32768, Winner: "cma"},      // sm wins the replication: back to sm
+		{Size: 49152, Winner: "cma-push"}, // the other cma route wins again: same driver, stays
+		{Size: 65536, Winner: "cma"},      // not measured again: back to sm
+	}
+	if got, want := awayFrom(verdicts, 4096, "sm", driverOf), []int{24576, 32768, 49152, 65536}; !slices.Equal(got, want) {
+		t.Fatalf("awayFrom = %v, want %v", got, want)
+	}
+	if got := awayFrom(verdicts, 32768, "sm", driverOf); !slices.Equal(got, []int{49152, 65536}) {
+		t.Fatalf("awayFrom above a 32K eager limit = %v", got)
+	}
+	again := []SizeVerdict{{Size: 24576, Winner: "cma"}, {Size: 32768, Winner: "sm"}, {Size: 49152, Winner: "cma"}}
+	got := replicated(verdicts, again, "sm", driverOf)
+	want := []struct{ winner, unreplicated string }{{"sm", ""}, {"cma", ""}, {"sm", "cma"}, {"cma-push", ""}, {"sm", "cma"}}
+	for i, w := range want {
+		if got[i].Winner != w.winner || got[i].Unreplicated != w.unreplicated {
+			t.Errorf("%d: winner %q unreplicated %q, want %q %q", got[i].Size, got[i].Winner, got[i].Unreplicated, w.winner, w.unreplicated)
+		}
+	}
+	if verdicts[2].Winner != "cma" {
+		t.Error("replicated changed its input")
+	}
+	var route []string
+	for _, rg := range rangesFrom(4096, got, driverOf) {
+		route = append(route, rg.Transport+"/"+rg.Protocol)
+	}
+	if want := []string{"sm/eager", "sm/pipeline", "cma/rendezvous", "sm/pipeline", "cma/rendezvous", "sm/pipeline"}; !slices.Equal(route, want) {
+		t.Errorf("ranges %v, want %v", route, want)
 	}
 }

@@ -78,6 +78,8 @@ func (r *Runner) summary(res Result) string {
 			}
 			if s.LosesAt != "" {
 				val += "  loses at " + s.LosesAt
+			} else if len(s.Trails) > 0 {
+				val += "  trails, unsettled, at " + sizeList(s.Trails)
 			}
 			fmt.Fprintf(&w, " %s %-22s %s\n", mark, s.Candidate, val)
 		}
@@ -103,7 +105,21 @@ func (r *Runner) summary(res Result) string {
 			if !v.Settled {
 				settled = " (unsettled)"
 			}
+			if v.Unreplicated != "" {
+				settled += fmt.Sprintf("; %s won here but not again in the replication", v.Unreplicated)
+			}
 			fmt.Fprintf(&w, "  %-9s %v%s\n", v.Winner, v.Versus, settled)
+		}
+		w.WriteString("\n")
+	}
+	if len(out.Replicate) > 0 {
+		fmt.Fprintf(&w, "## transport replication (bw, MB/s medians, %d more rounds after the allocator stages, at the sizes another transport won above)\n", r.plan.Rounds)
+		for _, v := range out.Replicate {
+			fmt.Fprintf(&w, " %8s", transports.FormatSize(v.Size))
+			for _, c := range out.Candidates {
+				fmt.Fprintf(&w, " %10.0f", v.Medians[c.name])
+			}
+			fmt.Fprintf(&w, "  %-9s %v\n", v.Winner, v.Versus)
 		}
 		w.WriteString("\n")
 	}
