@@ -261,7 +261,12 @@ func (e *Endpoint) park() bool {
 	if atomic.LoadUint32(&e.dormantFlag) == 0 && atomic.CompareAndSwapUint32(&e.parked, 1, 0) {
 		return true // woken before it slept: no token comes
 	}
-	select { // dormant, or the application took parked back and its token comes
+	return e.awaitWake() // dormant, or the application took parked back and its token comes
+}
+
+// awaitWake blocks until the application's token (true) or a stop (false).
+func (e *Endpoint) awaitWake() bool {
+	select {
 	case <-e.wake:
 		return true
 	case <-e.stopProgress:
@@ -275,9 +280,7 @@ func (e *Endpoint) progressLoop(locked chan<- struct{}) {
 	atomic.StoreUint32(&e.parked, 1)
 	close(locked)
 	defer close(e.progressDone)
-	select { // parked from the start: see park
-	case <-e.wake:
-	case <-e.stopProgress:
+	if !e.awaitWake() { // parked from the start: see park
 		return
 	}
 	timer := time.NewTimer(progressMaxSleep)

@@ -441,10 +441,7 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 	if err := r.measure(stageTransport, cands, transportPatterns, coarse, p.Rounds); err != nil {
 		return err
 	}
-	driverOf := map[string]string{}
-	for _, c := range cands {
-		driverOf[c.name] = c.transport
-	}
+	driverOf := driversOf(cands)
 	extraRound := map[int]int{} // size → rounds measured beyond the stage's own
 	for pass := 0; pass < 16; pass++ {
 		verdicts := transportWinners(r.trials, stageTransport, cands)
@@ -513,10 +510,7 @@ func (r *Runner) replicateTransport(sm SMParams, out *Outcome) error {
 	if len(cands) < 2 {
 		return nil
 	}
-	driverOf := map[string]string{}
-	for _, c := range cands {
-		driverOf[c.name] = c.transport
-	}
+	driverOf := driversOf(cands)
 	away := awayFrom(out.Transport, sm.Eager, cands[0].name, driverOf)
 	if len(away) == 0 {
 		return nil
@@ -528,6 +522,16 @@ func (r *Runner) replicateTransport(sm SMParams, out *Outcome) error {
 	out.Transport = replicated(out.Transport, out.Replicate, cands[0].name, driverOf)
 	out.Ranges = rangesFrom(sm.Eager, out.Transport, driverOf)
 	return nil
+}
+
+// driversOf maps each candidate's name to its driver (cma pull and push
+// routes alike to cma).
+func driversOf(cands []candidate) map[string]string {
+	m := map[string]string{}
+	for _, c := range cands {
+		m[c.name] = c.transport
+	}
+	return m
 }
 
 // measureRound runs one optional round of every candidate at sizes.
