@@ -213,8 +213,9 @@ type Endpoint struct {
 	free      []*request
 	unexpFree []*unexpected
 	abort     atomic.Pointer[error] // set by Abort; terminal
-	copy      func(dst, src []byte) int
-	closed    bool
+	// in and out copy fragments into the ring and out of it (copier.go).
+	in, out copier
+	closed  bool
 	// livePersistent counts persistent requests not yet freed.
 	livePersistent int
 
@@ -258,7 +259,8 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		return nil, fmt.Errorf("sm: %d pids for %d ranks", len(env.PIDs), env.Size)
 	}
 	e := &Endpoint{name: name, rank: env.Rank, params: p, single: single,
-		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}, copy: copyRoutine(p.Copy)}
+		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}}
+	e.in, e.out = copier{mode: p.Copy, in: true}, copier{mode: p.Copy}
 	e.events, _ = single.(EventCopy)
 	self := os.Getpid()
 	for r := 0; r < env.Size; r++ {
@@ -852,7 +854,7 @@ func (e *Endpoint) sendFragments(p *peer, r *request, kind uint8, word uint64) b
 		if r.device() {
 			n = e.putDevice(r, frag, r.buf[r.off:])
 		} else {
-			n = e.copy(frag, r.buf[r.off:])
+			n = e.in.copy(frag, r.buf[r.off:])
 		}
 		p.tx.publishFrag(kind, n, word)
 		r.off += n
@@ -985,23 +987,7 @@ func (e *Endpoint) copyOut(dst, src []byte, size int) {
 		sys.CopyStream(dst, src)
 		return
 	}
-	e.copy(dst, src)
-}
-
-func copyRoutine(name string) func(dst, src []byte) int {
-	switch name {
-	case "movsb":
-		return sys.CopyMovsb
-	case "auto":
-		return func(dst, src []byte) int {
-			if len(src) >= MoveStringMin {
-				return sys.CopyMovsb(dst, src)
-			}
-			return copy(dst, src)
-		}
-	default:
-		return func(dst, src []byte) int { return copy(dst, src) }
-	}
+	e.out.copy(dst, src)
 }
 
 func putWords(b []byte, w []uint64) {

@@ -131,6 +131,50 @@ func TestOrderedDeliveryAcrossWrapAround(t *testing.T) {
 	}
 }
 
+// Pipelined messages on both sides of every copy-routine boundary arrive
+// intact with each sm.copy, from sources and into receive buffers at odd
+// offsets.
+func TestFragmentCopiesAcrossRoutineBoundaries(t *testing.T) {
+	var sizes []int
+	for _, b := range []int{sm.MoveStringInFrom, sm.MoveStringInMax + 1, sm.MoveStringMin, 2 * sm.MoveStringMin} {
+		sizes = append(sizes, b-1, b, b+1)
+	}
+	sizes = append(sizes, 4097, 300_001)
+	for _, mode := range []string{"auto", "go", "movsb"} {
+		t.Run(mode, func(t *testing.T) {
+			p := sm.DefaultParams()
+			p.Copy = mode
+			a, b := pair(t, p, nil)
+			const most = 300_001 + 2
+			sbuf, rbuf := buffer(t, most), buffer(t, most)
+			both(t, func() error {
+				for i, n := range sizes {
+					off := i % 3
+					fill(sbuf[off:off+n], i)
+					if err := a.Send(1, sbuf[off:off+n]); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, func() error {
+				want := make([]byte, most)
+				for i, n := range sizes {
+					off := (i + 1) % 3
+					got, err := b.Recv(0, rbuf[off:])
+					if err != nil {
+						return err
+					}
+					fill(want[:n], i)
+					if got != n || !bytes.Equal(rbuf[off:off+n], want[:n]) {
+						return fmt.Errorf("message %d (%d bytes): got %d bytes (content equal: %v)", i, n, got, bytes.Equal(rbuf[off:off+got], want[:n]))
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
 // Both ranks send a burst before receiving anything, at the smallest FIFO:
 // each sender must drain its incoming channel while blocked.
 func TestHeadToHeadSendsSmallestFIFO(t *testing.T) {

@@ -23,8 +23,9 @@ type Params struct {
 	EagerLimit int // largest message sent inline; at most CellSize-16
 	FragSize   int // largest fragment in bytes; a multiple of 64
 	FragSlots  int // fragment ring size in largest fragments: the ring holds FragSlots*FragSize bytes
-	// Copy selects the payload copy routine: "go" (Go's vector loop),
-	// "movsb" (REP MOVSB), or "auto" (movsb from MoveStringMin bytes up).
+	// Copy selects the routine that copies fragments into the ring and out
+	// of it: "go" (Go's vector loop), "movsb" (REP MOVSB), or "auto" (by
+	// size and direction, see copier.go).
 	Copy string
 	// StreamMin is the message size from which the receiver copies
 	// fragments out to the receive buffer with streaming (non-temporal)
@@ -49,14 +50,6 @@ type Params struct {
 	// can prove its detector works. Never set it for real traffic.
 	LeakPersistent bool
 }
-
-// MoveStringMin is where auto switches from Go's vector copy to REP MOVSB.
-// Measured here (Zen 5 VM, pinned ranks, bw interleaved with Open MPI
-// vader, 10 rounds): with a 4 MiB fragment ring, 32 KiB messages moved at
-// 54 GB/s with Go's copy and 40-43 with movsb (vader: 51-54), while from
-// 64 KiB up movsb led by 10-20% (62-66 against 52-54). In a 1 MiB ring
-// movsb had been the better of two poor choices at 8-32 KiB.
-const MoveStringMin = 64 << 10
 
 // DefaultStreamMin is the built-in sm.stream: half this machine's 32 MiB L3.
 // Measured here (bw, alternating runs): streaming stores took 16 MiB from
@@ -118,7 +111,7 @@ var OptionKeys = map[string]string{
 	"sm.eager":    "eager limit: largest message sent inline in one cell",
 	"sm.frag":     "fragment size for pipelined messages (multiple of 64)",
 	"sm.frags":    "fragment ring size, in largest fragments (ring bytes = sm.frag x sm.frags)",
-	"sm.copy":     "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB)",
+	"sm.copy":     "payload copy routine: go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB, and into the ring at 8-16 KiB too)",
 	"sm.stream":   "message size from which fragments are copied out with streaming stores (0: never)",
 	"sm.wrap":     "bytes at the ring's start that large fragments (at least min(sm.frag, 64 KiB)) cycle through (0: the whole ring)",
 	"sm.drain":    "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)",
@@ -192,7 +185,7 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sm.frag=%d: need a positive multiple of %d", p.FragSize, cacheLine)
 	case p.FragSlots < 1:
 		return fmt.Errorf("sm.frags=%d: the ring needs room for at least 1 fragment", p.FragSlots)
-	case p.Copy != "auto" && p.Copy != "go" && p.Copy != "movsb":
+	case !knownCopyMode(p.Copy):
 		return fmt.Errorf("sm.copy=%q: want auto, go or movsb", p.Copy)
 	case p.Wrap != 0 && (p.Wrap < p.FragSize || p.Wrap%cacheLine != 0):
 		return fmt.Errorf("sm.wrap=%d: want 0 (the whole ring) or a multiple of %d of at least sm.frag=%d", p.Wrap, cacheLine, p.FragSize)
