@@ -1,6 +1,10 @@
 package sm
 
-import "github.com/gotune/gotune/internal/sys"
+import (
+	"math"
+
+	"github.com/gotune/gotune/internal/sys"
+)
 
 // Fragment copies (sm.copy). A pipelined message is copied twice: into the
 // fragment ring by the sender, out of it by the receiver. Two routines
@@ -44,13 +48,28 @@ const (
 	MoveStringInMax  = 16 << 10
 )
 
-// copier is one direction's choice of routine: in (into the ring) or out.
+// copier is one direction's choice of routine, fixed when the endpoint is
+// made so that a fragment's copy tests two bounds and no option: REP MOVSB
+// for n >= from and for lo <= n <= hi, Go's copy otherwise.
 type copier struct {
-	mode string // Params.Copy: auto, go or movsb
-	in   bool
+	from, lo, hi int
 }
 
 func knownCopyMode(s string) bool { return s == "auto" || s == "go" || s == "movsb" }
+
+// newCopier is mode's (Params.Copy) choice on the way into the ring (in)
+// or out of it.
+func newCopier(mode string, in bool) copier {
+	switch {
+	case mode == "movsb":
+		return copier{from: 0}
+	case mode == "go":
+		return copier{from: math.MaxInt, lo: 1} // lo > hi: no band
+	case in:
+		return copier{from: MoveStringMin, lo: MoveStringInFrom, hi: MoveStringInMax}
+	}
+	return copier{from: MoveStringMin, lo: 1}
+}
 
 // copy copies min(len(dst), len(src)) bytes and returns that count.
 func (c copier) copy(dst, src []byte) int {
@@ -61,12 +80,4 @@ func (c copier) copy(dst, src []byte) int {
 }
 
 // movsb says whether an n-byte copy uses REP MOVSB.
-func (c copier) movsb(n int) bool {
-	switch c.mode {
-	case "movsb":
-		return true
-	case "go":
-		return false
-	}
-	return n >= MoveStringMin || c.in && n >= MoveStringInFrom && n <= MoveStringInMax
-}
+func (c copier) movsb(n int) bool { return n >= c.from || n >= c.lo && n <= c.hi }

@@ -19,7 +19,7 @@ func TestCopierChoosesByDirectionAndSize(t *testing.T) {
 		{"go", true, "gggggggggg"},
 		{"movsb", false, "mmmmmmmmmm"},
 	} {
-		c := copier{mode: tc.mode, in: tc.in}
+		c := newCopier(tc.mode, tc.in)
 		got := ""
 		for _, n := range sizes {
 			got += map[bool]string{false: "g", true: "m"}[c.movsb(n)]
@@ -40,7 +40,7 @@ func TestCopierCopiesExactly(t *testing.T) {
 					for i := range src {
 						src[i] = byte(i*7 + 1)
 					}
-					got := copier{mode: mode}.copy(dst[shift:shift+n], src[1:1+n+4])
+					got := newCopier(mode, false).copy(dst[shift:shift+n], src[1:1+n+4])
 					if got != n {
 						t.Fatalf("copied %d, want %d", got, n)
 					}

@@ -260,7 +260,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 	}
 	e := &Endpoint{name: name, rank: env.Rank, params: p, single: single,
 		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}}
-	e.in, e.out = copier{mode: p.Copy, in: true}, copier{mode: p.Copy}
+	e.in, e.out = newCopier(p.Copy, true), newCopier(p.Copy, false)
 	e.events, _ = single.(EventCopy)
 	self := os.Getpid()
 	for r := 0; r < env.Size; r++ {
