@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -20,6 +21,7 @@ type Provenance struct {
 	CPUModel  string            `json:"cpu_model"`
 	Cores     int               `json:"cores"`
 	NUMANodes int               `json:"numa_nodes"`
+	MemBytes  int64             `json:"mem_bytes,omitempty"` // physical memory (MemTotal)
 	Kernel    string            `json:"kernel"`
 	GoVersion string            `json:"go_version"`
 	Gotune    string            `json:"gotune_version"`
@@ -85,7 +87,30 @@ func Collect(root string) Provenance {
 		}
 		f.Close()
 	}
+	if b, err := os.ReadFile(filepath.Join(root, "proc/meminfo")); err == nil {
+		p.MemBytes = memTotal(string(b))
+	}
 	nodes, _ := filepath.Glob(filepath.Join(root, "sys/devices/system/node/node[0-9]*"))
 	p.NUMANodes = max(len(nodes), 1)
 	return p
+}
+
+// memTotal reads MemTotal from /proc/meminfo's text, in bytes; 0 if absent.
+func memTotal(meminfo string) int64 {
+	for _, line := range strings.Split(meminfo, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || k != "MemTotal" {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || kb < 0 {
+			return 0
+		}
+		return kb << 10
+	}
+	return 0
 }

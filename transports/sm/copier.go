@@ -37,6 +37,12 @@ const MoveStringMin = 64 << 10
 //     2.99, 3.08 and 3.41x at 8, 16 and 24 KiB in the slow ones; 1.03,
 //     1.02 and 0.84x in the fast ones; 16 KiB one-way latency 0.81x.
 //
+// Prefetching does not rescue the vector copy in a slow spell: a 32-byte
+// loop asking for source lines (PREFETCHT0) and destination ownership
+// (PREFETCHW) 1 KiB ahead moved 0.99-1.03x Go's copy at 8-48 KiB in the
+// slow rounds (15 of 100), 0.96-1.02x in the fast ones, where movsb made
+// 2.6-2.8x at 24-48 KiB (results/vm/copy, pf1).
+//
 // So auto uses movsb on the way in only where that costs nothing in the
 // fast phase, 8-16 KiB; from 20 KiB to 64 KiB both ways stay with Go's
 // copy and so with the slow spells. Eager messages (cells) stay with Go's

@@ -484,13 +484,60 @@ func rangesFrom(eager int, verdicts []SizeVerdict, driverOf map[string]string) [
 
 // footprint describes the shared memory a channel geometry implies.
 func footprint(depth, cell, frag, slots int, ranks []int) string {
-	cells := sys.RoundUp(128+depth*cell, sys.PageSize)
-	pair := cells + sys.RoundUp(frag*slots, sys.PageSize)
-	s := humanBytes(int64(pair)) + " per ordered pair"
+	pair := pairBytes(depth, cell, frag, slots)
+	s := humanBytes(pair) + " per ordered pair"
 	for _, n := range ranks {
-		s += fmt.Sprintf("; %d ranks: %s", n, humanBytes(int64(pair)*int64(n*(n-1))))
+		s += fmt.Sprintf("; %d ranks: %s", n, humanBytes(pair*int64(n*(n-1))))
 	}
 	return s
+}
+
+// pairBytes is one ordered pair's channel memory: its cell FIFO and its
+// fragment ring, each in whole pages.
+func pairBytes(depth, cell, frag, slots int) int64 {
+	return int64(sys.RoundUp(128+depth*cell, sys.PageSize) + sys.RoundUp(frag*slots, sys.PageSize))
+}
+
+// memoryShare: channel parameters are affordable on a node when, with one
+// rank per core, their channels take at most 1/memoryShare of its memory.
+const memoryShare = 100
+
+// affordable says whether channels of pair bytes per ordered pair are
+// affordable with one rank on each of cores cores and mem bytes of
+// memory; false when either is unknown.
+func affordable(pair int64, cores int, mem int64) bool {
+	if cores < 1 || mem <= 0 {
+		return false
+	}
+	n := int64(cores)
+	return pair*n*(n-1) <= mem/memoryShare
+}
+
+// preferReference holds d's choice to a stricter rule when the reference
+// is affordable: a smaller footprint buys nothing then, so a choice other
+// than the reference stands only if it scores above the reference by more
+// than search.Noise. Otherwise the reference is chosen. d is unchanged
+// when the reference was dropped or is already chosen.
+func preferReference(d StageDecision, ref string) (StageDecision, bool) {
+	var chosen, reference *Score
+	for i := range d.Scores {
+		switch d.Scores[i].Candidate {
+		case d.Chosen:
+			chosen = &d.Scores[i]
+		case ref:
+			reference = &d.Scores[i]
+		}
+	}
+	if d.Chosen == ref || chosen == nil || reference == nil || reference.Dropped != "" ||
+		chosen.Value > reference.Value*(1+search.Noise) {
+		return d, false
+	}
+	d.Scores = append([]Score(nil), d.Scores...)
+	for i := range d.Scores {
+		d.Scores[i].Chosen = d.Scores[i].Candidate == ref
+	}
+	d.Chosen = ref
+	return d, true
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -395,3 +395,64 @@ func TestReplicatedKeepsOnlyRepeatedDepartures(t *testing.T) {
 		t.Errorf("ranges %v, want %v", route, want)
 	}
 }
+
+func TestAffordable(t *testing.T) {
+	const pair = 4 << 20 // 4 MiB per ordered pair
+	for _, c := range []struct {
+		name  string
+		cores int
+		mem   int64
+		want  bool
+	}{
+		{"2 cores, 24 GiB: 8 MiB", 2, 24 << 30, true},
+		{"64 cores, 256 GiB: 15.75 GiB", 64, 256 << 30, false},
+		{"exactly a hundredth", 2, 800 << 20, true},
+		{"just above", 2, 800<<20 - 100, false},
+		{"one core: no pairs", 1, 1 << 20, true},
+		{"memory unknown", 2, 0, false},
+		{"cores unknown", 0, 24 << 30, false},
+	} {
+		if got := affordable(pair, c.cores, c.mem); got != c.want {
+			t.Errorf("%s: affordable = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestPreferReference(t *testing.T) {
+	scores := func(chosen string, vals ...float64) []Score {
+		names := []string{"chosen", "chosen,depth=64", "built-in"}
+		var out []Score
+		for i, v := range vals {
+			out = append(out, Score{Candidate: names[i], Value: v, Chosen: names[i] == chosen})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name     string
+		d        StageDecision
+		want     string
+		wantHeld bool
+	}{
+		{"a choice within the noise gives way", StageDecision{Chosen: "chosen", Scores: scores("chosen", 1.000, 0.981, 0.998)}, "built-in", true},
+		{"also when it scored a little higher", StageDecision{Chosen: "chosen", Scores: scores("chosen", 1.0, 0.99, 1/1.02)}, "built-in", true},
+		{"a lead beyond the noise stands", StageDecision{Chosen: "chosen,depth=64", Scores: scores("chosen,depth=64", 0.9, 1.0, 0.96)}, "chosen,depth=64", false},
+		{"the reference already chosen", StageDecision{Chosen: "built-in", Scores: scores("built-in", 0.98, 0.97, 1.0)}, "built-in", false},
+		{"a dropped reference is not brought back", StageDecision{Chosen: "chosen", Scores: append(scores("chosen", 1.0, 0.99)[:2], Score{Candidate: "built-in", Value: 1.0, Dropped: "hung"})}, "chosen", false},
+	} {
+		before := append([]Score(nil), c.d.Scores...)
+		got, held := preferReference(c.d, "built-in")
+		if got.Chosen != c.want || held != c.wantHeld {
+			t.Errorf("%s: chose %q (held %v), want %q (held %v)", c.name, got.Chosen, held, c.want, c.wantHeld)
+		}
+		for _, sc := range got.Scores {
+			if sc.Chosen != (sc.Candidate == got.Chosen) {
+				t.Errorf("%s: score of %s marked chosen=%v with %q chosen", c.name, sc.Candidate, sc.Chosen, got.Chosen)
+			}
+		}
+		for i := range before {
+			if c.d.Scores[i].Chosen != before[i].Chosen {
+				t.Errorf("%s: the caller's scores changed", c.name)
+			}
+		}
+	}
+}
