@@ -43,6 +43,12 @@ const MoveStringMin = 64 << 10
 // slow rounds (15 of 100), 0.96-1.02x in the fast ones, where movsb made
 // 2.6-2.8x at 24-48 KiB (results/vm/copy, pf1).
 //
+// Nor do whole-line stores: a 64-byte AVX-512 loop into the ring moved
+// 0.94-1.06x in the slow rounds. Non-temporal stores did rescue it
+// (2.8-3.2x) but cost 0.41-0.45x in the fast rounds (results/vm/copy, z1): what
+// a slow spell makes dear is taking ownership of lines the other core
+// holds, which movsb and streaming stores avoid and a vector store cannot.
+//
 // So auto uses movsb on the way in only where that costs nothing in the
 // fast phase, 8-16 KiB; from 20 KiB to 64 KiB both ways stay with Go's
 // copy and so with the slow spells. Eager messages (cells) stay with Go's
