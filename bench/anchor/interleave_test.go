@@ -26,7 +26,7 @@ func TestInterleaveRotatesAndPools(t *testing.T) {
 		}}
 	}
 	cs := []Contender{mk("a", true, 10), mk("b", false, 20), mk("c", false, 30)}
-	res, err := Interleave(context.Background(), cs, bench.Spec{Pattern: bench.Latency, Sizes: []int{8, 64}}, 3, 0, nil)
+	res, err := Interleave(context.Background(), cs, bench.Spec{Pattern: bench.Latency, Sizes: []int{8, 64}}, 3, 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestInterleaveSettlePointIsRunFirstAndDropped(t *testing.T) {
 		}
 		return bench.Result{Spec: s, Points: pts}, nil
 	}}
-	res, err := Interleave(context.Background(), []Contender{c}, bench.Spec{Pattern: bench.Bandwidth, Sizes: []int{4, 8}}, 2, 8, nil)
+	res, err := Interleave(context.Background(), []Contender{c}, bench.Spec{Pattern: bench.Bandwidth, Sizes: []int{4, 8}}, 2, 8, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,88 @@ func TestInterleaveSettlePointIsRunFirstAndDropped(t *testing.T) {
 	bad := Contender{Label: "b", Run: func(_ context.Context, s bench.Spec) (bench.Result, error) {
 		return bench.Result{Spec: s, Points: []bench.Point{{Size: 4}}}, nil
 	}}
-	if _, err := Interleave(context.Background(), []Contender{bad}, bench.Spec{Sizes: []int{4}}, 1, 8, nil); err == nil {
+	if _, err := Interleave(context.Background(), []Contender{bad}, bench.Spec{Sizes: []int{4}}, 1, 8, 0, nil); err == nil {
 		t.Error("a run without its settling point was accepted")
+	}
+}
+
+// With blocks, every round measures each block of sizes with every
+// contender before the next block, and the pooled result is the same
+// shape as a whole-ladder run: every size, in order, one sample per round.
+func TestInterleaveBlocksMeasureSizesTogether(t *testing.T) {
+	type run struct {
+		label string
+		sizes []int
+	}
+	var runs []run
+	mk := func(label string) Contender {
+		n := 0
+		return Contender{Label: label, Run: func(_ context.Context, s bench.Spec) (bench.Result, error) {
+			runs = append(runs, run{label, slices.Clone(s.Sizes)})
+			n++
+			var pts []bench.Point
+			for _, size := range s.Sizes {
+				pts = append(pts, bench.Point{Size: size, Samples: []float64{float64(1000*n + size)}, Unit: "MB/s", Iters: size})
+			}
+			return bench.Result{Spec: s, Points: pts}, nil
+		}}
+	}
+	cs := []Contender{mk("a"), mk("b")}
+	sizes := []int{4, 8, 16}
+	res, err := Interleave(context.Background(), cs, bench.Spec{Pattern: bench.Bandwidth, Sizes: sizes}, 2, 64, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []run{
+		{"a", []int{64, 4, 8}}, {"b", []int{64, 4, 8}}, {"a", []int{64, 16}}, {"b", []int{64, 16}},
+		{"b", []int{64, 4, 8}}, {"a", []int{64, 4, 8}}, {"b", []int{64, 16}}, {"a", []int{64, 16}},
+	}
+	if len(runs) != len(want) {
+		t.Fatalf("%d runs, want %d: %v", len(runs), len(want), runs)
+	}
+	for k := range want {
+		if runs[k].label != want[k].label || !slices.Equal(runs[k].sizes, want[k].sizes) {
+			t.Errorf("run %d: %s %v, want %s %v", k, runs[k].label, runs[k].sizes, want[k].label, want[k].sizes)
+		}
+	}
+	for i, r := range res {
+		if !slices.Equal(r.Spec.Sizes, sizes) || r.Spec.Reps != 2 || len(r.Points) != len(sizes) {
+			t.Fatalf("result %d: sizes %v reps %d, %d points", i, r.Spec.Sizes, r.Spec.Reps, len(r.Points))
+		}
+		for k, p := range r.Points {
+			// Each contender's runs alternate blocks: its n-th run is block
+			// (n-1)%2 of round (n-1)/2, so round k's sample of a size is
+			// from run 2k+1 (first block) or 2k+2 (second).
+			off := 1
+			if p.Size == 16 {
+				off = 2
+			}
+			wantSamples := []float64{float64(1000*off + p.Size), float64(1000*(2+off) + p.Size)}
+			if p.Size != sizes[k] || !slices.Equal(p.Samples, wantSamples) || p.Iters != p.Size {
+				t.Errorf("%s point %d: size %d samples %v iters %d, want size %d samples %v", r.Label, k, p.Size, p.Samples, p.Iters, sizes[k], wantSamples)
+			}
+		}
+	}
+	if _, err := Interleave(context.Background(), cs, bench.Spec{Sizes: sizes}, 1, 0, -1, nil); err == nil {
+		t.Error("a negative block was accepted")
+	}
+}
+
+func TestSizeBlocks(t *testing.T) {
+	sizes := []int{1, 2, 3, 4, 5}
+	for _, c := range []struct {
+		block int
+		want  [][]int
+	}{
+		{0, [][]int{{1, 2, 3, 4, 5}}},
+		{5, [][]int{{1, 2, 3, 4, 5}}},
+		{9, [][]int{{1, 2, 3, 4, 5}}},
+		{2, [][]int{{1, 2}, {3, 4}, {5}}},
+		{1, [][]int{{1}, {2}, {3}, {4}, {5}}},
+	} {
+		got := sizeBlocks(sizes, c.block)
+		if !slices.EqualFunc(got, c.want, slices.Equal[[]int]) {
+			t.Errorf("block %d: %v, want %v", c.block, got, c.want)
+		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 func newAnchors() *cobra.Command {
 	var (
 		latSizes, bwSizes, outDir, settleSize string
-		rounds                                int
+		rounds, block                         int
 		opts                                  []string
 		timeout                               time.Duration
 	)
@@ -34,7 +34,9 @@ then measures latency and bandwidth through gotune's sm and cma transports and t
 Open MPI's vader BTL with single_copy_mechanism cma and none. Every round runs each
 configuration once, back to back, so a machine whose speed drifts is compared with itself.
 Every bandwidth run opens with one discarded point (--settle) so that the first measured size
-does not pay for the first milliseconds after launch. Ratios > 1 mean gotune is better.`,
+does not pay for the first milliseconds after launch. With --block N each run measures N sizes
+of the ladder, every configuration in turn, so the configurations' points at one size are taken
+seconds apart (at the cost of more launches). Ratios > 1 mean gotune is better.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := parseOpts(opts)
@@ -71,7 +73,7 @@ does not pay for the first milliseconds after launch. Ratios > 1 mean gotune is 
 				}
 				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, Options: o, CPUs: bench.DefaultCPUs(2)}
 				cs := contenders(bin, cmd.ErrOrStderr())
-				res, err := anchor.Interleave(ctx, cs, spec, rounds, pc.settle, cmd.ErrOrStderr())
+				res, err := anchor.Interleave(ctx, cs, spec, rounds, pc.settle, block, cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}
@@ -93,6 +95,7 @@ does not pay for the first milliseconds after launch. Ratios > 1 mean gotune is 
 	fl.StringVar(&bwSizes, "bw-sizes", "4K:16M", "bandwidth message sizes")
 	fl.StringVar(&settleSize, "settle", "4M", "size of one discarded bandwidth point that opens every bw run of every configuration, so that no measured size pays for the ranks' first milliseconds (0: none)")
 	fl.IntVar(&rounds, "reps", bench.DefaultReps, "interleaved repetitions of every configuration")
+	fl.IntVar(&block, "block", 0, "sizes per run: each round measures this many sizes with every configuration before the next ones (0: the whole ladder per run)")
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/<host>-<time>.txt (tables) and .jsonl (every run)")
 	fl.StringArrayVar(&opts, "opt", nil, "gotune transport option KEY=VALUE (repeatable)")
 	fl.DurationVar(&timeout, "timeout", time.Hour, "give up after this long")
