@@ -44,10 +44,8 @@ func Interleave(ctx context.Context, cs []Contender, spec bench.Spec, rounds, se
 	if block < 0 {
 		return nil, fmt.Errorf("interleave: block of %d sizes", block)
 	}
+	pools := make([]pool, len(cs))
 	blocks := sizeBlocks(spec.Sizes, block)
-	pooled := make([]bench.Result, len(cs))
-	samples := make([]map[int][]float64, len(cs))
-	first := make([]map[int]bench.Point, len(cs)) // each size's first point: its loop constants
 	for round := range rounds {
 		for _, sizes := range blocks {
 			part := spec
@@ -60,42 +58,65 @@ func Interleave(ctx context.Context, cs []Contender, spec bench.Spec, rounds, se
 					fmt.Fprintf(progress, "round %d/%d: %s %s%s\n", round+1, rounds, c.Label, spec.Pattern, blockLabel(sizes, len(blocks)))
 				}
 				res, err := c.Run(ctx, one)
+				if err == nil {
+					err = bench.DropSettle(&res, settle, sizes)
+				}
 				if err != nil {
 					return nil, fmt.Errorf("%s, round %d: %w", c.Label, round+1, err)
 				}
-				if err := bench.DropSettle(&res, settle, sizes); err != nil {
-					return nil, fmt.Errorf("%s, round %d: %w", c.Label, round+1, err)
-				}
-				if samples[i] == nil {
-					pooled[i] = res
-					pooled[i].Label = c.Label
-					pooled[i].Spec.Sizes = spec.Sizes
-					pooled[i].Spec.Reps = rounds
-					samples[i] = map[int][]float64{}
-					first[i] = map[int]bench.Point{}
-				}
-				for _, p := range res.Points {
-					samples[i][p.Size] = append(samples[i][p.Size], p.Samples...)
-					if _, ok := first[i][p.Size]; !ok {
-						first[i][p.Size] = p
-					}
-				}
+				pools[i].add(res)
 			}
 		}
 	}
-	for i := range pooled {
-		pooled[i].Points = nil
-		for _, size := range spec.Sizes {
-			p, ok := first[i][size]
-			if !ok {
-				return nil, fmt.Errorf("%s: no point of %d bytes", cs[i].Label, size)
-			}
-			q := bench.Summarize(p.Size, p.Unit, samples[i][p.Size], nil)
-			q.Iters, q.Warmup, q.Validated = p.Iters, p.Warmup, p.Validated
-			pooled[i].Points = append(pooled[i].Points, q)
+	pooled := make([]bench.Result, len(cs))
+	for i, c := range cs {
+		r, err := pools[i].result(c.Label, spec.Sizes, rounds)
+		if err != nil {
+			return nil, err
 		}
+		pooled[i] = r
 	}
 	return pooled, nil
+}
+
+// pool gathers one contender's runs: every sample per size, in round
+// order, and the first point of each size for its loop constants.
+type pool struct {
+	run     bench.Result // the first run: provenance and spec
+	samples map[int][]float64
+	first   map[int]bench.Point
+}
+
+func (p *pool) add(res bench.Result) {
+	if p.samples == nil {
+		p.run, p.samples, p.first = res, map[int][]float64{}, map[int]bench.Point{}
+	}
+	for _, pt := range res.Points {
+		p.samples[pt.Size] = append(p.samples[pt.Size], pt.Samples...)
+		if _, ok := p.first[pt.Size]; !ok {
+			p.first[pt.Size] = pt
+		}
+	}
+}
+
+// result is the pooled run: sizes in order, each point summarising every
+// round's samples.
+func (p *pool) result(label string, sizes []int, rounds int) (bench.Result, error) {
+	r := p.run
+	r.Label = label
+	r.Spec.Sizes = sizes
+	r.Spec.Reps = rounds
+	r.Points = nil
+	for _, size := range sizes {
+		pt, ok := p.first[size]
+		if !ok {
+			return bench.Result{}, fmt.Errorf("%s: no point of %d bytes", label, size)
+		}
+		q := bench.Summarize(size, pt.Unit, p.samples[size], nil)
+		q.Iters, q.Warmup, q.Validated = pt.Iters, pt.Warmup, pt.Validated
+		r.Points = append(r.Points, q)
+	}
+	return r, nil
 }
 
 // sizeBlocks cuts sizes into runs of block sizes each (0: one run).

@@ -487,7 +487,7 @@ func footprint(depth, cell, frag, slots int, ranks []int) string {
 	pair := pairBytes(depth, cell, frag, slots)
 	s := humanBytes(pair) + " per ordered pair"
 	for _, n := range ranks {
-		s += fmt.Sprintf("; %d ranks: %s", n, humanBytes(pair*int64(n*(n-1))))
+		s += fmt.Sprintf("; %d ranks: %s", n, humanBytes(nodeBytes(pair, n)))
 	}
 	return s
 }
@@ -496,6 +496,13 @@ func footprint(depth, cell, frag, slots int, ranks []int) string {
 // fragment ring, each in whole pages.
 func pairBytes(depth, cell, frag, slots int) int64 {
 	return int64(sys.RoundUp(128+depth*cell, sys.PageSize) + sys.RoundUp(frag*slots, sys.PageSize))
+}
+
+// nodeBytes is the channel memory of ranks ranks on a node, every ordered
+// pair taking pair bytes.
+func nodeBytes(pair int64, ranks int) int64 {
+	n := int64(ranks)
+	return pair * n * (n - 1)
 }
 
 // memoryShare: channel parameters are affordable on a node when, with one
@@ -509,8 +516,7 @@ func affordable(pair int64, cores int, mem int64) bool {
 	if cores < 1 || mem <= 0 {
 		return false
 	}
-	n := int64(cores)
-	return pair*n*(n-1) <= mem/memoryShare
+	return nodeBytes(pair, cores) <= mem/memoryShare
 }
 
 // preferReference holds d's choice to a stricter rule when the reference

@@ -398,7 +398,7 @@ func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 		var held bool
 		if d, held = preferReference(d, ref); held {
 			r.notes = append(r.notes, fmt.Sprintf("confirm: %s kept: its channels take %s with a rank on each of %d cores, within 1/%d of %s of memory, so a choice must beat it by more than %.0f%% to stand",
-				ref, humanBytes(pair*int64(prov.Cores*(prov.Cores-1))), prov.Cores, memoryShare, humanBytes(prov.MemBytes), 100*search.Noise))
+				ref, humanBytes(nodeBytes(pair, prov.Cores)), prov.Cores, memoryShare, humanBytes(prov.MemBytes), 100*search.Noise))
 		}
 	}
 	if c := find(cands, d.Chosen); c != nil {
