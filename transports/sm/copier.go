@@ -50,8 +50,9 @@ const MoveStringMin = 64 << 10
 // holds, which movsb and streaming stores avoid and a vector store cannot.
 //
 // So auto uses movsb on the way in only where that costs nothing in the
-// fast phase, 8-16 KiB; from 20 KiB to 64 KiB both ways stay with Go's
-// copy and so with the slow spells. Eager messages (cells) stay with Go's
+// fast phase, 8-16 KiB; from 20 KiB to 64 KiB both ways use Go's copy,
+// except that the sender watches its own copies into the ring and turns to
+// movsb while a deep spell lasts (spell.go). Eager messages (cells) stay with Go's
 // copy too: movsb into the cell raised bw at 1-4 KiB by 1.06-1.32x but
 // also 512 B-4 KiB one-way latency by 1.06-1.25x (60 and 40 rounds), and
 // cost bw below 768 B.
@@ -62,9 +63,11 @@ const (
 
 // copier is one direction's choice of routine, fixed when the endpoint is
 // made so that a fragment's copy tests two bounds and no option: REP MOVSB
-// for n >= from and for lo <= n <= hi, Go's copy otherwise.
+// for n >= from and for lo <= n <= hi, Go's copy otherwise. guard says
+// that Go's copies go through the channel's spellGuard (spell.go).
 type copier struct {
 	from, lo, hi int
+	guard        bool
 }
 
 func knownCopyMode(s string) bool { return s == "auto" || s == "go" || s == "movsb" }
@@ -78,7 +81,7 @@ func newCopier(mode string, in bool) copier {
 	case mode == "go":
 		return copier{from: math.MaxInt, lo: 1} // lo > hi: no band
 	case in:
-		return copier{from: MoveStringMin, lo: MoveStringInFrom, hi: MoveStringInMax}
+		return copier{from: MoveStringMin, lo: MoveStringInFrom, hi: MoveStringInMax, guard: true}
 	}
 	return copier{from: MoveStringMin, lo: 1}
 }

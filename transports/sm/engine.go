@@ -174,6 +174,7 @@ type peer struct {
 	pid   int
 	tx    producer
 	rx    consumer
+	spell spellGuard // the sender's copies into tx's ring (spell.go)
 	ctrl  queue[ctrlMsg]
 	sendq queue[*request]
 	recvq queue[*request]
@@ -261,6 +262,10 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 	e := &Endpoint{name: name, rank: env.Rank, params: p, single: single,
 		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}}
 	e.in, e.out = newCopier(p.Copy, true), newCopier(p.Copy, false)
+	var localPerKiB uint64 // 0: no guard
+	if e.in.guard {
+		localPerKiB = localCopyPerKiB()
+	}
 	e.events, _ = single.(EventCopy)
 	self := os.Getpid()
 	for r := 0; r < env.Size; r++ {
@@ -277,7 +282,8 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 			e.closeWatches()
 			return nil, err
 		}
-		pr := &peer{rank: r, pid: env.PIDs[r], tx: producer{channel: out}, rx: consumer{channel: in}, credits: p.Depth}
+		pr := &peer{rank: r, pid: env.PIDs[r], tx: producer{channel: out}, rx: consumer{channel: in}, credits: p.Depth,
+			spell: newSpellGuard(localPerKiB)}
 		if pr.pid != self {
 			if pr.watch, err = sys.WatchProcess(pr.pid); err != nil {
 				e.closeWatches()
@@ -854,13 +860,21 @@ func (e *Endpoint) sendFragments(p *peer, r *request, kind uint8, word uint64) b
 		if r.device() {
 			n = e.putDevice(r, frag, r.buf[r.off:])
 		} else {
-			n = e.in.copy(frag, r.buf[r.off:])
+			n = e.copyIn(p, frag, r.buf[r.off:])
 		}
 		p.tx.publishFrag(kind, n, word)
 		r.off += n
 		moved = true
 	}
 	return moved
+}
+
+// copyIn copies one fragment into p's ring.
+func (e *Endpoint) copyIn(p *peer, frag, src []byte) int {
+	if e.in.guard && !e.in.movsb(min(len(frag), len(src))) {
+		return p.spell.copy(frag, src)
+	}
+	return e.in.copy(frag, src)
 }
 
 func (e *Endpoint) progressRecv(p *peer) bool {
