@@ -111,7 +111,7 @@ var OptionKeys = map[string]string{
 	"sm.eager":    "eager limit: largest message sent inline in one cell",
 	"sm.frag":     "fragment size for pipelined messages (multiple of 64)",
 	"sm.frags":    "fragment ring size, in largest fragments (ring bytes = sm.frag x sm.frags)",
-	"sm.copy":     "fragment copy routine (eager cells always use Go's copy): go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB, and into the ring at 8-16 KiB too)",
+	"sm.copy":     "fragment copy routine (eager cells always use Go's copy): go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB, and into the ring at 8-16 KiB too, and at 17-63 KiB while the sender's timed copies show a slow spell)",
 	"sm.stream":   "message size from which fragments are copied out with streaming stores (0: never)",
 	"sm.wrap":     "bytes at the ring's start that large fragments (at least min(sm.frag, 64 KiB)) cycle through (0: the whole ring)",
 	"sm.drain":    "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)",
