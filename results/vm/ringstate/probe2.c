@@ -38,6 +38,9 @@ static void mcopy(char*d,const char*s,size_t n){ asm volatile("rep movsb":"+D"(d
 static void pin(int c){cpu_set_t s;CPU_ZERO(&s);CPU_SET(c,&s);sched_setaffinity(0,sizeof s,&s);}
 static double ghz;
 int main(int argc,char**argv){
+ if(argc<3||(argc-3)%4){ fprintf(stderr,"usage: probe2 ROUNDS SLEEP_US [MODE SKEW RSKEW SLOTS]...\n"); return 2; }
+ for(int k=3;k<argc;k+=4){ int sl=atoi(argv[k+3]),sk=atoi(argv[k+1]),rs=atoi(argv[k+2]);
+   if(sl<1||sl>SLOTS||sk<0||sk>8192||rs<0||rs>4096){ fprintf(stderr,"config %d (%s %s %s %s): want 1 <= SLOTS <= %d, 0 <= SKEW <= 8192, 0 <= RSKEW <= 4096\n",(k-3)/4+1,argv[k],argv[k+1],argv[k+2],argv[k+3],SLOTS); return 2; } }
  int rounds=atoi(argv[1]);
  struct ctl*c=mmap(0,sizeof *c,PROT_READ|PROT_WRITE,MAP_SHARED|MAP_ANONYMOUS,-1,0);
  char*ring=mmap(0,RING+8192,PROT_READ|PROT_WRITE,MAP_SHARED|MAP_ANONYMOUS,-1,0); memset(ring,0,RING+8192);
