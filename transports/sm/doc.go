@@ -16,7 +16,10 @@
 //
 // A rank waiting for anything (a send blocked on a full ring included) keeps
 // draining every incoming channel into posted receives or the unexpected
-// queue, so head-to-head sends cannot deadlock on ring space. A waiter that
+// queue, so head-to-head sends cannot deadlock on ring space. A message no
+// posted receive awaits stays in its ring while anything else moves, and
+// posting a receive does not drain: a receive posted in time takes its
+// message from the ring with one copy instead of two. A waiter that
 // makes no progress checks now and then (a pidfd) whether the peer it waits
 // for has exited, and fails with an error naming it instead of hanging.
 //

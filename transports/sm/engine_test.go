@@ -314,8 +314,12 @@ func TestEarlyArrivalsDoNotGrowTheHeap(t *testing.T) {
 		}
 		return nil
 	}, func() error {
-		for range rounds {
-			// Let the whole window arrive unexpected, then receive it.
+		for i := range rounds {
+			// Park the whole window in the unexpected queue (progress with
+			// no receive posted), then receive it.
+			for b.EarlyArrivals() < uint64((i+1)*window) {
+				b.Progress()
+			}
 			for range window {
 				if _, err := b.Recv(0, rb); err != nil {
 					return err
@@ -328,6 +332,9 @@ func TestEarlyArrivalsDoNotGrowTheHeap(t *testing.T) {
 		return nil
 	})
 	runtime.ReadMemStats(&after)
+	if got := b.EarlyArrivals(); got != window*rounds {
+		t.Fatalf("%d messages parked, want %d", got, window*rounds)
+	}
 	perMessage := float64(after.TotalAlloc-before.TotalAlloc) / (window * rounds)
 	if perMessage > n/10 {
 		t.Errorf("%.0f bytes allocated per %d-byte message", perMessage, n)

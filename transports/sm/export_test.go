@@ -23,3 +23,7 @@ func (e *Endpoint) ProgressExited() bool {
 // ProgressThread is the thread the progress goroutine locked before New
 // returned (0: none).
 func (e *Endpoint) ProgressThread() int { return e.progressTID }
+
+// EarlyArrivals counts the messages parked in the unexpected queues: those
+// that arrived before their receive and were copied twice.
+func (e *Endpoint) EarlyArrivals() uint64 { return e.early }
