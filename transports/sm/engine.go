@@ -634,7 +634,8 @@ func (e *Endpoint) irecv(p *peer, buf []byte) *request {
 // It does not drain the channel: a window of receives is posted before
 // its messages are taken from the ring. (Draining here parked every
 // message that arrived while the window was still being posted, and
-// copied it twice: the 16 KiB bw ran at 0.6x.)
+// copied it twice: 16 KiB bw moved 0.5-0.75x what it moves now,
+// results/vm/early.)
 func (e *Endpoint) postRecv(p *peer, r *request) {
 	e.countLarge(r)
 	if p.unexp.len() == 0 {
@@ -779,11 +780,12 @@ func (e *Endpoint) Progress() bool {
 // it in the unexpected queue, a second copy; a receiver a message behind
 // its sender, with the ring refilled as fast as it drains, then parks
 // whole windows (two ranks streaming 32 KiB messages in windows of 64
-// with no acknowledgement, 128 KiB ring: 3-13 GB/s, and 37-45 once
-// unawaited messages stayed in the ring; results/vm/early). Only a pass that moves
-// nothing else parks such messages: a peer blocked on a full ring then
-// always gets room (hazard H5), because everything a moving pass advances
-// (a posted receive, a queued send, a control cell) is finite.
+// with no acknowledgement, 128 KiB ring: 3-13 GB/s, and 37-54 once
+// unawaited messages stayed in the ring; results/vm/early). Only a pass
+// that moves nothing else parks such messages: a peer blocked on a full
+// ring then always gets room (hazard H5), because everything a moving
+// pass advances (a posted receive, a queued send, a control cell) is
+// finite.
 func (e *Endpoint) progress() bool {
 	if e.advance(false) {
 		return true
