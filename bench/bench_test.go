@@ -262,6 +262,7 @@ func TestSpecErrorsNameTheField(t *testing.T) {
 		{bench.Spec{Transport: "sm", Pattern: bench.Latency}, "no message sizes"},
 		{bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Reps: -1}, "reps=-1"},
 		{bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Buffers: -2}, "buffers=-2"},
+		{bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Settle: -1}, "settle=-1"},
 		{bench.Spec{Transport: "sm", Pattern: bench.Bandwidth, Sizes: []int{8}, Window: 8, Buffers: 4, Validate: true}, "buffers=4 with validate"},
 		{bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Options: transports.Options{"sm.dpeth": "4"}}, `unknown transport option "sm.dpeth"`},
 	}
@@ -413,6 +414,117 @@ func TestBuffersAreTakenInTurn(t *testing.T) {
 			}
 			if len(rec.sent) < 2*c.want || len(distinct) != c.want {
 				t.Errorf("%d distinct send buffers over %d messages, want %d", len(distinct), len(rec.sent), c.want)
+			}
+		})
+	}
+}
+
+// payloadRecorder keeps a copy of the first buffer of each length handed
+// to Isend or Send (what leaves) and to Irecv or Recv (what the receive
+// buffer held before the transport wrote it).
+type payloadRecorder struct {
+	transports.Transport
+	sent, posted map[int][]byte
+	sizes        []int // lengths sent, in order (zero-byte ones left out)
+}
+
+func newPayloadRecorder(tr transports.Transport) *payloadRecorder {
+	return &payloadRecorder{Transport: tr, sent: map[int][]byte{}, posted: map[int][]byte{}}
+}
+
+func (p *payloadRecorder) send(buf []byte) {
+	if len(buf) == 0 { // the zero-byte messages that line the ranks up
+		return
+	}
+	p.sizes = append(p.sizes, len(buf))
+	if _, ok := p.sent[len(buf)]; !ok {
+		p.sent[len(buf)] = slices.Clone(buf)
+	}
+}
+
+func (p *payloadRecorder) post(buf []byte) {
+	if _, ok := p.posted[len(buf)]; !ok {
+		p.posted[len(buf)] = slices.Clone(buf)
+	}
+}
+
+func (p *payloadRecorder) Send(peer int, buf []byte) error {
+	p.send(buf)
+	return p.Transport.Send(peer, buf)
+}
+
+func (p *payloadRecorder) Isend(peer int, buf []byte) (transports.Request, error) {
+	p.send(buf)
+	return p.Transport.Isend(peer, buf)
+}
+
+func (p *payloadRecorder) Recv(peer int, buf []byte) (int, error) {
+	p.post(buf)
+	return p.Transport.Recv(peer, buf)
+}
+
+func (p *payloadRecorder) Irecv(peer int, buf []byte) (transports.Request, error) {
+	p.post(buf)
+	return p.Transport.Irecv(peer, buf)
+}
+
+// allBytes reports whether b is non-empty and every byte of it is c.
+func allBytes(b []byte, c byte) bool {
+	return len(b) > 0 && !slices.ContainsFunc(b, func(x byte) bool { return x != c })
+}
+
+// Without validation the payload is what OSU sends: send buffers of 'a's,
+// receive buffers of 'b's, never the zeros of fresh pages.
+func TestPayloadsAreFilledAsOSU(t *testing.T) {
+	for _, c := range []struct {
+		pat     bench.Pattern
+		buffers int
+	}{{bench.Latency, 0}, {bench.Bandwidth, 0}, {bench.Bandwidth, 3}, {bench.BiBandwidth, 0}} {
+		t.Run(fmt.Sprintf("%s/%d", c.pat, c.buffers), func(t *testing.T) {
+			const size = 100000
+			spec := bench.Spec{Transport: "sm", Pattern: c.pat, Sizes: []int{size}, Reps: 1, Iters: 3, Warmup: 1, Window: 4, Buffers: c.buffers}
+			var recs [2]*payloadRecorder
+			_, err := inProcess(t, spec, func(rank int, tr transports.Transport) transports.Transport {
+				recs[rank] = newPayloadRecorder(tr)
+				return recs[rank]
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !allBytes(recs[0].sent[size], bench.SendFill) {
+				t.Errorf("rank 0 sent a %d-byte payload that is not all %q", size, bench.SendFill)
+			}
+			if !allBytes(recs[1].posted[size], bench.RecvFill) {
+				t.Errorf("rank 1 posted a %d-byte receive buffer that is not all %q", size, bench.RecvFill)
+			}
+		})
+	}
+}
+
+// A settling pass goes first, at its own size, and yields no point.
+func TestSettlingPassIsNotReported(t *testing.T) {
+	for _, pat := range []bench.Pattern{bench.Latency, bench.Bandwidth} {
+		t.Run(string(pat), func(t *testing.T) {
+			spec := bench.Spec{Transport: "sm", Pattern: pat, Sizes: []int{64, 4096}, Reps: 2, Iters: 5, Warmup: 1, Window: 4, Settle: 1 << 20}
+			var rec *payloadRecorder
+			pts, err := inProcess(t, spec, func(rank int, tr transports.Transport) transports.Transport {
+				if rank != 0 {
+					return tr
+				}
+				rec = newPayloadRecorder(tr)
+				return rec
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPoints(t, spec, pts)
+			window := spec.Window
+			if pat == bench.Latency {
+				window = 1
+			}
+			want := (spec.Warmup + spec.Iters) * window // one pass
+			if n := slices.Index(rec.sizes, 64); n != want || slices.Contains(rec.sizes[n:], spec.Settle) {
+				t.Errorf("sent sizes %v: want %d messages of %d bytes first, then none", rec.sizes, want, spec.Settle)
 			}
 		})
 	}

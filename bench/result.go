@@ -91,6 +91,11 @@ type Spec struct {
 	// end: with a short bound such a pass ends late (Point.LoadLate)
 	// instead of hanging.
 	GPULoadBound time.Duration `json:"gpu_load_bound,omitempty"`
+	// Settle, when positive, is the message size of one pass that opens
+	// the run and is not reported: warm-up and timed iterations of the
+	// pattern, once, before the first size (WithSettle says why a run
+	// needs one; this is the same inside a single run of ranks).
+	Settle int `json:"settle,omitempty"`
 }
 
 // Point is the measurement of one message size.

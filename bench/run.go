@@ -117,6 +117,8 @@ func (s *Spec) Normalize() error {
 		return fmt.Errorf("iters=%d warmup=%d: must not be negative", s.Iters, s.Warmup)
 	case s.Buffers < 0:
 		return fmt.Errorf("buffers=%d: must not be negative", s.Buffers)
+	case s.Settle < 0:
+		return fmt.Errorf("settle=%d: must not be negative", s.Settle)
 	case s.Buffers > 0 && s.Validate && s.Pattern != Latency && s.Buffers < s.Window:
 		return fmt.Errorf("buffers=%d with validate: need at least window=%d, one per message in flight", s.Buffers, s.Window)
 	}

@@ -71,7 +71,7 @@ func newVersion() *cobra.Command {
 // benchFlags are the flags shared by commands that measure.
 type benchFlags struct {
 	transport, pattern, sizes, cpus, format, out, segment string
-	profile                                               string
+	profile, settle                                       string
 	mem, gpus, kernel                                     string
 	kernelBound                                           time.Duration
 	transportSet                                          bool // --transport given explicitly
@@ -91,6 +91,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.warmup, "warmup", 0, "warm-up iterations per repetition (0: OSU's default for the size)")
 	fl.IntVar(&f.window, "window", bench.DefaultWindow, "messages in flight per iteration (bw, bibw, msgrate)")
 	fl.IntVar(&f.buffers, "buffers", 0, "distinct message buffers per rank, taken in turn (0: one, or one per window slot with --validate): a working set for the transport's caches")
+	fl.StringVar(&f.settle, "settle", "4M", "size of one unreported pass of the pattern before the first size, so that no measured size pays for the ranks' first milliseconds (0: none)")
 	fl.BoolVar(&f.validate, "validate", false, "fill every payload with a per-iteration pattern and check every byte")
 	fl.StringVar(&f.cpus, "cpus", "auto", "CPU per rank (e.g. 0,1), auto, or none")
 	fl.StringVar(&f.mem, "mem", "host", "message buffers: KIND for both ranks or SRC,DST (rank 0's, rank 1's): host|pinned|device|managed|managed-device|managed-host, or OSU's H|D|M|MD|MH")
@@ -118,6 +119,10 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 	opts, err := parseOpts(f.opts)
 	if err != nil {
 		return bench.Spec{}, err
+	}
+	settle, err := transports.ParseSize(f.settle)
+	if err != nil {
+		return bench.Spec{}, fmt.Errorf("--settle: %w", err)
 	}
 	cpus, err := parseCPUs(f.cpus)
 	if err != nil {
@@ -163,7 +168,7 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 	}
 	s := bench.Spec{Transport: transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
 		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, Buffers: f.buffers, CPUs: cpus, Backend: f.segment,
-		Mem: mem, GPUs: gpus, GPULoad: load, GPULoadBound: f.kernelBound}
+		Mem: mem, GPUs: gpus, GPULoad: load, GPULoadBound: f.kernelBound, Settle: settle}
 	if err := s.Normalize(); err != nil {
 		return s, err
 	}

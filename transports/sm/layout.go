@@ -51,11 +51,15 @@ type Params struct {
 	LeakPersistent bool
 }
 
-// DefaultStreamMin is the built-in sm.stream: half this machine's 32 MiB L3.
-// Measured here (bw, alternating runs): streaming stores took 16 MiB from
-// 33-35 to 46 GB/s with a 256 KiB fragment ring, and from 15-19 to 48 GB/s
-// with a 1 MiB one; 4 MiB was unchanged.
-const DefaultStreamMin = 8 << 20
+// DefaultStreamMin is the built-in sm.stream. Streaming stores do not
+// allocate in the cache, so they run at what memory takes from one core:
+// here about 36 GB/s for real data (and 85 for zeros, which this machine's
+// memory path writes faster: results/vm/fill). An 8 MiB message's source
+// and destination still fit the caches, and ordinary stores moved it at
+// 0.92-0.95x Open MPI vader against 0.67x streaming (bw, buffers filled as
+// OSU's, 8 interleaved rounds); at 16 MiB the two ways were level (0.67x).
+// (The 8 MiB this replaced was measured with buffers of zeros.)
+const DefaultStreamMin = 16 << 20
 
 // DefaultFragSlots makes the built-in fragment ring 4 MiB (64 fragments of
 // 64 KiB): room for a whole 64-message window of 32 KiB (OSU's bw window)

@@ -121,15 +121,16 @@ static void default_iters(enum pattern p, int size, int *iters, int *warmup)
     }
 }
 
-/* alloc_touched returns page-aligned memory with every page written. */
-static char *alloc_touched(size_t n)
+/* alloc_filled returns page-aligned memory with every byte set to c: OSU's
+ * 'a' for send buffers and 'b' for receive buffers, as gotune's ranks. */
+static char *alloc_filled(size_t n, int c)
 {
     void *p;
     if (n == 0)
         n = 1;
     if (posix_memalign(&p, (size_t)sysconf(_SC_PAGESIZE), n) != 0)
         die("cannot allocate message buffers");
-    memset(p, 'a', n);
+    memset(p, c, n);
     return p;
 }
 
@@ -290,8 +291,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < nsizes; i++)
         if (sizes[i] > max_size)
             max_size = sizes[i];
-    l.sbuf = alloc_touched((size_t)max_size);
-    l.rbuf = alloc_touched((size_t)max_size);
+    l.sbuf = alloc_filled((size_t)max_size, 'a');
+    l.rbuf = alloc_filled((size_t)max_size, 'b');
     l.reqs = malloc(sizeof *l.reqs * 2 * (size_t)l.window);
     if (l.reqs == NULL)
         die("out of memory");
