@@ -2,7 +2,8 @@
 # cache-line round trip and synthetic copies), then the configurations in a balanced (Williams) order,
 # REPS repetitions each (default 3), and appends one JSON line: rtt_min, rtt_med (ns), syn (GB/s) and
 # res[config][size] = median MB/s. A config is name|BINARY|transport opts..., or vader (Open MPI 4.1.4
-# ob1/vader, single copy none, with /tmp/anchor built from bench/anchor/csrc/anchor.c). ITERS and
+# ob1/vader, single copy none, with /tmp/anchor built from bench/anchor/csrc/anchor.c), or
+# vaderNAME|PROGRAM: the same with another anchor program (a wrapper that sets GLIBC_TUNABLES, say). ITERS and
 # WARMUP, when set, are passed to both sides (unset: OSU's defaults for the size).
 import json,subprocess,sys,os,statistics as st,time
 rounds=int(sys.argv[1]); sizes=sys.argv[2]; out=open(sys.argv[3],'a'); cfgs=sys.argv[4:]
@@ -27,13 +28,14 @@ for r in range(rounds):
     res={}
     for i in williams(len(cfgs),r):
         c=cfgs[i]
-        if c=='vader':
-            o=subprocess.run(['mpirun','-np','2','--mca','pml','ob1','--mca','btl','self,vader','--mca','btl_vader_single_copy_mechanism','none','--map-by','core','--bind-to','core','/tmp/anchor','bw',','.join(str(x) for x in sz(sizes)),os.environ.get('REPS','3'),os.environ.get('ITERS','0'),os.environ.get('WARMUP','0'),'64'],env=env,capture_output=True,text=True).stdout
+        if c.startswith('vader'):
+            name,_,prog=c.partition('|')
+            o=subprocess.run(['mpirun','-np','2','--mca','pml','ob1','--mca','btl','self,vader','--mca','btl_vader_single_copy_mechanism','none','--map-by','core','--bind-to','core',prog or '/tmp/anchor','bw',','.join(str(x) for x in sz(sizes)),os.environ.get('REPS','3'),os.environ.get('ITERS','0'),os.environ.get('WARMUP','0'),'64'],env=env,capture_output=True,text=True).stdout
             d={}
             for l in o.splitlines():
                 f=l.split()
                 if f and f[0]=='rep': d.setdefault(int(f[1]),[]).append(float(f[3]))
-            res['vader']={s:st.median(v) for s,v in d.items()}
+            res[name]={s:st.median(v) for s,v in d.items()}
         else:
             name,b,args=c.split('|'); a=args.split()
             o=subprocess.run([b,'bench','-t',a[0],'-p','bw','-s',sizes,'--reps',os.environ.get('REPS','3'),'-f','json']+(['--iters',os.environ['ITERS'],'--warmup',os.environ['WARMUP']] if os.environ.get('ITERS') else [])+a[1:],capture_output=True,text=True).stdout
