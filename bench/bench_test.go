@@ -352,30 +352,6 @@ func TestHangIsCaughtWithStacks(t *testing.T) {
 	}
 }
 
-// sendRecorder notes the address of every message of size bytes rank 0
-// sends (not the acknowledgements and barriers between them).
-type sendRecorder struct {
-	transports.Transport
-	size int
-	sent []uintptr
-}
-
-func (s *sendRecorder) note(buf []byte) {
-	if len(buf) == s.size {
-		s.sent = append(s.sent, sys.AddressOf(buf))
-	}
-}
-
-func (s *sendRecorder) Send(peer int, buf []byte) error {
-	s.note(buf)
-	return s.Transport.Send(peer, buf)
-}
-
-func (s *sendRecorder) Isend(peer int, buf []byte) (transports.Request, error) {
-	s.note(buf)
-	return s.Transport.Isend(peer, buf)
-}
-
 // With Spec.Buffers the messages take that many distinct buffers in turn,
 // in every pattern that sends a window, and validation still holds.
 func TestBuffersAreTakenInTurn(t *testing.T) {
@@ -393,43 +369,46 @@ func TestBuffersAreTakenInTurn(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%d", c.pat, c.buffers), func(t *testing.T) {
 			spec := bench.Spec{Transport: "sm", Pattern: c.pat, Sizes: []int{64}, Reps: 1, Iters: 7, Warmup: 1,
 				Window: c.window, Validate: true, Buffers: c.buffers}
-			rec := &sendRecorder{size: 64}
+			var rec *payloadRecorder
 			_, err := inProcess(t, spec, func(rank int, tr transports.Transport) transports.Transport {
 				if rank != 0 {
 					return tr
 				}
-				rec.Transport = tr
+				rec = newPayloadRecorder(tr)
 				return rec
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
+			sent := rec.addrs[64]
 			distinct := map[uintptr]bool{}
 			perPass := (spec.Warmup + spec.Iters) * c.window // each pass starts again at the first buffer
-			for k, a := range rec.sent {
+			for k, a := range sent {
 				distinct[a] = true
-				if k%perPass >= c.want && a != rec.sent[k-c.want] {
-					t.Fatalf("message %d from %#x, message %d from %#x: not in turn over %d buffers", k, a, k-c.want, rec.sent[k-c.want], c.want)
+				if k%perPass >= c.want && a != sent[k-c.want] {
+					t.Fatalf("message %d from %#x, message %d from %#x: not in turn over %d buffers", k, a, k-c.want, sent[k-c.want], c.want)
 				}
 			}
-			if len(rec.sent) < 2*c.want || len(distinct) != c.want {
-				t.Errorf("%d distinct send buffers over %d messages, want %d", len(distinct), len(rec.sent), c.want)
+			if len(sent) < 2*c.want || len(distinct) != c.want {
+				t.Errorf("%d distinct send buffers over %d messages, want %d", len(distinct), len(sent), c.want)
 			}
 		})
 	}
 }
 
-// payloadRecorder keeps a copy of the first buffer of each length handed
-// to Isend or Send (what leaves) and to Irecv or Recv (what the receive
-// buffer held before the transport wrote it).
+// payloadRecorder notes every buffer handed to Isend or Send: its length,
+// its address, and a copy of the first of each length (what leaves); and
+// a copy of the first buffer of each length handed to Irecv or Recv (what
+// the receive buffer held before the transport wrote it).
 type payloadRecorder struct {
 	transports.Transport
 	sent, posted map[int][]byte
-	sizes        []int // lengths sent, in order (zero-byte ones left out)
+	addrs        map[int][]uintptr // per length, in order
+	sizes        []int             // lengths sent, in order (zero-byte ones left out)
 }
 
 func newPayloadRecorder(tr transports.Transport) *payloadRecorder {
-	return &payloadRecorder{Transport: tr, sent: map[int][]byte{}, posted: map[int][]byte{}}
+	return &payloadRecorder{Transport: tr, sent: map[int][]byte{}, posted: map[int][]byte{}, addrs: map[int][]uintptr{}}
 }
 
 func (p *payloadRecorder) send(buf []byte) {
@@ -437,6 +416,7 @@ func (p *payloadRecorder) send(buf []byte) {
 		return
 	}
 	p.sizes = append(p.sizes, len(buf))
+	p.addrs[len(buf)] = append(p.addrs[len(buf)], sys.AddressOf(buf))
 	if _, ok := p.sent[len(buf)]; !ok {
 		p.sent[len(buf)] = slices.Clone(buf)
 	}
