@@ -369,14 +369,7 @@ func TestBuffersAreTakenInTurn(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%d", c.pat, c.buffers), func(t *testing.T) {
 			spec := bench.Spec{Transport: "sm", Pattern: c.pat, Sizes: []int{64}, Reps: 1, Iters: 7, Warmup: 1,
 				Window: c.window, Validate: true, Buffers: c.buffers}
-			var rec *payloadRecorder
-			_, err := inProcess(t, spec, func(rank int, tr transports.Transport) transports.Transport {
-				if rank != 0 {
-					return tr
-				}
-				rec = newPayloadRecorder(tr)
-				return rec
-			})
+			rec, _, err := recordRank0(t, spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -448,6 +441,21 @@ func (p *payloadRecorder) Irecv(peer int, buf []byte) (transports.Request, error
 	return p.Transport.Irecv(peer, buf)
 }
 
+// recordRank0 runs spec in process with rank 0's transport behind a
+// payloadRecorder.
+func recordRank0(t *testing.T, spec bench.Spec) (*payloadRecorder, []bench.Point, error) {
+	t.Helper()
+	var rec *payloadRecorder
+	pts, err := inProcess(t, spec, func(rank int, tr transports.Transport) transports.Transport {
+		if rank != 0 {
+			return tr
+		}
+		rec = newPayloadRecorder(tr)
+		return rec
+	})
+	return rec, pts, err
+}
+
 // allBytes reports whether b is non-empty and every byte of it is c.
 func allBytes(b []byte, c byte) bool {
 	return len(b) > 0 && !slices.ContainsFunc(b, func(x byte) bool { return x != c })
@@ -486,14 +494,7 @@ func TestSettlingPassIsNotReported(t *testing.T) {
 	for _, pat := range []bench.Pattern{bench.Latency, bench.Bandwidth} {
 		t.Run(string(pat), func(t *testing.T) {
 			spec := bench.Spec{Transport: "sm", Pattern: pat, Sizes: []int{64, 4096}, Reps: 2, Iters: 5, Warmup: 1, Window: 4, Settle: 1 << 20}
-			var rec *payloadRecorder
-			pts, err := inProcess(t, spec, func(rank int, tr transports.Transport) transports.Transport {
-				if rank != 0 {
-					return tr
-				}
-				rec = newPayloadRecorder(tr)
-				return rec
-			})
+			rec, pts, err := recordRank0(t, spec)
 			if err != nil {
 				t.Fatal(err)
 			}
