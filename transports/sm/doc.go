@@ -8,7 +8,9 @@
 // so a receiver polls one cache line and finds the header and an eager
 // payload together. Messages up to the eager limit travel inline in one cell;
 // larger ones are pipelined through the fragment ring (one descriptor cell
-// per fragment, each fragment packed to a cache line); with a single-copy mechanism attached, messages from its
+// per fragment, each fragment packed to a cache line), and pipelined sends
+// whose receive the peer has posted take turns, a fragment each (as Open
+// MPI's ob1 advances its pending sends); with a single-copy mechanism attached, messages from its
 // threshold up use rendezvous: a request-to-send cell, one copy by the
 // mechanism, and a completion cell. A mechanism whose copies finish later
 // (EventCopy: CUDA IPC) sends the completion cell as soon as the copy is

@@ -82,8 +82,11 @@ func both(t testing.TB, a, b func() error) {
 	}
 }
 
+// small is a channel of depth cells of 128 bytes (eager up to 64) and a
+// ring of slots fragments of 64 bytes, where two pipelined sends take
+// turns.
 func small(depth, slots int) sm.Params {
-	return sm.Params{Depth: depth, CellSize: 128, EagerLimit: 64, FragSize: 64, FragSlots: slots, Copy: "go"}
+	return sm.Params{Depth: depth, CellSize: 128, EagerLimit: 64, FragSize: 64, FragSlots: slots, Copy: "go", Streams: 2}
 }
 
 // Messages of every protocol, in order, across many ring wrap-arounds.
@@ -209,51 +212,120 @@ func TestHeadToHeadSendsSmallestFIFO(t *testing.T) {
 	}
 }
 
+// A window of non-blocking sends of every protocol and of different
+// lengths (so pipelined ones finish out of order when they take turns),
+// half of them received late so that they arrive unexpected, lands every
+// message in its own receive.
 func TestNonBlockingWindow(t *testing.T) {
+	const window = 16
+	var sizes []int
+	for i := range window {
+		sizes = append(sizes, cmp.Or(map[int]int{0: 40, 5: 3000, 9: 0}[i], 1000-37*i))
+	}
+	offs := make([]int, window+1)
+	for i, n := range sizes {
+		offs[i+1] = offs[i] + n
+	}
 	for _, single := range []sm.SingleCopy{nil,
 		cma.NewCopier(cma.Params{Pull: true, Threshold: 65}),
 		cma.NewCopier(cma.Params{Pull: false, Threshold: 65, Chunk: 100})} {
-		name := "sm"
-		if single != nil {
-			name = fmt.Sprintf("cma_pull=%v", single.Pull())
-		}
-		t.Run(name, func(t *testing.T) {
-			a, b := pair(t, small(2, 2), single)
-			const window, n = 16, 1000
-			sb, rb := buffer(t, window*n), buffer(t, window*n)
-			for i := range window {
-				fill(sb[i*n:(i+1)*n], i)
+		for _, streams := range []int{1, 2, window} {
+			name := "sm"
+			if single != nil {
+				name = fmt.Sprintf("cma_pull=%v", single.Pull())
 			}
-			both(t, func() error {
-				var reqs []transports.Request
+			t.Run(fmt.Sprintf("%s_streams%d", name, streams), func(t *testing.T) {
+				p := small(2, 2)
+				p.Streams = streams
+				a, b := pair(t, p, single)
+				sb, rb := buffer(t, offs[window]), buffer(t, offs[window])
 				for i := range window {
-					r, err := a.Isend(1, sb[i*n:(i+1)*n])
-					if err != nil {
-						return err
-					}
-					reqs = append(reqs, r)
+					fill(sb[offs[i]:offs[i+1]], i)
 				}
-				return a.Wait(reqs...)
-			}, func() error {
-				var reqs []transports.Request
-				// Post half the receives late so some messages arrive unexpected.
-				for i := range window {
-					if i == window/2 {
-						if err := b.Wait(reqs...); err != nil {
+				both(t, func() error {
+					var reqs []transports.Request
+					for i := range window {
+						r, err := a.Isend(1, sb[offs[i]:offs[i+1]])
+						if err != nil {
 							return err
 						}
-						reqs = nil
+						reqs = append(reqs, r)
 					}
-					r, err := b.Irecv(0, rb[i*n:(i+1)*n])
-					if err != nil {
-						return err
+					return a.Wait(reqs...)
+				}, func() error {
+					var reqs []transports.Request
+					// Post half the receives late so some messages arrive unexpected.
+					for i := range window {
+						if i == window/2 {
+							if err := b.Wait(reqs...); err != nil {
+								return err
+							}
+							reqs = nil
+						}
+						r, err := b.Irecv(0, rb[offs[i]:offs[i+1]])
+						if err != nil {
+							return err
+						}
+						reqs = append(reqs, r)
 					}
-					reqs = append(reqs, r)
+					return b.Wait(reqs...)
+				})
+				for i := range window {
+					if !bytes.Equal(sb[offs[i]:offs[i+1]], rb[offs[i]:offs[i+1]]) {
+						t.Fatalf("message %d (%d bytes) differs", i, sizes[i])
+					}
 				}
-				return b.Wait(reqs...)
 			})
+		}
+	}
+}
+
+// Pipelined sends take turns: when the first of two 5-fragment messages
+// is complete, fragments of the second have already landed, and with
+// sm.streams=1 at most the one behind the first's last. Both endpoints are
+// driven from one goroutine.
+func TestPipelinedSendsTakeTurns(t *testing.T) {
+	for _, streams := range []int{1, 2} {
+		t.Run(fmt.Sprint("streams", streams), func(t *testing.T) {
+			p := small(64, 2)
+			p.Streams = streams
+			a, b := pair(t, p, nil)
+			const n = 5 * 64
+			sb, rb := buffer(t, 2*n), buffer(t, 2*n)
+			fill(sb, 1)
+			const unwritten = 0xef
+			for i := range rb {
+				sb[i] &^= 0x01 // even bytes: never the odd marker
+				rb[i] = unwritten
+			}
+			r0, _ := b.Irecv(0, rb[:n])
+			r1, _ := b.Irecv(0, rb[n:])
+			s0, _ := a.Isend(1, sb[:n])
+			s1, _ := a.Isend(1, sb[n:])
+			landed := -1
+			for _, r := range []transports.Request{r0, r1, s0, s1} {
+				for !r.Done() {
+					if !a.Progress() && !b.Progress() {
+						t.Fatal("no progress with messages outstanding")
+					}
+					if landed < 0 && r0.Done() {
+						landed = n - bytes.Count(rb[n:], []byte{unwritten})
+					}
+				}
+			}
+			if err := errors.Join(a.Wait(s0, s1), b.Wait(r0, r1)); err != nil {
+				t.Fatal(err)
+			}
 			if !bytes.Equal(sb, rb) {
-				t.Fatal("window payload differs")
+				t.Fatal("payload differs")
+			}
+			// One progress pass of the receiver may also take the
+			// fragment that followed the first message's last one.
+			switch {
+			case streams == 1 && landed > 64:
+				t.Errorf("one message at a time, yet %d bytes of the second landed before the first completed", landed)
+			case streams > 1 && landed <= 64:
+				t.Errorf("%d bytes of the second message landed before the first completed: the sends did not take turns", landed)
 			}
 		})
 	}
@@ -364,6 +436,8 @@ func TestParamsValidation(t *testing.T) {
 		{transports.Options{"sm.frag": "2M", "sm.wrap": "1M"}, "sm.wrap=1048576"},
 		{transports.Options{"sm.wrap": "1000"}, "sm.wrap=1000"},
 		{transports.Options{"sm.wrap": "0"}, ""},
+		{transports.Options{"sm.streams": "1"}, ""},
+		{transports.Options{"sm.streams": "0"}, "sm.streams=0"},
 	}
 	for _, c := range cases {
 		p, err := sm.ParseParams(c.opts)

@@ -27,8 +27,9 @@ type Params struct {
 	// of it: "go" (Go's vector loop), "movsb" (REP MOVSB), or "auto" (by
 	// size and direction, see copier.go).
 	Copy string
-	// StreamMin is the message size from which the receiver copies
-	// fragments out to the receive buffer with streaming (non-temporal)
+	// StreamMin is the message size from which the receiver copies the
+	// fragments of a message arriving alone (not taking turns with others,
+	// see Streams) to the receive buffer with streaming (non-temporal)
 	// stores, so that a destination larger than the cache does not evict
 	// the source and the fragment ring; 0 never streams.
 	StreamMin int
@@ -37,6 +38,10 @@ type Params struct {
 	// the first Wrap bytes. Shorter fragments use the whole ring. 0 (or at
 	// least the ring's size) is the whole ring. See DefaultWrap.
 	Wrap int
+	// Streams is how many pipelined sends to one peer advance together,
+	// one fragment each in turn, oldest first (1: one message at a time).
+	// See DefaultStreams.
+	Streams int
 	// NoDrainOnSend makes a send blocked on a full ring stop draining the
 	// incoming channels: the deadlock of hazard H5, kept so that the probe
 	// can prove its detector works. Never set it for real traffic.
@@ -54,11 +59,12 @@ type Params struct {
 // DefaultStreamMin is the built-in sm.stream. Streaming stores do not
 // allocate in the cache, so they run at what memory takes from one core:
 // here about 36 GB/s for real data (and 85 for zeros, which this machine's
-// memory path writes faster: results/vm/fill). An 8 MiB message's source
-// and destination still fit the caches, and ordinary stores moved it at
-// 0.92-0.95x Open MPI vader against 0.67x streaming (bw, buffers filled as
-// OSU's, 8 interleaved rounds); at 16 MiB the two ways were level (0.67x).
-// (The 8 MiB this replaced was measured with buffers of zeros.)
+// memory path writes faster: results/vm/fill). They serve a message that
+// arrives alone (see copyOut): a 16 MiB one moved at 25-35 GB/s streaming
+// against 11-13 without (bw, window 1). An 8 MiB message's source and
+// destination still fit the caches: ordinary stores moved a window of them
+// at 0.92-0.95x Open MPI vader against 0.67x streaming (bw, buffers filled
+// as OSU's, 8 interleaved rounds, before messages took turns).
 const DefaultStreamMin = 16 << 20
 
 // DefaultFragSlots makes the built-in fragment ring 4 MiB (64 fragments of
@@ -77,6 +83,15 @@ const DefaultFragSlots = 64
 // rounds, per-round ratios): a 4 MiB ring against a 1 MiB one was 1.45x
 // at 32 KiB and 1.3-1.8x at 8 KiB, but 0.80x at 64 KiB.
 const DefaultWrap = 1 << 20
+
+// DefaultStreams is the built-in sm.streams: up to 64 pipelined sends
+// (OSU's window) advance together, one fragment each in turn, as Open
+// MPI's ob1 advances the sends it has pending. A window of large messages
+// from one buffer into one buffer then copies the same fragment's worth of
+// source and destination 64 times in a row, from the caches, where one
+// message at a time sweeps both buffers once per message and, at 16 MiB,
+// misses the caches.
+const DefaultStreams = 64
 
 // WrapFrom is the fragment length from which fragments cycle through
 // sm.wrap even when the fragment size is larger. With 128 KiB fragments
@@ -105,7 +120,7 @@ func CellFor(eager int) int { return sys.RoundUp(headerSize+eager, cacheLine) + 
 // DefaultParams are the built-in channel parameters.
 func DefaultParams() Params {
 	return Params{Depth: 64, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: 64 << 10, FragSlots: DefaultFragSlots,
-		Copy: "auto", StreamMin: DefaultStreamMin, Wrap: DefaultWrap, Progress: "poll"}
+		Copy: "auto", StreamMin: DefaultStreamMin, Wrap: DefaultWrap, Streams: DefaultStreams, Progress: "poll"}
 }
 
 // OptionKeys documents the options ParseParams reads.
@@ -116,8 +131,9 @@ var OptionKeys = map[string]string{
 	"sm.frag":     "fragment size for pipelined messages (multiple of 64)",
 	"sm.frags":    "fragment ring size, in largest fragments (ring bytes = sm.frag x sm.frags)",
 	"sm.copy":     "fragment copy routine (eager cells always use Go's copy): go (vector loop), movsb (REP MOVSB), or auto (movsb from 64 KiB, and into the ring at 8-16 KiB too, and at 17-63 KiB while the sender's timed copies show a slow spell)",
-	"sm.stream":   "message size from which fragments are copied out with streaming stores (0: never)",
+	"sm.stream":   "message size from which a message arriving alone (not taking turns with others) is copied out with streaming stores (0: never)",
 	"sm.wrap":     "bytes at the ring's start that large fragments (at least min(sm.frag, 64 KiB)) cycle through (0: the whole ring)",
+	"sm.streams":  "pipelined sends to one peer that advance together, one fragment each in turn (1: one message at a time)",
 	"sm.drain":    "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)",
 	"sm.progress": "poll (channels advance inside engine calls only) or thread (a progress thread also advances them while the application computes)",
 	"sm.persist":  "return (freeing a persistent send returns its FIFO credit) or leak (UNSAFE: hazard H3's credit leak, for probes only)",
@@ -158,6 +174,9 @@ func ParseParams(o transports.Options) (Params, error) {
 	if _, set := o["sm.wrap"]; !set && p.Wrap < p.FragSize {
 		p.Wrap = 0 // the built-in wrap is below these fragments: the whole ring
 	}
+	if p.Streams, err = o.Int("sm.streams", p.Streams); err != nil {
+		return p, err
+	}
 	drain, err := o.String("sm.drain", "always", "always", "never")
 	if err != nil {
 		return p, err
@@ -193,6 +212,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sm.copy=%q: want auto, go or movsb", p.Copy)
 	case p.Wrap != 0 && (p.Wrap < p.FragSize || p.Wrap%cacheLine != 0):
 		return fmt.Errorf("sm.wrap=%d: want 0 (the whole ring) or a multiple of %d of at least sm.frag=%d", p.Wrap, cacheLine, p.FragSize)
+	case p.Streams < 1:
+		return fmt.Errorf("sm.streams=%d: want at least 1 (one message at a time)", p.Streams)
 	case p.StreamMin < 0:
 		return fmt.Errorf("sm.stream=%d: want 0 (never) or a message size", p.StreamMin)
 	case p.Progress != "" && p.Progress != "poll" && p.Progress != "thread":
@@ -231,6 +252,7 @@ func channelIndex(src, dst, n int) int {
 type channel struct {
 	tail     *uint64 // cells consumed (written by the consumer)
 	fragTail *uint64 // fragment ring bytes consumed, padding included (written by the consumer)
+	awaited  *uint64 // receives the consumer has posted for this channel's messages, ever (written by the consumer)
 	cells    []byte
 	frags    []byte
 	depth    uint64
@@ -251,6 +273,7 @@ func openChannel(seg []byte, src, dst, n int, p Params) (*channel, error) {
 	return &channel{
 		tail:     (*uint64)(unsafe.Pointer(&b[0])),
 		fragTail: (*uint64)(unsafe.Pointer(&b[8])),
+		awaited:  (*uint64)(unsafe.Pointer(&b[16])),
 		cells:    b[ctlSize : ctlSize+p.Depth*p.CellSize],
 		frags:    b[cellsEnd : cellsEnd+p.FragSlots*p.FragSize],
 		depth:    uint64(p.Depth),
@@ -393,11 +416,14 @@ func (p *producer) publish(kind uint8, length int) {
 }
 
 // publishFrag hands the fragment nextFrag returned over with its
-// descriptor cell, whose first word is the message size (kindFrag) or the
-// receive request it is for (kindFragTo). length must be the length of that
-// fragment: the consumer places it from the length.
-func (p *producer) publishFrag(kind uint8, length int, word uint64) {
-	binary.LittleEndian.PutUint64(p.cell(), word)
+// descriptor cell, whose words are the message size and the message's
+// number on the channel (kindFrag), or the receive request it is for
+// (kindFragTo, w1 unused). length must be the length of that fragment: the
+// consumer places it from the length.
+func (p *producer) publishFrag(kind uint8, length int, w0, w1 uint64) {
+	body := p.cell()
+	binary.LittleEndian.PutUint64(body, w0)
+	binary.LittleEndian.PutUint64(body[8:], w1)
 	p.fragHead = p.pendNext
 	p.publish(kind, length)
 }

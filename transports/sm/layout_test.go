@@ -100,7 +100,7 @@ func TestFragmentRingPlacement(t *testing.T) {
 					t.Fatalf("fragment %d: %d bytes at offset %d, want %d at %d", i, len(b), off, f.n, f.off)
 				}
 				b[0] = byte(i + 1)
-				prod.publishFrag(kindFrag, f.n, 0)
+				prod.publishFrag(kindFrag, f.n, 0, 0)
 			}
 		})
 	}

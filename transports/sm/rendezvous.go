@@ -155,7 +155,7 @@ func (e *Endpoint) progressFallback(p *peer) bool {
 	moved := false
 	for p.fallq.len() > 0 {
 		r := p.fallq.front()
-		if e.sendFragments(p, r, kindFragTo, r.id) {
+		if e.sendFragments(p, r, kindFragTo, r.id, 0) {
 			moved = true
 		}
 		if r.off < len(r.buf) {
@@ -177,7 +177,7 @@ func (e *Endpoint) receiveFragmentTo(p *peer, n int, id uint64) {
 	if dst, src := r.buf[min(r.off, len(r.buf)):], p.rx.curFrag(n); r.device() {
 		e.getDevice(r, dst, src)
 	} else {
-		e.copyOut(dst, src, len(r.buf))
+		e.copyOut(dst, src, len(r.buf), false)
 	}
 	r.off += n
 	p.rx.releaseFrag()
