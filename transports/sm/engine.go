@@ -1198,7 +1198,8 @@ func (e *Endpoint) arrived(p *peer, i int) {
 // caches: a window of 16 MiB messages into one buffer moved at 49-56 GB/s
 // with ordinary stores and 32-35 streaming (bw, 5 interleaved rounds,
 // results/vm/streams). A single 16 MiB message still streams: bw with a
-// window of 1 moved 25-35 GB/s streaming and 11-13 without.
+// window of 1 moved 31.6-34.0 GB/s streaming and 10.9-14.1 without
+// (results/vm/streams/w1.txt).
 func (e *Endpoint) copyOut(dst, src []byte, size int, turns bool) {
 	if e.params.StreamMin > 0 && size >= e.params.StreamMin && !turns {
 		sys.CopyStream(dst, src)

@@ -218,9 +218,18 @@ func TestHeadToHeadSendsSmallestFIFO(t *testing.T) {
 // message in its own receive.
 func TestNonBlockingWindow(t *testing.T) {
 	const window = 16
-	var sizes []int
-	for i := range window {
-		sizes = append(sizes, cmp.Or(map[int]int{0: 40, 5: 3000, 9: 0}[i], 1000-37*i))
+	sizes := make([]int, window)
+	for i := range sizes {
+		switch i {
+		case 0:
+			sizes[i] = 40 // eager
+		case 5:
+			sizes[i] = 3000
+		case 9:
+			sizes[i] = 0
+		default:
+			sizes[i] = 1000 - 37*i
+		}
 	}
 	offs := make([]int, window+1)
 	for i, n := range sizes {

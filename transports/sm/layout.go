@@ -60,11 +60,12 @@ type Params struct {
 // allocate in the cache, so they run at what memory takes from one core:
 // here about 36 GB/s for real data (and 85 for zeros, which this machine's
 // memory path writes faster: results/vm/fill). They serve a message that
-// arrives alone (see copyOut): a 16 MiB one moved at 25-35 GB/s streaming
-// against 11-13 without (bw, window 1). An 8 MiB message's source and
-// destination still fit the caches: ordinary stores moved a window of them
-// at 0.92-0.95x Open MPI vader against 0.67x streaming (bw, buffers filled
-// as OSU's, 8 interleaved rounds, before messages took turns).
+// arrives alone (see copyOut): a 16 MiB one moved at 31.6-34.0 GB/s
+// streaming against 10.9-14.1 without (bw, window 1). An 8 MiB message's
+// source and destination still fit the caches: ordinary stores moved a
+// window of them at 0.92-0.95x Open MPI vader against 0.67x streaming (bw,
+// buffers filled as OSU's, 8 interleaved rounds, before messages took
+// turns).
 const DefaultStreamMin = 16 << 20
 
 // DefaultFragSlots makes the built-in fragment ring 4 MiB (64 fragments of
