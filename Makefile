@@ -3,7 +3,7 @@ GO       ?= go
 BIN      := bin/gotune
 GOFLAGS  ?=
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
-LDFLAGS  := -X github.com/gotune/gotune/bench.Version=$(VERSION)
+LDFLAGS  := -X github.com/gotune/gotune/internal/hostinfo.Version=$(VERSION)
 TESTFLAGS ?= -count=1 -timeout 20m
 # Debian packages the build needs (a C compiler: go-nvml is cgo), and those
 # the tests and anchors add (Open MPI for the side-by-side comparison and its

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gotune/gotune/bench/gpuload"
 	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 )
@@ -320,8 +321,8 @@ func (g *rankGPU) setup(s *Spec) error {
 }
 
 // info is what the result records of the rank's GPU.
-func (g *rankGPU) info(rank int) RankInfo {
-	return RankInfo{Rank: rank, Mem: g.kind.String(), GPU: &GPUInfo{Ordinal: g.dev.Ordinal, Name: g.dev.Name, PCIBusID: g.dev.PCIBusID}}
+func (g *rankGPU) info(rank int) hostinfo.RankInfo {
+	return hostinfo.RankInfo{Rank: rank, Mem: g.kind.String(), GPU: &hostinfo.GPUInfo{Ordinal: g.dev.Ordinal, Name: g.dev.Name, PCIBusID: g.dev.PCIBusID}}
 }
 
 // close stops the load kernel, releases the device and unlocks the thread.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/transports"
 )
 
@@ -133,10 +134,10 @@ func (p Point) Stalled() bool { return p.LoadStalled }
 
 // Result is a run: provenance, what was asked, and a point per size.
 type Result struct {
-	Label      string     `json:"label"` // e.g. "gotune sm", "openmpi vader cma"
-	Provenance Provenance `json:"provenance"`
-	Spec       Spec       `json:"spec"`
-	Points     []Point    `json:"points"`
+	Label      string              `json:"label"` // e.g. "gotune sm", "openmpi vader cma"
+	Provenance hostinfo.Provenance `json:"provenance"`
+	Spec       Spec                `json:"spec"`
+	Points     []Point             `json:"points"`
 }
 
 // OSU's loop constants (osu_util.h).

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
@@ -23,9 +24,9 @@ func init() { launch.Register(jobKind, rankMain) }
 
 // rankOutput is what a benchmark rank returns.
 type rankOutput struct {
-	Points   []Point    `json:"points,omitempty"`   // rank 0's
-	Warnings [][]string `json:"warnings,omitempty"` // rank 1's, one list per size
-	Rank     *RankInfo  `json:"rank,omitempty"`     // with a GPU: its buffers and device
+	Points   []Point            `json:"points,omitempty"`   // rank 0's
+	Warnings [][]string         `json:"warnings,omitempty"` // rank 1's, one list per size
+	Rank     *hostinfo.RankInfo `json:"rank,omitempty"`     // with a GPU: its buffers and device
 }
 
 // rankMain is the body of each benchmark rank. It runs on the rank's
@@ -172,7 +173,7 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Label: "gotune " + spec.Transport, Provenance: Collect("/"), Spec: spec}
+	res := Result{Label: "gotune " + spec.Transport, Provenance: hostinfo.Collect("/"), Spec: spec}
 	var outs [ranks]rankOutput
 	for r := range outs {
 		if err := json.Unmarshal(out[r], &outs[r]); err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/sys"
 )
 
@@ -96,7 +97,7 @@ func Run(ctx context.Context, s Stack, binary string, spec bench.Spec) (bench.Re
 		return bench.Result{}, fmt.Errorf("run anchor through %s: %w", s.Name,
 			sys.NotSupported("openmpi", s.mpirun()+" not found in PATH", err))
 	}
-	prov := bench.Collect("/")
+	prov := hostinfo.Collect("/")
 	name, version, err := libraryVersion(ctx, launcher)
 	if err != nil {
 		return bench.Result{}, fmt.Errorf("run anchor through %s: %w", s.Name, err)

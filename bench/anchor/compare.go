@@ -7,12 +7,12 @@ import (
 	"math"
 	"slices"
 
+	"github.com/montanaflynn/stats"
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
-	"github.com/gotune/gotune/tuner/search"
 )
 
 // comparison is one size of a side-by-side table.
@@ -130,7 +130,7 @@ func compare(ours, theirs []bench.Result) ([]comparison, bench.Pattern, error) {
 			for k := range a {
 				perRound[k] = oriented(a[k], b[k])
 			}
-			c.paired = search.Median(perRound)
+			c.paired, _ = stats.Median(perRound) // len(perRound) >= 2: no error
 		}
 		rows = append(rows, c)
 	}

@@ -14,8 +14,9 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/report"
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
-	"github.com/gotune/gotune/internal/report"
 	"github.com/gotune/gotune/transports"
 )
 
@@ -60,7 +61,7 @@ seconds apart (at the cost of more launches). Ratios > 1 mean gotune is better.`
 			}
 			var text bytes.Buffer
 			out := io.MultiWriter(cmd.OutOrStdout(), &text)
-			fmt.Fprintf(&text, "# gotune %s\n# command: gotune %s\n", bench.GotuneVersion(), strings.Join(os.Args[1:], " "))
+			fmt.Fprintf(&text, "# gotune %s\n# command: gotune %s\n", hostinfo.GotuneVersion(), strings.Join(os.Args[1:], " "))
 			var all []bench.Result
 			for _, pc := range []struct {
 				pattern bench.Pattern

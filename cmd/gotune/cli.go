@@ -19,14 +19,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/bench/report"
 	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
-	"github.com/gotune/gotune/internal/report"
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	_ "github.com/gotune/gotune/transports/all"
 	"github.com/gotune/gotune/transports/auto"
-	"github.com/gotune/gotune/transports/profile"
 )
 
 // Main runs the CLI with args and returns the process exit status.
@@ -62,7 +63,7 @@ func newVersion() *cobra.Command {
 		Short: "Print gotune's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "gotune %s (%s %s/%s)\n", bench.GotuneVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(cmd.OutOrStdout(), "gotune %s (%s %s/%s)\n", hostinfo.GotuneVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
 		},
 	}
@@ -313,7 +314,7 @@ func newDoctor() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
-			p := bench.Collect("/")
+			p := hostinfo.Collect("/")
 			fmt.Fprintf(w, "host %s: %s, %d cores, %d NUMA node(s), kernel %s\n", p.Host, p.CPUModel, p.Cores, p.NUMANodes, p.Kernel)
 			if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
 				fmt.Fprintf(w, "kernel.yama.ptrace_scope = %s", b)

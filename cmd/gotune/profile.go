@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gotune/gotune/transports/profile"
+	"github.com/gotune/gotune/profile"
 )
 
 // Exit statuses of gotune profile diff, as diff(1)'s.

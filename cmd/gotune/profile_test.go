@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gotune/gotune/transports/profile"
+	"github.com/gotune/gotune/profile"
 )
 
 // writeProfile writes a valid profile, changed by mutate, to dir/name.

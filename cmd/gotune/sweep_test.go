@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gotune/gotune/transports/profile"
+	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/tuner/store"
 	"github.com/gotune/gotune/tuner/sweep"
 )

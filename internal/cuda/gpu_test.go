@@ -2,7 +2,6 @@ package cuda_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gotune/gotune/bench/gpuload"
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/cuda/cudatest"
 )
@@ -644,62 +642,4 @@ func ipcChild(ordinal string) error {
 		return err
 	}
 	return b.Free()
-}
-
-// The gpuload kernel, loaded and launched through the raw module API.
-func TestModuleLaunch(t *testing.T) {
-	d := cudatest.Device(t, 0)
-	if _, err := cuda.LoadModule([]byte(".version 7.8\n.target sm_70\n.address_size 64\nthis is not PTX\n")); err == nil ||
-		!strings.Contains(err.Error(), "cuModuleLoadDataEx") {
-		t.Errorf("broken PTX: %v", err)
-	} else {
-		t.Logf("broken PTX: %v", err)
-	}
-	m, err := cuda.LoadModule([]byte(gpuload.PTX))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Unload()
-	if m.Log != "" {
-		t.Logf("JIT log: %s", m.Log)
-	}
-	f, err := m.Function(gpuload.Entry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	regs, _ := f.Attribute(cuda.FuncAttrNumRegs)
-	perSM, err := f.MaxActiveBlocksPerSM(gpuload.BlockSize, 0)
-	if err != nil || perSM <= 0 {
-		t.Fatalf("occupancy %d: %v", perSM, err)
-	}
-	t.Logf("%s: %d registers, %d blocks of %d threads per SM", f.Name, regs, perSM, gpuload.BlockSize)
-	counter, _ := d.Alloc(cuda.MemDevice, 8)
-	defer counter.Free()
-	if err := cuda.Memset(counter.Ptr(), 0, 8); err != nil {
-		t.Fatal(err)
-	}
-	s, _ := cuda.NewStream(cuda.StreamNonBlocking)
-	defer s.Destroy()
-	var args cuda.Args
-	args.SetPtr(0, 0).Set(1, uint64(time.Millisecond)).SetPtr(2, counter.Ptr())
-	const blocks = 7
-	if err := f.Launch(cuda.Dim3{X: blocks}, cuda.Dim3{X: gpuload.BlockSize}, 0, s, &args); err != nil {
-		t.Fatal(err)
-	}
-	if n := testing.AllocsPerRun(10, func() {
-		f.Launch(cuda.Dim3{X: blocks}, cuda.Dim3{X: gpuload.BlockSize}, 0, s, &args)
-	}); n != 0 {
-		t.Errorf("Launch: %v allocations", n)
-	}
-	if err := s.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	got := make([]byte, 8)
-	if err := cuda.CopyDtoH(got, counter.Ptr()); err != nil {
-		t.Fatal(err)
-	}
-	// One launch plus the 11 of AllocsPerRun (it runs f once to warm up).
-	if c := binary.LittleEndian.Uint32(got); c != 12*blocks {
-		t.Errorf("done counter %d, want %d", c, 12*blocks)
-	}
 }

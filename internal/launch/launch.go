@@ -534,7 +534,7 @@ func RemoveStaleSegments() []string {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		if syscall.Kill(pid, 0) == syscall.ESRCH {
+		if sys.ProcessGone(pid) {
 			p := filepath.Join(ShmDir, e.Name())
 			if os.Remove(p) == nil {
 				removed = append(removed, p)

@@ -203,3 +203,10 @@ func BytesAt(addr uintptr, n int) []byte {
 
 // Yield gives up the CPU to another runnable thread.
 func Yield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
+// Gettid returns the calling thread's kernel thread id.
+func Gettid() int { return unix.Gettid() }
+
+// ProcessGone reports whether no process has this pid (kill(pid, 0) fails
+// with ESRCH); a process of another user still counts as present.
+func ProcessGone(pid int) bool { return unix.Kill(pid, 0) == unix.ESRCH }

@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cma"
-	"github.com/gotune/gotune/transports/profile"
 	"github.com/gotune/gotune/transports/sm"
 )
 
@@ -123,7 +123,7 @@ func New(env transports.Env) (transports.Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	prov := bench.Collect("/")
+	prov := hostinfo.Collect("/")
 	if err := r.Profile.Applies(prov.Host, prov.CPUModel, prov.Cores); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", r.Profile.Path(), err)
 	}

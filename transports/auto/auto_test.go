@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
-	"github.com/gotune/gotune/transports/profile"
 )
 
-const golden = "../profile/testdata/profile.yaml" // 0–4K eager, sm pipeline, cma from 1 MiB
+const golden = "../../profile/testdata/profile.yaml" // 0–4K eager, sm pipeline, cma from 1 MiB
 
 func goldenHash(t *testing.T) string {
 	t.Helper()

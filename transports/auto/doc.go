@@ -1,5 +1,5 @@
 // Package auto is the runtime selector: the transport that loads a profile
-// (transports/profile) and routes every message by its decisions. Inside
+// (package profile) and routes every message by its decisions. Inside
 // it is one sm engine built with the profile's channel parameters (eager
 // limit, cell, FIFO depth, fragments, progress mode), whose single-copy
 // mechanism (CMA) takes exactly the size ranges the profile gives to cma.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/internal/sys"
-	"golang.org/x/sys/unix"
 )
 
 // Asynchronous progress (sm.progress=thread).
@@ -297,7 +296,7 @@ func (e *Endpoint) awaitWake() bool {
 
 func (e *Endpoint) progressLoop(locked chan<- struct{}) {
 	runtime.LockOSThread()
-	e.progressTID = unix.Gettid()
+	e.progressTID = sys.Gettid()
 	atomic.StoreUint32(&e.parked, 1)
 	close(locked)
 	defer close(e.progressDone)

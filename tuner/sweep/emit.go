@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/hostinfo"
+	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/auto"
-	"github.com/gotune/gotune/transports/profile"
 )
 
 // Locality and memory pair of the host transports' decisions.
@@ -39,7 +40,7 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 	}
 	p := &profile.Profile{
 		Version: profile.FormatVersion,
-		Gotune:  bench.GotuneVersion(),
+		Gotune:  hostinfo.GotuneVersion(),
 		Created: r.meta.Started.UTC().Format(time.RFC3339), // the run's: same decisions, same hash
 		Scope:   profile.Scope{Hosts: []string{prov.Host}, CPUModel: prov.CPUModel, Cores: prov.Cores},
 		Fingerprint: profile.Fingerprint{Host: prov.Host, CPUModel: prov.CPUModel, Cores: prov.Cores,

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/internal/report"
+	"github.com/gotune/gotune/bench/report"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/tuner/search"
 )

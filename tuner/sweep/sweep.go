@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/tuner/store"
@@ -67,11 +68,11 @@ func (t Trial) key() string {
 
 // Meta is meta.json: what a run is, written once when it starts.
 type Meta struct {
-	RunID      string           `json:"run_id"`
-	Command    string           `json:"command"`
-	Started    time.Time        `json:"started"`
-	Provenance bench.Provenance `json:"provenance"`
-	Plan       Plan             `json:"plan"`
+	RunID      string              `json:"run_id"`
+	Command    string              `json:"command"`
+	Started    time.Time           `json:"started"`
+	Provenance hostinfo.Provenance `json:"provenance"`
+	Plan       Plan                `json:"plan"`
 	// Verify is set for a verification run (gotune verify), not a sweep.
 	Verify *VerifyTarget `json:"verify,omitempty"`
 }
@@ -144,7 +145,7 @@ func Open(ctx context.Context, cfg Config) (*Runner, error) {
 			return nil, fmt.Errorf("resume: %s: plan: %w", filepath.Join(r.dir, MetaFile), err)
 		}
 	} else {
-		prov := bench.Collect("/")
+		prov := hostinfo.Collect("/")
 		host := prov.Host
 		if host == "" {
 			host = "unknown-host"

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
-	"github.com/gotune/gotune/transports/profile"
+	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/tuner/store"
 
 	_ "github.com/gotune/gotune/transports/all"

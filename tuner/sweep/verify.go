@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gotune/gotune/transports/profile"
+	"github.com/gotune/gotune/profile"
 )
 
 // VerifyTarget is the profile a verification run (gotune verify)

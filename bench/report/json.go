@@ -6,14 +6,15 @@ import (
 	"io"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/hostinfo"
 )
 
 // runLine opens a result in the JSON lines format.
 type runLine struct {
-	Type       string           `json:"type"` // "run"
-	Label      string           `json:"label"`
-	Provenance bench.Provenance `json:"provenance"`
-	Spec       bench.Spec       `json:"spec"`
+	Type       string              `json:"type"` // "run"
+	Label      string              `json:"label"`
+	Provenance hostinfo.Provenance `json:"provenance"`
+	Spec       bench.Spec          `json:"spec"`
 }
 
 // pointLine is one point of the result opened last, with the point's

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/hostinfo"
 )
 
 // benchLine is what one line of the bench format should read back as.
@@ -145,7 +146,7 @@ func TestJSONLines(t *testing.T) {
 		case "run":
 			var got struct {
 				Label      string
-				Provenance bench.Provenance
+				Provenance hostinfo.Provenance
 				Spec       bench.Spec
 			}
 			if err := json.Unmarshal([]byte(line), &got); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/hostinfo"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -18,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // fixture returns fixed results: latency over 3 sizes, bandwidth over 2 and
 // a message rate from another host whose CPU model is unknown.
 func fixture() []bench.Result {
-	prov := bench.Provenance{
+	prov := hostinfo.Provenance{
 		Host:      "node1",
 		CPUModel:  "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz",
 		Cores:     64,

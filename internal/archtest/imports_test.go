@@ -1,0 +1,251 @@
+package archtest
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// layerRule says what a package (a directory relative to the module root)
+// must not import from the module; nil means anything goes.
+func layerRule(pkg, imp string) error {
+	under := func(p, prefix string) bool { return p == prefix || strings.HasPrefix(p, prefix+"/") }
+	top := func(p string) string { t, _, _ := strings.Cut(p, "/"); return t }
+	if pkg == imp {
+		return nil // an external test package
+	}
+	switch {
+	case under(imp, "cmd"):
+		return fmt.Errorf("nothing imports the command")
+	case under(pkg, "internal"):
+		if !under(imp, "internal") {
+			return fmt.Errorf("internal packages import no top-level package")
+		}
+	case under(pkg, "transports"):
+		if t := top(imp); t == "bench" || t == "tuner" {
+			return fmt.Errorf("transports never import %s", t)
+		}
+	case pkg == "profile":
+		if imp != "transports" && !under(imp, "internal") {
+			return fmt.Errorf("the profile depends only on the transports contract and internal packages")
+		}
+	case under(pkg, "bench"):
+		if under(imp, "tuner") {
+			return fmt.Errorf("bench never imports the tuner")
+		}
+	}
+	return nil
+}
+
+// rawSyscall reports whether a file outside internal/sys makes a raw
+// system call: importing golang.org/x/sys/unix, or calling a function of
+// package syscall (its types and constants, such as syscall.SIGTERM or
+// syscall.SysProcAttr, are fine).
+func rawSyscall(f *ast.File, fset *token.FileSet) []string {
+	var out []string
+	syscallName := ""
+	for _, im := range f.Imports {
+		path, _ := strconv.Unquote(im.Path.Value)
+		switch path {
+		case "golang.org/x/sys/unix":
+			out = append(out, fmt.Sprintf("%s: imports golang.org/x/sys/unix", fset.Position(im.Pos())))
+		case "syscall":
+			syscallName = "syscall"
+			if im.Name != nil {
+				syscallName = im.Name.Name
+			}
+		}
+	}
+	if syscallName == "" {
+		return out
+	}
+	conversions := []string{"Signal", "WaitStatus", "Errno", "SysProcAttr"}
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if x, ok := sel.X.(*ast.Ident); ok && x.Name == syscallName && !slices.Contains(conversions, sel.Sel.Name) {
+			out = append(out, fmt.Sprintf("%s: calls syscall.%s", fset.Position(call.Pos()), sel.Sel.Name))
+		}
+		return true
+	})
+	return out
+}
+
+// goFile is one parsed file of the module.
+type goFile struct {
+	pkg  string // directory relative to the module root
+	test bool
+	ast  *ast.File
+}
+
+// moduleFiles parses every Go file of the module under root (results/,
+// testdata/ and hidden directories aside).
+func moduleFiles(t *testing.T, root string, fset *token.FileSet) []goFile {
+	t.Helper()
+	var files []goFile
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "results" || name == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		files = append(files, goFile{pkg: filepath.ToSlash(rel), test: strings.HasSuffix(name, "_test.go"), ast: f})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no Go files under %s", root)
+	}
+	return files
+}
+
+// moduleRoot finds go.mod above the test's directory and the module path.
+func moduleRoot(t *testing.T) (dir, module string) {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if m, ok := strings.CutPrefix(line, "module "); ok {
+					return dir, strings.TrimSpace(m)
+				}
+			}
+			t.Fatalf("%s/go.mod: no module line", dir)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// Every import inside the module points down, in tests too.
+func TestImportsPointDown(t *testing.T) {
+	root, module := moduleRoot(t)
+	fset := token.NewFileSet()
+	n := 0
+	for _, f := range moduleFiles(t, root, fset) {
+		for _, im := range f.ast.Imports {
+			path, _ := strconv.Unquote(im.Path.Value)
+			imp, ok := strings.CutPrefix(path, module+"/")
+			if !ok {
+				continue
+			}
+			n++
+			if err := layerRule(f.pkg, imp); err != nil {
+				t.Errorf("%s: %s imports %s: %v", fset.Position(im.Pos()), f.pkg, imp, err)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no import of the module's own packages found: the walk is broken")
+	}
+}
+
+// Raw system calls are made in internal/sys only (production code; tests
+// may provoke the kernel directly).
+func TestRawSyscallsOnlyInSys(t *testing.T) {
+	root, _ := moduleRoot(t)
+	fset := token.NewFileSet()
+	for _, f := range moduleFiles(t, root, fset) {
+		if f.test || f.pkg == "internal/sys" || strings.HasPrefix(f.pkg, "internal/sys/") {
+			continue
+		}
+		for _, v := range rawSyscall(f.ast, fset) {
+			t.Error(v)
+		}
+	}
+}
+
+// The rules reject the upward imports they exist for, and allow the
+// downward ones.
+func TestLayerRule(t *testing.T) {
+	for _, c := range []struct {
+		pkg, imp string
+		ok       bool
+	}{
+		{"transports/auto", "bench", false},
+		{"transports/sm", "tuner/probe", false},
+		{"transports", "cmd/gotune", false},
+		{"internal/launch", "transports", false},
+		{"internal/hostinfo", "bench", false},
+		{"bench/anchor", "tuner/search", false},
+		{"bench", "tuner/store", false},
+		{"profile", "bench", false},
+		{"profile", "transports/sm", false},
+		{"tuner/sweep", "cmd/gotune", false},
+		{"internal/cuda", "bench/gpuload", false},
+		{"transports/auto", "profile", true},
+		{"transports/auto", "internal/hostinfo", true},
+		{"profile", "transports", true},
+		{"bench", "transports/sm", true},
+		{"bench/report", "bench", true},
+		{"tuner/sweep", "bench", true},
+		{"tuner/sweep", "profile", true},
+		{"cmd/gotune", "tuner/sweep", true},
+		{"internal/cuda", "internal/sys", true},
+		{"internal/cuda/cudatest", "internal/cuda", true},
+		{"internal/cuda", "internal/cuda/cudatest", true},
+	} {
+		err := layerRule(c.pkg, c.imp)
+		if (err == nil) != c.ok {
+			t.Errorf("%s -> %s: %v, want allowed=%v", c.pkg, c.imp, err, c.ok)
+		}
+	}
+}
+
+func TestRawSyscallDetection(t *testing.T) {
+	for _, c := range []struct {
+		src  string
+		want int
+	}{
+		{`package p; import "golang.org/x/sys/unix"; func f() int { return unix.Gettid() }`, 1},
+		{`package p; import "syscall"; func f() { syscall.Kill(1, syscall.SIGQUIT) }`, 1},
+		{`package p; import sc "syscall"; func f() { sc.Kill(1, 0) }`, 1},
+		{`package p; import "syscall"; var a = &syscall.SysProcAttr{Setpgid: true}; var s = syscall.Signal(3); var t = syscall.SIGTERM`, 0},
+		{`package p; import "os"; func f() { os.Getpid() }`, 0},
+	} {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, "x.go", c.src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rawSyscall(f, fset); len(got) != c.want {
+			t.Errorf("%s: %q, want %d findings", c.src, got, c.want)
+		}
+	}
+}
