@@ -29,4 +29,10 @@
 // peer (rendezvous.go); sm.progress=thread adds a progress thread that
 // advances the channels while the application computes (async.go);
 // persistent requests hold FIFO credits (persistent.go).
+//
+// The engine by file: endpoint.go (the Endpoint, its peers, New, Close),
+// request.go (requests and the choice of protocol), send.go and recv.go
+// (the two paths through a ring), match.go (posted receives against
+// arrivals), progress.go (progress passes and waiting), cells.go (cell
+// kinds and control words), layout.go (Params and the channel layout).
 package sm

@@ -1,0 +1,222 @@
+package sm
+
+// The receive path: Recv and Irecv, and consuming a peer's ring cell by
+// cell (eager payloads, fragments, rendezvous and control cells).
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+)
+
+// Recv blocks until a message from peer has arrived in buf.
+func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
+	e.startProgressFor(len(buf))
+	if e.async {
+		e.enter()
+		n, err := e.recv(from, buf)
+		e.exit()
+		return n, err
+	}
+	return e.recv(from, buf)
+}
+
+func (e *Endpoint) recv(from int, buf []byte) (int, error) {
+	p, err := e.peer(from)
+	if err != nil {
+		return 0, err
+	}
+	// Fast path for two ranks: nothing pending, poll the one channel.
+	if e.mem == nil && len(e.active) == 1 && p.recvq.len() == 0 && p.unexp.len() == 0 && len(p.arriving) == 0 && p.sendq.len() == 0 && p.ctrl.len() == 0 {
+		for spin := 0; ; spin++ {
+			h := p.rx.peek()
+			if h == nil {
+				if err := e.idle(spin); err != nil {
+					return 0, err
+				}
+				if spin&livenessMask == livenessMask && e.peerExited(p) {
+					break // the general path below reports it
+				}
+				continue
+			}
+			if h.kind == kindEager && int(h.length) <= len(buf) {
+				n := int(h.length)
+				copy(buf, p.rx.body()[:n])
+				p.rx.release()
+				e.await(p)
+				return n, nil
+			}
+			break
+		}
+	}
+	r := e.irecv(p, buf)
+	e.waitOne(r)
+	n, err := r.n, r.err
+	e.recycle(r)
+	return n, err
+}
+
+// Irecv posts a receive.
+func (e *Endpoint) Irecv(from int, buf []byte) (transports.Request, error) {
+	p, err := e.peer(from)
+	if err != nil {
+		return nil, err
+	}
+	e.startProgressFor(len(buf))
+	if !e.async {
+		return e.irecv(p, buf), nil
+	}
+	e.enter()
+	r := e.irecv(p, buf)
+	e.exit()
+	return r, nil
+}
+
+func (e *Endpoint) irecv(p *peer, buf []byte) *request {
+	r := e.newRequest(p, buf, false)
+	if e.mem != nil && !e.classify(r) {
+		return r
+	}
+	e.postRecv(p, r)
+	return r
+}
+
+func truncated(size, capacity int) error {
+	if size > capacity {
+		return fmt.Errorf("%w: %d-byte message into %d-byte buffer", transports.ErrTruncated, size, capacity)
+	}
+	return nil
+}
+
+// progressRecv consumes p's published cells. A cell that starts a
+// message no posted receive awaits ends the pass unless park is set
+// (progress says when).
+func (e *Endpoint) progressRecv(p *peer, park bool) bool {
+	moved := false
+	for {
+		h := p.rx.peek()
+		if h == nil {
+			return moved
+		}
+		body := p.rx.body()
+		if !park && p.recvq.len() == 0 && startsMessage(p, h.kind, body) {
+			e.held = true
+			return moved
+		}
+		moved = true
+		switch h.kind {
+		case kindCTS:
+			w := getWords(body)
+			p.rx.release()
+			e.pushRendezvous(p, w[0], w[1], uintptr(w[2]), int(w[3]))
+		case kindFIN:
+			w := getWords(body)
+			p.rx.release()
+			e.finishRendezvous(p, w[0], w[1], w[2], w[3])
+		case kindEager:
+			n := int(h.length)
+			if r := e.matchNew(p); r != nil {
+				if r.device() {
+					r.complete(e.getDevice(r, r.buf, body[:n]), truncated(n, len(r.buf)))
+				} else {
+					r.complete(copy(r.buf, body[:n]), truncated(n, len(r.buf)))
+				}
+			} else {
+				u := e.newUnexpected(n)
+				u.got, u.complete = copy(u.data, body[:n]), true
+				e.parkEarly(p, u)
+			}
+			p.rx.release()
+		case kindRTS:
+			w := getWords(body)
+			p.rx.release()
+			size, addr, id := int(w[0]), uintptr(w[1]), w[2]
+			if r := e.matchNew(p); r != nil {
+				e.startRendezvousRecv(p, r, size, addr, id, Place(w[3]))
+			} else {
+				u := e.newUnexpected(0)
+				u.rts, u.size, u.addr, u.id, u.place = true, size, addr, id, Place(w[3])
+				e.parkEarly(p, u)
+			}
+		case kindFrag:
+			e.receiveFragment(p, int(h.length), int(binary.LittleEndian.Uint64(body)), binary.LittleEndian.Uint64(body[8:]))
+		case kindFragTo:
+			e.receiveFragmentTo(p, int(h.length), binary.LittleEndian.Uint64(body))
+		case kindResend:
+			w := getWords(body)
+			p.rx.release()
+			e.resend(p, w[0], w[1], w[2])
+		case kindStream:
+			w := getWords(body)
+			p.rx.release()
+			e.stream(p, w[0], w[1])
+		case kindFallback:
+			w := getWords(body)
+			p.rx.release()
+			e.disableSingle(p, e.peerRefused(p, "into", w[1]))
+		default:
+			panic(fmt.Sprintf("%s: corrupt channel %d->%d: cell kind %d", e.name, p.rank, e.rank, h.kind))
+		}
+	}
+}
+
+// receiveFragment lands a fragment of pipelined message id, size bytes
+// long, in its posted receive or unexpected-queue entry; the first
+// fragment of a message matches it.
+func (e *Endpoint) receiveFragment(p *peer, n, size int, id uint64) {
+	i := e.arrivingIndex(p, size, id)
+	in := &p.arriving[i]
+	src := p.rx.curFrag(n)
+	if in.req != nil {
+		if dst := in.req.buf[min(in.req.off, len(in.req.buf)):]; in.req.device() {
+			e.getDevice(in.req, dst, src)
+		} else {
+			e.copyOut(dst, src, in.size, len(p.arriving) > 1)
+		}
+		in.req.off += n
+	} else {
+		copy(in.unx.data[in.unx.got:], src)
+		in.unx.got += n
+	}
+	p.rx.releaseFrag()
+	p.rx.release()
+	switch {
+	case in.req != nil && in.req.off >= in.size:
+		in.req.complete(min(in.size, len(in.req.buf)), truncated(in.size, len(in.req.buf)))
+		e.arrived(p, i)
+	case in.unx != nil && in.unx.got >= in.size:
+		in.unx.complete = true
+		if r := in.unx.req; r != nil {
+			n := 0
+			if r.device() {
+				n = e.getDevice(r, r.buf, in.unx.data)
+			} else {
+				n = copy(r.buf, in.unx.data)
+			}
+			r.complete(n, truncated(in.size, len(r.buf)))
+			e.freeUnexpected(in.unx)
+		}
+		e.arrived(p, i)
+	default:
+		p.inTurn = i + 1
+	}
+}
+
+// copyOut copies a fragment of a size-byte message into its receive
+// buffer. Streaming stores are for a message arriving alone: when messages
+// take turns (Params.Streams), the receiver writes a fragment's worth of
+// each in a row, and ordinary stores keep what it writes again in the
+// caches: a window of 16 MiB messages into one buffer moved at 49-56 GB/s
+// with ordinary stores and 32-35 streaming (bw, 5 interleaved rounds,
+// results/vm/streams). A single 16 MiB message still streams: bw with a
+// window of 1 moved 31.6-34.0 GB/s streaming and 10.9-14.1 without
+// (results/vm/streams/w1.txt).
+func (e *Endpoint) copyOut(dst, src []byte, size int, turns bool) {
+	if e.params.StreamMin > 0 && size >= e.params.StreamMin && !turns {
+		sys.CopyStream(dst, src)
+		return
+	}
+	e.out.copy(dst, src)
+}
