@@ -68,7 +68,7 @@ func (c *corrupting) Wait(reqs ...transports.Request) error {
 func registerFaulty(name string, wrap func(transports.Transport) transports.Transport) {
 	base, _ := transports.Lookup("sm")
 	transports.Register(&transports.Driver{
-		Name: name, Keys: base.Keys, SharedBytes: base.SharedBytes, Check: base.Check,
+		Name: name, Options: base.Options, SharedBytes: base.SharedBytes, Check: base.Check,
 		New: func(env transports.Env) (transports.Transport, error) {
 			t, err := base.New(env)
 			if err != nil || env.Rank != 1 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -152,8 +153,9 @@ func FormatSize(n int) string {
 // Driver is a registered transport.
 type Driver struct {
 	Name string
-	// Keys lists the options the driver understands, with a description.
-	Keys map[string]string
+	// Options are the option sets the driver reads (its own and those of
+	// the packages it builds on, such as sm's).
+	Options []*OptionSet
 	// SharedBytes is the size of the shared segment the driver needs for
 	// size ranks with these options.
 	SharedBytes func(size int, opts Options) (int, error)
@@ -216,7 +218,7 @@ func CheckKeys(opts Options) error {
 	for k := range opts {
 		known := false
 		for _, d := range drivers {
-			if _, ok := d.Keys[k]; ok {
+			if slices.ContainsFunc(d.Options, func(s *OptionSet) bool { return s.Has(k) }) {
 				known = true
 				break
 			}

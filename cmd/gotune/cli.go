@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -301,12 +300,6 @@ func newBench() *cobra.Command {
 	return cmd
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := slices.Collect(maps.Keys(m))
-	slices.Sort(keys)
-	return keys
-}
-
 func newDoctor() *cobra.Command {
 	return &cobra.Command{
 		Use:   "doctor",
@@ -340,8 +333,10 @@ func newDoctor() *cobra.Command {
 					fmt.Fprintf(w, "%-6s FAILED: %v\n", name, err)
 				}
 				d, _ := transports.Lookup(name)
-				for _, k := range sortedKeys(d.Keys) {
-					fmt.Fprintf(w, "         --opt %-14s %s\n", k+"=", d.Keys[k])
+				for _, set := range d.Options {
+					for _, o := range set.Options {
+						fmt.Fprintf(w, "         --opt %-14s %s\n", o.Key+"=", o.Help)
+					}
 				}
 			}
 			if failed > 0 {

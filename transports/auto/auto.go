@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/gotune/gotune/internal/hostinfo"
@@ -15,14 +14,14 @@ import (
 	"github.com/gotune/gotune/transports/sm"
 )
 
-// OptionKeys are the options the selector reads.
-var OptionKeys = map[string]string{
-	"auto.profile":   "profile file (YAML) whose decisions route every message",
-	"auto.hash":      "content hash the profile must have (set by the launching process; ranks refuse a profile that changed)",
-	"auto.overrides": "the GOTUNE_ overrides the launching process applied (ranks refuse to route differently)",
-	"auto.locality":  "decision locality to use (default intranode)",
-	"auto.memory":    "memory pair to use, source_destination (default host_host)",
-}
+// Options are the options the selector reads.
+var Options = &transports.OptionSet{Name: "auto", Options: []transports.Option{
+	{Key: "auto.profile", Type: "path", Help: "profile file (YAML) whose decisions route every message"},
+	{Key: "auto.hash", Type: "text", Help: "content hash the profile must have (set by the launching process; ranks refuse a profile that changed)"},
+	{Key: "auto.overrides", Type: "text", Help: "the GOTUNE_ overrides the launching process applied (ranks refuse to route differently)"},
+	{Key: "auto.locality", Type: "text", Default: "intranode", Help: "decision locality to use"},
+	{Key: "auto.memory", Type: "text", Default: "host_host", Help: "memory pair to use, source_destination"},
+}}
 
 // Route is a loaded profile decision, ready for the engine.
 type Route struct {
@@ -69,17 +68,9 @@ func Load(o transports.Options) (*Route, error) {
 		r.mins = append(r.mins, rg.Min)
 		r.single = append(r.single, rg.Transport == "cma")
 	}
-	smOpts := transports.Options{
-		"sm.depth": strconv.Itoa(d.FIFODepth), "sm.cell": strconv.Itoa(d.CellSize), "sm.eager": strconv.Itoa(d.EagerLimit),
-		"sm.frag": strconv.Itoa(d.FragSize), "sm.frags": strconv.Itoa(d.FragSlots),
-	}
-	if d.Copy != "" {
-		smOpts["sm.copy"] = d.Copy
-	}
-	if d.Progress != "" && d.Progress != "poll" {
-		smOpts["sm.progress"] = d.Progress
-	}
-	if r.SM, err = sm.ParseParams(smOpts); err != nil {
+	r.SM, err = sm.ChannelParams(sm.Channel{Depth: d.FIFODepth, CellSize: d.CellSize, EagerLimit: d.EagerLimit,
+		FragSize: d.FragSize, FragSlots: d.FragSlots, Copy: d.Copy, Progress: d.Progress})
+	if err != nil {
 		return nil, fmt.Errorf("profile %s: decisions.%s.%s: %w", path, loc, mem, err)
 	}
 	return r, nil
@@ -103,8 +94,8 @@ func (r *Route) Rendezvous(n int) bool {
 
 func init() {
 	transports.Register(&transports.Driver{
-		Name: "auto",
-		Keys: OptionKeys,
+		Name:    "auto",
+		Options: []*transports.OptionSet{Options},
 		SharedBytes: func(size int, o transports.Options) (int, error) {
 			r, err := Load(o)
 			if err != nil {

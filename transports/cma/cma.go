@@ -3,7 +3,6 @@ package cma
 import (
 	"encoding/binary"
 	"fmt"
-	"maps"
 
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
@@ -22,13 +21,13 @@ type Params struct {
 	IgnoreErrors bool
 }
 
-// OptionKeys documents the options ParseParams reads (besides sm.*).
-var OptionKeys = map[string]string{
-	"cma.mode":      "pull (receiver process_vm_readv) or push (sender process_vm_writev)",
-	"cma.chunk":     "bytes per process_vm_* call (0: whole message)",
-	"cma.threshold": "smallest message sent by single copy (default: sm.eager+1)",
-	"cma.onerror":   "fallback (a refused copy goes by copy-in/copy-out, other failures are errors on both sides) or ignore (UNSAFE: a failed copy counts as done, hazard H6's corruption, for probes only)",
-}
+// Options documents the options ParseParams reads (besides sm.*).
+var Options = &transports.OptionSet{Name: "cma", Options: []transports.Option{
+	{Key: "cma.mode", Type: "pull|push", Default: "pull", Help: "pull (receiver process_vm_readv) or push (sender process_vm_writev)"},
+	{Key: "cma.chunk", Type: "size", Default: "0", Help: "bytes per process_vm_* call (0: whole message)"},
+	{Key: "cma.threshold", Type: "size", Help: "smallest message sent by single copy (default: sm.eager+1)"},
+	{Key: "cma.onerror", Type: "fallback|ignore", Default: "fallback", Help: "fallback (a refused copy goes by copy-in/copy-out, other failures are errors on both sides) or ignore (UNSAFE: a failed copy counts as done, hazard H6's corruption, for probes only)"},
+}}
 
 // ParseParams reads cma.* options; eagerLimit is the sm eager limit in force.
 func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
@@ -109,11 +108,9 @@ func (c *Copier) copy(pid int, local []byte, remote uintptr, pull bool) error {
 }
 
 func init() {
-	keys := maps.Clone(sm.OptionKeys)
-	maps.Copy(keys, OptionKeys)
 	transports.Register(&transports.Driver{
-		Name: "cma",
-		Keys: keys,
+		Name:    "cma",
+		Options: []*transports.OptionSet{sm.Options, Options},
 		SharedBytes: func(size int, o transports.Options) (int, error) {
 			p, err := sm.ParseParams(o)
 			if err != nil {

@@ -3,7 +3,6 @@ package cudaipc
 import (
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/transports"
@@ -49,16 +48,16 @@ type Params struct {
 // the pool passed both.
 const DefaultAlloc = gpumem.Pool
 
-// OptionKeys documents the options ParseParams reads (besides sm.*).
-var OptionKeys = map[string]string{
-	"cudaipc.staging":          "async (device messages below the threshold staged on a non-blocking stream) or sync (on the legacy stream: UNSAFE beside a kernel on a blocking stream, hazard H4)",
-	"cudaipc.threshold":        "smallest device message sent by CUDA IPC single copy (smaller ones are staged through shared memory)",
-	"cudaipc.pinned-threshold": "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)",
-	"cudaipc.copy":             "ce (single copies by the copy engines, cuMemcpyAsync) or sm (device-to-device single copies by a copy kernel, which waits for free SMs)",
-	"cudaipc.completion":       "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event) or sync (FIN after cuStreamSynchronize)",
-	"cudaipc.cache":            "opened peer allocations kept per peer (0: all)",
-	"cudaipc.gpus":             "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)",
-}
+// Options documents the options ParseParams reads (besides sm.* and gpu.alloc).
+var Options = &transports.OptionSet{Name: "cudaipc", Options: []transports.Option{
+	{Key: "cudaipc.staging", Type: "async|sync", Default: "async", Help: "async (device messages below the threshold staged on a non-blocking stream) or sync (on the legacy stream: UNSAFE beside a kernel on a blocking stream, hazard H4)"},
+	{Key: "cudaipc.threshold", Type: "size", Default: transports.FormatSize(DefaultThreshold), Help: "smallest device message sent by CUDA IPC single copy (smaller ones are staged through shared memory)"},
+	{Key: "cudaipc.pinned-threshold", Type: "size", Default: transports.FormatSize(DefaultPinnedThreshold), Help: "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)"},
+	{Key: "cudaipc.copy", Type: CopyEngine + "|" + CopySM, Default: CopyEngine, Help: "ce (single copies by the copy engines, cuMemcpyAsync) or sm (device-to-device single copies by a copy kernel, which waits for free SMs)"},
+	{Key: "cudaipc.completion", Type: CompleteEvent + "|" + CompleteSync, Default: CompleteEvent, Help: "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event) or sync (FIN after cuStreamSynchronize)"},
+	{Key: "cudaipc.cache", Type: "int", Default: transports.FormatSize(DefaultCache), Help: "opened peer allocations kept per peer (0: all)"},
+	{Key: "cudaipc.gpus", Type: "list", Help: "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)"},
+}}
 
 // DefaultThreshold is the built-in cudaipc.threshold: every device send
 // goes by CUDA IPC. Measured on two H200s (NV18), one-way latency D to D:
@@ -112,12 +111,9 @@ func ParseParams(o transports.Options) (Params, error) {
 }
 
 func init() {
-	keys := maps.Clone(sm.OptionKeys)
-	maps.Copy(keys, OptionKeys)
-	maps.Copy(keys, gpumem.OptionKeys)
 	transports.Register(&transports.Driver{
 		Name:         "cudaipc",
-		Keys:         keys,
+		Options:      []*transports.OptionSet{sm.Options, Options, gpumem.Options},
 		DeviceMemory: true,
 		SharedBytes:  sharedBytes,
 		New:          New,

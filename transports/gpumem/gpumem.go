@@ -25,10 +25,11 @@ var Modes = []Mode{Plain, Worker, Pool}
 // OptionKey selects the mode.
 const OptionKey = "gpu.alloc"
 
-// OptionKeys documents the options this package reads.
-var OptionKeys = map[string]string{
-	OptionKey: "GPU message-buffer allocator: plain (cuMemAlloc/cuMemFree: a free may wait for running kernels, hazard H2), worker (frees on a worker thread) or pool (stream-ordered pool)",
-}
+// Options documents the options this package reads; the default is the
+// transport's (cudaipc's: pool).
+var Options = &transports.OptionSet{Name: "gpu", Options: []transports.Option{
+	{Key: OptionKey, Type: "plain|worker|pool", Help: "GPU message-buffer allocator: plain (cuMemAlloc/cuMemFree: a free may wait for running kernels, hazard H2), worker (frees on a worker thread) or pool (stream-ordered pool)"},
+}}
 
 // ParseMode reads a mode name.
 func ParseMode(s string) (Mode, error) {

@@ -62,14 +62,17 @@ const (
 	KeyEntries = "regcache.entries"
 )
 
-// OptionKeys documents the options this package reads.
-var OptionKeys = map[string]string{
-	KeyCache:   "host buffer cache size, by size class (K/M/G); when full, the least recently freed buffers are unmapped (256M)",
-	KeyPurge:   "when cached buffers' pages go back to the kernel (MADV_DONTNEED): immediate, delayed or never (delayed)",
-	KeyDelay:   "alloc.purge=delayed: frees a cached buffer waits before its purge (64)",
-	KeyTHP:     "on: back buffer classes of 2 MiB and up with transparent huge pages; off: MADV_NOHUGEPAGE (off)",
-	KeyEntries: "registration cache table: heap (safe) or hooked (hazard H1's deliberate deadlock, for gotune probe H1 --unsafe) (heap)",
-}
+// Options documents the options this package reads.
+var Options = func() *transports.OptionSet {
+	c := DefaultConfig()
+	return &transports.OptionSet{Name: "alloc", Options: []transports.Option{
+		{Key: KeyCache, Type: "size", Default: transports.FormatSize(int(c.CacheBytes)), Help: "host buffer cache size, by size class; when full, the least recently freed buffers are unmapped"},
+		{Key: KeyPurge, Type: "immediate|delayed|never", Default: c.Purge.String(), Help: "when cached buffers' pages go back to the kernel (MADV_DONTNEED)"},
+		{Key: KeyDelay, Type: "int", Default: fmt.Sprint(c.DelayFrees), Help: "alloc.purge=delayed: frees a cached buffer waits before its purge"},
+		{Key: KeyTHP, Type: "on|off", Default: map[bool]string{true: "on", false: "off"}[c.THP], Help: "on: back buffer classes of 2 MiB and up with transparent huge pages; off: MADV_NOHUGEPAGE"},
+		{Key: KeyEntries, Type: "heap|hooked", Default: "heap", Help: "registration cache table: heap (safe) or hooked (hazard H1's deliberate deadlock, for gotune probe H1 --unsafe)"},
+	}}
+}()
 
 // ParseConfig reads the alloc.* options over DefaultConfig; errors name the key.
 func ParseConfig(o transports.Options) (Config, error) {
@@ -160,7 +163,7 @@ func ParseEntryStorage(o transports.Options) (EntryStorage, error) {
 // Values are checked too.
 func SplitOptions(o transports.Options) (own, rest transports.Options, err error) {
 	for _, k := range slices.Sorted(maps.Keys(o)) {
-		_, known := OptionKeys[k]
+		known := Options.Has(k)
 		mine := strings.HasPrefix(k, "alloc.") || strings.HasPrefix(k, "regcache.")
 		switch {
 		case known:
@@ -169,7 +172,7 @@ func SplitOptions(o transports.Options) (own, rest transports.Options, err error
 			}
 			own[k] = o[k]
 		case mine:
-			return nil, nil, fmt.Errorf("unknown allocator option %q (have %s)", k, strings.Join(slices.Sorted(maps.Keys(OptionKeys)), ", "))
+			return nil, nil, fmt.Errorf("unknown allocator option %q (have %s)", k, strings.Join(Options.Keys(), ", "))
 		default:
 			if rest == nil {
 				rest = transports.Options{}

@@ -24,5 +24,5 @@
 // an immediate purge that deadlocks (hazard H1; libfabric#10879, ompi#13149).
 //
 // Options: alloc.cache, alloc.purge, alloc.delay, alloc.thp and
-// regcache.entries (see OptionKeys).
+// regcache.entries (see Options).
 package hostmem

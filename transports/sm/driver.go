@@ -5,7 +5,7 @@ import "github.com/gotune/gotune/transports"
 func init() {
 	transports.Register(&transports.Driver{
 		Name: "sm",
-		Keys: OptionKeys,
+		Options: []*transports.OptionSet{Options},
 		SharedBytes: func(size int, o transports.Options) (int, error) {
 			p, err := ParseParams(o)
 			if err != nil {

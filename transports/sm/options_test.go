@@ -1,0 +1,65 @@
+package sm
+
+import (
+	"testing"
+
+	"github.com/gotune/gotune/transports"
+)
+
+// Each documented default is the value ParseParams uses when the option is
+// not given (docs/options.md is generated from Options).
+func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
+	want, err := ParseParams(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range Options.Options {
+		if o.Default == "" {
+			t.Errorf("%s: no documented default", o.Key)
+			continue
+		}
+		got, err := ParseParams(transports.Options{o.Key: o.Default})
+		if err != nil {
+			t.Errorf("%s=%s: %v", o.Key, o.Default, err)
+		} else if got != want {
+			t.Errorf("%s=%s gives %+v, the built-in is %+v", o.Key, o.Default, got, want)
+		}
+	}
+}
+
+// ChannelParams gives what ParseParams gives for the same decision written
+// as options.
+func TestChannelParamsMatchesOptions(t *testing.T) {
+	for _, c := range []struct {
+		ch   Channel
+		opts transports.Options
+	}{
+		{Channel{Depth: 64, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 64},
+			transports.Options{"sm.depth": "64", "sm.cell": "4672", "sm.eager": "4K", "sm.frag": "64K", "sm.frags": "64"}},
+		{Channel{Depth: 8, CellSize: 1280, EagerLimit: 1024, FragSize: 2 << 20, FragSlots: 4, Copy: "movsb", Progress: "thread"},
+			transports.Options{"sm.depth": "8", "sm.cell": "1280", "sm.eager": "1K", "sm.frag": "2M", "sm.frags": "4", "sm.copy": "movsb", "sm.progress": "thread"}},
+		{Channel{Depth: 16, CellSize: 640, EagerLimit: 256, FragSize: 32 << 10, FragSlots: 8, Progress: "poll"},
+			transports.Options{"sm.depth": "16", "sm.cell": "640", "sm.eager": "256", "sm.frag": "32K", "sm.frags": "8"}},
+	} {
+		want, err := ParseParams(c.opts)
+		if err != nil {
+			t.Fatalf("%v: %v", c.opts, err)
+		}
+		got, err := ChannelParams(c.ch)
+		if err != nil {
+			t.Fatalf("%+v: %v", c.ch, err)
+		}
+		if got != want {
+			t.Errorf("ChannelParams(%+v) = %+v, ParseParams gives %+v", c.ch, got, want)
+		}
+	}
+	for _, bad := range []Channel{
+		{Depth: 0, CellSize: 640, EagerLimit: 256, FragSize: 32 << 10, FragSlots: 8},
+		{Depth: 8, CellSize: 640, EagerLimit: 256, FragSize: 32 << 10, FragSlots: 8, Copy: "memcpy"},
+		{Depth: 8, CellSize: 640, EagerLimit: 256, FragSize: 32 << 10, FragSlots: 8, Progress: "interrupt"},
+	} {
+		if _, err := ChannelParams(bad); err == nil {
+			t.Errorf("ChannelParams(%+v): no error", bad)
+		}
+	}
+}
