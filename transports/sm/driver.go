@@ -4,7 +4,7 @@ import "github.com/gotune/gotune/transports"
 
 func init() {
 	transports.Register(&transports.Driver{
-		Name: "sm",
+		Name:    "sm",
 		Options: []*transports.OptionSet{Options},
 		SharedBytes: func(size int, o transports.Options) (int, error) {
 			p, err := ParseParams(o)
