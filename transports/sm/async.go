@@ -46,26 +46,16 @@ import (
 // wait for that rank to call in: MPI allows it, and nothing open on the
 // receiver asks for progress.) With polling progress (the default) the
 // entry points test one boolean of the endpoint and touch no flag.
-//
-// Measured here (bw, sizes 4 MiB then 1-512 B and 32 KiB in each run, 150
-// interleaved rounds, medians of per-round ratios against polling
-// progress): awake from the 4 MiB point on (before dormancy), 0.98-0.99 at
-// 1-512 B; dormant, 0.99. A 50-round run of the first had shown
-// 0.88-0.94, which these rounds did not reproduce.
+// Why dormancy: the hand-off on every call is what the thread costs small
+// messages (results/vm/README.md, the dormant progress thread).
 
 // The progress goroutine's sleeps: it backs off from progressMinSleep to
 // progressMaxSleep while the application is away and nothing arrives, and
 // from progressBusySleep to progressBusyMaxSleep while the application
-// communicates by itself. Each wake-up of a goroutine locked to its thread
-// costs a few context switches taken from the ranks' CPUs. Measured here
-// (2 vCPUs, both ranks pinned), against polling progress: with the
-// progress goroutine working between the application's calls and waking
-// every millisecond, 64 KiB bandwidth lost a fifth; staying away from a
-// communicating application and waking every 10 ms, about a tenth, and
-// 8-byte latency 10% (the owner word: about 6 ns per call). With the
-// dormant endpoint and a steady 10 ms it was still 2.6% (bw 32 KiB-4 MiB,
-// 60 interleaved rounds, medians of per-round ratios 0.96-0.98); waking
-// every 100 ms instead, level (0.996-1.023, geomean 1.003).
+// communicates by itself. Why: each wake-up of a goroutine locked to its
+// thread costs a few context switches taken from the ranks' CPUs, which
+// shows in bandwidth while the application communicates
+// (results/vm/progress/README.md; results/vm/README.md, the progress thread).
 //
 // The busy sleep doubles from progressBusySleep while the application is
 // found communicating, so a goroutine woken by a large operation still
@@ -233,15 +223,10 @@ func (e *Endpoint) publish(p *uint32, v uint32) {
 // prepareProgressThread readies sm.progress=thread when the endpoint is
 // made, outside any timed loop: it registers the process barrier and
 // starts the goroutine, which parks on its own thread, costing nothing,
-// until the first operation above the eager limit wakes it. Both were
-// first done at the first large operation, inside the caller's Isend,
-// where registering alone took 5-13 ms here (the kernel waits for an RCU
-// grace period). Measured (bw, 100 interleaved rounds, sizes 8 B-64 KiB
-// in one run, ratio to polling progress): started inside the Isend, 8, 16
-// and 64 KiB measured 0.90, 0.91 and 0.93; prepared here (and with no
-// first pass on waking, see progressLoop), 0.997, 0.990 and 0.986. Runs
-// of 3000 windows, where the start is a small part, were level either
-// way.
+// until the first operation above the eager limit wakes it. Why here and
+// not at the first large operation: registering waits for an RCU grace
+// period (milliseconds), which would land inside the caller's timed Isend
+// (results/vm/README.md, the progress thread).
 //
 // It returns once the goroutine has its own thread: the go statement only
 // queues the goroutine, and the thread it locks is often a fresh one (a

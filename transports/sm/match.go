@@ -57,10 +57,9 @@ type incoming struct {
 
 // postRecv matches r with the oldest early arrival from p, or queues it.
 // It does not drain the channel: a window of receives is posted before
-// its messages are taken from the ring. (Draining here parked every
-// message that arrived while the window was still being posted, and
-// copied it twice: 16 KiB bw moved 0.5-0.75x what it moves now,
-// results/vm/early.)
+// its messages are taken from the ring. Why: draining here parked every
+// message that arrived while the window was still being posted, a second
+// copy (results/vm/early/README.md).
 func (e *Endpoint) postRecv(p *peer, r *request) {
 	e.countLarge(r)
 	e.await(p)

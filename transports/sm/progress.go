@@ -118,14 +118,11 @@ func (e *Endpoint) Progress() bool {
 //
 // A new message that no posted receive awaits stays in its ring while
 // anything else moves, so that a receive posted a moment later takes it
-// straight from the ring with one copy. Draining it at once instead parks
-// it in the unexpected queue, a second copy; a receiver a message behind
-// its sender, with the ring refilled as fast as it drains, then parks
-// whole windows (two ranks streaming 32 KiB messages in windows of 64
-// with no acknowledgement, 128 KiB ring: 3-13 GB/s, and 37-54 once
-// unawaited messages stayed in the ring; results/vm/early). Only a pass
-// that moves nothing else parks such messages: a peer blocked on a full
-// ring then always gets room (hazard H5), because everything a moving
+// straight from the ring with one copy. Why: draining it at once parks it
+// in the unexpected queue, a second copy, and a receiver a message behind
+// its sender then parks whole windows (results/vm/early/README.md). Only a
+// pass that moves nothing else parks such messages: a peer blocked on a
+// full ring then always gets room (hazard H5), because everything a moving
 // pass advances (a posted receive, a queued send, a control cell) is
 // finite.
 func (e *Endpoint) progress() bool {

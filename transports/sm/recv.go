@@ -205,14 +205,11 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int, id uint64) {
 }
 
 // copyOut copies a fragment of a size-byte message into its receive
-// buffer. Streaming stores are for a message arriving alone: when messages
-// take turns (Params.Streams), the receiver writes a fragment's worth of
-// each in a row, and ordinary stores keep what it writes again in the
-// caches: a window of 16 MiB messages into one buffer moved at 49-56 GB/s
-// with ordinary stores and 32-35 streaming (bw, 5 interleaved rounds,
-// results/vm/streams). A single 16 MiB message still streams: bw with a
-// window of 1 moved 31.6-34.0 GB/s streaming and 10.9-14.1 without
-// (results/vm/streams/w1.txt).
+// buffer, with streaming stores from Params.StreamMin for a message
+// arriving alone (turns false). Why: when messages take turns
+// (Params.Streams) the receiver writes a fragment's worth of each in a
+// row, and ordinary stores keep what it writes again in the caches; a
+// message alone is faster streamed (results/vm/streams/README.md).
 func (e *Endpoint) copyOut(dst, src []byte, size int, turns bool) {
 	if e.params.StreamMin > 0 && size >= e.params.StreamMin && !turns {
 		sys.CopyStream(dst, src)

@@ -70,11 +70,11 @@ func (e *Endpoint) isend(p *peer, buf []byte) *request {
 // postSend queues send r (fresh or a started persistent one) and moves
 // what the ring takes now, except that a pipelined send moves only its
 // first fragment: the rest moves while the application waits, in turns
-// with the sends posted after it (Params.Streams). (Moving all the ring
-// took, with a receiver that kept up, moved each message whole at its
-// post: a window of 16 MiB messages from one buffer then swept source and
-// destination once per message, 13-14 GB/s, instead of copying each
-// fragment's worth of them once per message in a row.)
+// with the sends posted after it (Params.Streams). Why: moving all the
+// ring takes at the post, with a receiver that keeps up, moves each
+// message whole, sweeping source and destination once per message instead
+// of a fragment's worth of each in a row from the caches
+// (results/vm/streams/README.md; docs/transports.md, Streams).
 func (e *Endpoint) postSend(p *peer, r *request) {
 	e.countLarge(r)
 	r.proto = e.protoFor(p, r)

@@ -4,28 +4,26 @@ import "github.com/gotune/gotune/internal/sys"
 
 // Slow spells and the sender's copy into the ring.
 //
-// This VM's two vCPUs are moved between host cores every few seconds. In
-// some placements (a cache-line round trip between the ranks of 200-400 ns
-// instead of 30-70) taking ownership of ring lines that the other rank has
-// read is dear, and Go's vector copy into the ring slows five- to
-// sevenfold: 100-150 ns/KiB against 19-24, while REP MOVSB, which does not
-// take the lines one by one, holds at about 30 (results/vm/spell). In
-// other placements movsb into the ring is the slower of the two from
+// On this VM there are spells in which taking ownership of ring lines that
+// the other rank has read is dear: Go's vector copy into the ring slows
+// several-fold while REP MOVSB, which does not take the lines one by one,
+// holds; outside them movsb into the ring is the slower of the two from
 // 20 KiB (copier.go), so no fixed choice suits both.
+// Why spellGuard: a deep spell, unlike a middling slowdown, shows in the
+// sender's own copy time (results/vm/spell/README.md).
 //
-// The sender can see such a spell in its own copies, which is what
-// spellGuard does for the fragments that auto copies into the ring with
-// Go's copy: it times one in spellSampleEvery of them (every one while a
-// sample looks slow) and compares the cost per KiB with the same Go copy
-// between two private buffers, timed when the endpoint is made (its
-// "local" cost, which the placement does not change). Two samples in a row
-// above spellLimit times local start a stretch of movsb copies; the
-// first copy after the stretch is timed again (a trial), and a slow trial
-// starts a stretch twice as long, up to spellStretchMax, so a long spell
-// costs ever fewer slow copies. A fast trial ends the spell.
+// spellGuard covers the fragments that auto copies into the ring with Go's
+// copy: it times one in spellSampleEvery of them (every one while a sample
+// looks slow) and compares the cost per KiB with the same Go copy between
+// two private buffers, timed when the endpoint is made (its "local" cost,
+// which the placement does not change). Two samples in a row above
+// spellLimit times local start a stretch of movsb copies; the first copy
+// after the stretch is timed again (a trial), and a slow trial starts a
+// stretch twice as long, up to spellStretchMax, so a long spell costs ever
+// fewer slow copies. A fast trial ends the spell.
 //
-// The receiver's copy out of the ring is not guarded: in the same spells
-// it costs about 30 ns/KiB with either routine.
+// The receiver's copy out of the ring is not guarded. Why: in the same
+// spells it costs the same with either routine (results/vm/spell/README.md).
 
 const (
 	// spellGuardMin is the smallest fragment the guard times: below it the
@@ -35,12 +33,10 @@ const (
 	// timed outside a spell.
 	spellSampleEvery = 8
 	// spellLimit is the cost per KiB, as a multiple of the local copy's,
-	// above which a copy into the ring counts as slow. Measured here (32 KiB
-	// fragments): local 18-21 ticks/KiB (7-8 ns); into the ring 42-60
-	// outside the spells (2-3x local) and 100-150 ns/KiB in them (13-20x,
-	// from a C probe, results/vm/spell). A fresh pair's first tens of
-	// milliseconds land between (100-265 ticks), and a stretch there costs
-	// little.
+	// above which a copy into the ring counts as slow. Why 8: it lies
+	// between the ratios seen outside the spells and in them; a fresh pair's
+	// first milliseconds land between too, where a stretch costs little
+	// (results/vm/spell/README.md, The guard).
 	spellLimit = 8
 	// spellStretchMin and spellStretchMax bound a stretch of movsb copies.
 	spellStretchMin = 64
