@@ -58,33 +58,27 @@ type Params struct {
 	LeakPersistent bool
 }
 
-// DefaultStreamMin is the built-in sm.stream. Streaming stores do not
-// allocate in the cache, so they run at what memory takes from one core:
-// here about 36 GB/s for real data (and 85 for zeros, which this machine's
-// memory path writes faster: results/vm/fill). They serve a message that
-// arrives alone (see copyOut): a 16 MiB one moved at 31.6-34.0 GB/s
-// streaming against 10.9-14.1 without (bw, window 1). An 8 MiB message's
-// source and destination still fit the caches: ordinary stores moved a
-// window of them at 0.92-0.95x Open MPI vader against 0.67x streaming (bw,
-// buffers filled as OSU's, 8 interleaved rounds, before messages took
-// turns).
+// DefaultStreamMin is the built-in sm.stream: messages of 16 MiB and more
+// that arrive alone are copied out with streaming stores (see copyOut).
+// Why: streaming stores run at what memory takes from one core, faster
+// than ordinary stores for a 16 MiB message, while an 8 MiB message's
+// source and destination still fit the caches (results/vm/fill/README.md,
+// results/vm/streams/README.md).
 const DefaultStreamMin = 16 << 20
 
 // DefaultFragSlots makes the built-in fragment ring 4 MiB (64 fragments of
 // 64 KiB): room for a whole 64-message window of 32 KiB (OSU's bw window)
 // and for a 64 KiB one to stream without the sender waiting on every
-// fragment. Measured here beside Open MPI vader (same rounds): at 32 KiB
-// the 1 MiB ring gave 0.80-0.86x vader, 2 MiB 0.97x, 4 MiB 1.03-1.08x; at
-// 64 KiB-512 KiB 4 MiB led 2 MiB by 0-5%. The cost is shared memory: two
-// ranks map 2 x 4.3 MiB; n ranks n(n-1) x 4.3 MiB, so jobs of many ranks
-// set sm.frags (or load a profile, whose sweep sizes the ring).
+// fragment. Why: smaller rings lose at 32 KiB in the fast phase
+// (results/vm/ring/README.md). The cost is shared memory: two ranks map
+// 2 x 4.3 MiB; n ranks n(n-1) x 4.3 MiB, so jobs of many ranks set
+// sm.frags (or load a profile, whose sweep sizes the ring).
 const DefaultFragSlots = 64
 
 // DefaultWrap is the built-in sm.wrap: large messages cycle through the
 // first 1 MiB of the ring, which stays in the caches, while windows of
-// small messages still get all of it. Measured here (bw, 10 interleaved
-// rounds, per-round ratios): a 4 MiB ring against a 1 MiB one was 1.45x
-// at 32 KiB and 1.3-1.8x at 8 KiB, but 0.80x at 64 KiB.
+// small messages still get all of it. Why: small messages want the whole
+// 4 MiB ring and large ones a cached 1 MiB (results/vm/README.md, sm.wrap).
 const DefaultWrap = 1 << 20
 
 // DefaultStreams is the built-in sm.streams: up to 64 pipelined sends
@@ -97,24 +91,19 @@ const DefaultWrap = 1 << 20
 const DefaultStreams = 64
 
 // WrapFrom is the fragment length from which fragments cycle through
-// sm.wrap even when the fragment size is larger. With 128 KiB fragments
-// a 64 KiB message is one short fragment; when only full-size fragments
-// wrapped, windows of them walked the whole 4 MiB ring and moved at 0.72x
-// the built-in 64 KiB fragments' rate (bw, 40 interleaved rounds), a loss
-// a tuner's fragment stage can miss between the sizes it measures.
+// sm.wrap even when the fragment size is larger. Why: with 128 KiB
+// fragments a 64 KiB message is one short fragment, and windows of them
+// walking the whole ring lose against the built-in geometry, a loss a
+// tuner's fragment stage can miss between the sizes it measures
+// (results/vm/README.md, sm.wrap).
 const WrapFrom = 64 << 10
 
 // CellSlack is the unused room the built-in cell size leaves after the
 // largest eager message: CellFor(eager) = header + eager, rounded up to a
-// cache line, plus CellSlack. A message that fills its cell to the last
-// line was measured slower than the same message in a longer cell: the
-// receiver's sequential reads run the prefetchers into the next cell,
-// which the sender is about to write, so its writes find those lines
-// shared and must take them back. Measured here (2 ranks, pinned, 8
-// interleaved rounds, per-round ratios against the exact fit): latency at
-// the eager limit with 256 / 512 / 1024 B of slack 0.88 / 0.72 / 0.69x at
-// 1 KiB, 0.93 / 0.88 / 0.85x at 2 KiB and 0.97 / 0.90 / 0.87x at 4 KiB; bw
-// with 512 B 1.15x at 2 KiB and 1.07x at 4 KiB. 512 B costs Depth x 512 B per channel (32 KiB at depth 64).
+// cache line, plus CellSlack; it costs Depth x CellSlack bytes per channel.
+// Why: a message that fills its cell to the last line is slower, because
+// the receiver's sequential reads run the prefetchers into the next cell,
+// which the sender is about to write (results/vm/README.md, sm cell slack).
 const CellSlack = 8 * cacheLine
 
 // CellFor is the built-in cell size for an eager limit.
