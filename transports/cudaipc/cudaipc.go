@@ -42,10 +42,9 @@ type Params struct {
 	Alloc gpumem.Mode
 }
 
-// DefaultAlloc is the built-in gpu.alloc: the stream-ordered pool. On two
-// H200s probe H2 caught plain frees waiting for a running kernel, and the
-// worker mode's allocations stalling past the deadline in one of two runs;
-// the pool passed both.
+// DefaultAlloc is the built-in gpu.alloc: the stream-ordered pool. Why:
+// it is the one mode probe H2 never caught waiting for a running kernel
+// (docs/hazards.md, H2; results/gpu/h200x2-20261121-d/README.md).
 const DefaultAlloc = gpumem.Pool
 
 // Options documents the options ParseParams reads (besides sm.* and gpu.alloc).
@@ -60,8 +59,9 @@ var Options = &transports.OptionSet{Name: "cudaipc", Options: []transports.Optio
 }}
 
 // DefaultThreshold is the built-in cudaipc.threshold: every device send
-// goes by CUDA IPC. Measured on two H200s (NV18), one-way latency D to D:
-// 8 B 9.9 us by IPC vs 15.1 us staged, 1 KiB 8.9 vs 17.8 us.
+// goes by CUDA IPC. Why: one-way device-to-device latency is lower by IPC
+// than staged through shared memory even at 8 B
+// (results/gpu/h200x2-20261121/README.md, summary-first-run.txt there).
 const DefaultThreshold = 0
 
 // DefaultPinnedThreshold is the built-in cudaipc.pinned-threshold: from

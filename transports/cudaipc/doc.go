@@ -7,18 +7,18 @@
 // in the shared segment (table.go) and publishes the usual RTS; the
 // receiver finds the handle there, opens it once (cache: cudaipc.cache
 // mappings per rank) and copies straight from the sender's GPU memory into
-// its own buffer, device or host, with cuMemcpyAsync on a non-blocking
-// stream of its own, over NVLink when the GPUs are peers, records one of
-// its interprocess events after the copy and answers FIN at once, naming
-// the event; both ranks complete when the event does, each polling it
-// (events.go; cudaipc.completion=sync answers after cuStreamSynchronize
-// instead); or, with
-// cudaipc.copy=sm, with a copy kernel (copy.ptx) that moves the bytes on
-// the SMs instead of a copy engine, and so waits for free SMs beside a
-// kernel that holds them all (smcopy.go). Smaller device
-// messages, and every message from host memory into device memory, are
-// staged through the sm cells and fragments, which are registered with the
-// driver so the copies are DMA (memory.go). Staging runs in one of two
+// its own buffer, device or host, over NVLink when the GPUs are peers.
+// The copy runs on a non-blocking stream of the receiver's own, by
+// cuMemcpyAsync on a copy engine or, with cudaipc.copy=sm, by a copy kernel
+// (copy.ptx) that needs free SMs and so waits beside a kernel that holds
+// them all (smcopy.go). The receiver then records one of its interprocess
+// events after the copy and answers FIN at once, naming the event; both
+// ranks complete when the event does, each polling it (events.go;
+// cudaipc.completion=sync answers after cuStreamSynchronize instead).
+//
+// Smaller device messages, and every message from host memory into device
+// memory, are staged through the sm cells and fragments, which are
+// registered with the driver so the copies are DMA (memory.go). Staging runs in one of two
 // modes: async (cuMemcpyAsync on the non-blocking stream, then a wait on
 // that stream alone) or sync (cuMemcpyDtoH/HtoD on the legacy stream), the
 // mode that queues behind any kernel on a blocking stream: hazard H4's
