@@ -32,8 +32,8 @@ type Request interface {
 
 // Transport moves ordered messages between ranks of one job. Messages between
 // a pair of ranks are matched in the order they were sent. Buffers passed to
-// a transport must live outside the Go heap (see bench.Alloc) and must not be
-// touched until the operation completes.
+// a transport must live outside the Go heap (hostmem.Allocator's, say) and
+// must not be touched until the operation completes.
 type Transport interface {
 	Name() string
 	Send(peer int, buf []byte) error
