@@ -22,7 +22,9 @@ func newSweep() *cobra.Command {
 the transport per size range, eager limit, fragments, FIFO depth and allocator
 settings, runs the hazard probes on the result, and writes
 OUT/<host>/<run-id>/{meta.json,measurements.jsonl,measurements.bench,summary,profile.yaml}.
-A killed sweep continues with --resume DIR: nothing finished is measured again.`,
+A killed sweep continues with --resume DIR: nothing finished is measured again;
+DIR's store may be compressed (measurements.jsonl.gz, as checked in), and the
+records measured since are appended to a measurements.jsonl beside it.`,
 		Example: `  gotune sweep                      # quick built-in plan, under 5 minutes
   gotune sweep --plan full --budget 30m
   gotune sweep --resume results/node1/20261121-131500`,
@@ -61,11 +63,26 @@ A killed sweep continues with --resume DIR: nothing finished is measured again.`
 }
 
 func newTune() *cobra.Command {
-	return &cobra.Command{
+	var benchOut string
+	cmd := &cobra.Command{
 		Use:   "tune DIR",
 		Short: "Re-decide a sweep's run directory from its stored measurements, without measuring",
-		Args:  cobra.ExactArgs(1),
+		Long: `tune re-decides the run in DIR from its store, measurements.jsonl or, as
+checked in under results/, measurements.jsonl.gz (then any measurements.jsonl
+beside it), and rewrites DIR's profile.yaml, summary and measurements.bench:
+nothing is measured.
+
+With --bench FILE it does only this instead: write the Go benchmark format
+view of DIR's stored trials (the measurements.bench the run wrote, for
+benchstat) to FILE, or to stdout with -. DIR may then be a verification's
+run directory too, and nothing in it is written.`,
+		Example: `  gotune tune results/node1/20261121-131500
+  gotune tune --bench 031115.bench results/vm/20261122-031115`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if benchOut != "" {
+				return writeBenchView(cmd, args[0], benchOut)
+			}
 			ctx, cancel := jobContext(0)
 			defer cancel()
 			res, err := sweep.Tune(ctx, args[0], nil)
@@ -73,6 +90,28 @@ func newTune() *cobra.Command {
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&benchOut, "bench", "", "only write DIR's trials in Go benchmark format to this file (- for stdout)")
+	return cmd
+}
+
+// writeBenchView writes the Go benchmark view of dir's stored trials to
+// path, or to stdout for "-".
+func writeBenchView(cmd *cobra.Command, dir, path string) error {
+	if path == "-" {
+		return sweep.WriteBench(dir, cmd.OutOrStdout())
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--bench: %w", err)
+	}
+	if err := sweep.WriteBench(dir, f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--bench: %w", err)
+	}
+	return nil
 }
 
 // printSummary copies a run's summary file to stdout, if there is one.

@@ -8,5 +8,9 @@
 //
 // A run directory (results/<host>/<run-id>/) holds meta.json (provenance
 // and plan), measurements.jsonl (the store), measurements.bench (Go
-// benchmark format, derived), summary (derived) and profile.yaml.
+// benchmark format, derived), summary (derived) and profile.yaml. Checked
+// in as data of record, its store is compressed (measurements.jsonl.gz,
+// which Open, and so resume and tune, read as the store's first part) and
+// its measurements.bench left out: WriteBench (gotune tune --bench) makes
+// it again from meta.json and the store.
 package sweep

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/report"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/tuner/search"
 )
@@ -25,19 +24,9 @@ func (r *Runner) writeDerived(res Result) error {
 
 // writeBench rewrites the Go benchmark format view of every trial.
 func (r *Runner) writeBench() error {
-	var results []bench.Result
-	for _, t := range r.trials {
-		if t.Failed != "" || len(t.Points) == 0 {
-			continue
-		}
-		spec := bench.Spec{Transport: t.Transport, Options: t.Options, Pattern: t.Pattern, Sizes: t.Sizes}
-		results = append(results, bench.Result{Label: t.Stage + " " + t.Candidate, Provenance: r.meta.Provenance, Spec: spec, Points: t.Points})
-	}
 	var b bytes.Buffer
-	if len(results) > 0 {
-		if err := report.Write(&b, "bench", results); err != nil {
-			return fmt.Errorf("write %s: %w", BenchFile, err)
-		}
+	if err := benchView(&b, r.trials, r.meta.Provenance); err != nil {
+		return err
 	}
 	return writeFileAtomic(filepath.Join(r.dir, BenchFile), b.Bytes())
 }
