@@ -102,3 +102,9 @@ gputest: gpu-build
 		echo "    OUT=<dir> GOTUNE_GPU_BENCH=\"\$$(cat scripts/gpu/issue4.bench)\" GOTUNE_GPU_SWEEP=gpu scripts/gpu/run.sh"; \
 		echo "  (needs nvidia-smi and python3 with PyTorch there, no Go; see scripts/gpu/README.md)"; \
 	fi
+
+# docs regenerates docs/options.md from the code (every --opt key and plan
+# key); TestOptionsDocIsCurrent fails when the checked-in file is stale.
+.PHONY: docs
+docs:
+	$(GO) run ./cmd/gotune options --markdown > docs/options.md.tmp && mv docs/options.md.tmp docs/options.md

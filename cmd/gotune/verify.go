@@ -7,8 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/tuner/sweep"
 )
 
@@ -45,14 +43,16 @@ measurements.bench, summary); a killed run continues with --resume DIR.`,
 			case rounds < 1:
 				return fmt.Errorf("--rounds %d: want at least 1", rounds)
 			}
-			if _, err := bench.ParseSizes(sizes); err != nil {
+			verifySizes, err := sweep.ParseSizeList(sizes)
+			if err != nil {
 				return fmt.Errorf("--sizes: %w", err)
 			}
-			if _, err := transports.ParseSize(settle); err != nil {
+			var settleBytes sweep.Size
+			if err := settleBytes.UnmarshalText([]byte(settle)); err != nil {
 				return fmt.Errorf("--settle: %w", err)
 			}
 			p := sweep.Quick()
-			p.VerifySizes, p.VerifyRounds, p.Settle = sizes, rounds, settle
+			p.VerifySizes, p.VerifyRounds, p.Settle = verifySizes, rounds, settleBytes
 			cfg.Plan = p
 			ctx, cancel := jobContext(0)
 			defer cancel()

@@ -25,10 +25,10 @@ var Modes = []Mode{Plain, Worker, Pool}
 // OptionKey selects the mode.
 const OptionKey = "gpu.alloc"
 
-// Options documents the options this package reads; the default is the
-// transport's (cudaipc's: pool).
+// Options documents the options this package reads; the built-in mode is
+// the transport's.
 var Options = &transports.OptionSet{Name: "gpu", Options: []transports.Option{
-	{Key: OptionKey, Type: "plain|worker|pool", Help: "GPU message-buffer allocator: plain (cuMemAlloc/cuMemFree: a free may wait for running kernels, hazard H2), worker (frees on a worker thread) or pool (stream-ordered pool)"},
+	{Key: OptionKey, Type: "plain|worker|pool", Help: "GPU message-buffer allocator: plain (cuMemAlloc/cuMemFree: a free may wait for running kernels, hazard H2), worker (frees on a worker thread) or pool (stream-ordered pool); built-in: the transport's (cudaipc: pool)"},
 }}
 
 // ParseMode reads a mode name.

@@ -89,7 +89,7 @@ func runH3(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 			v.Outcome, v.Detail = ProbeFailed, err.Error()
 			return v
 		}
-		params, _ := json.Marshal(h3Params{Options: o, Iterations: iterations})
+		params, _ := json.Marshal(h3Params{Options: o, Iterations: iterations}) // plain data always encodes
 		_, err = launch.Run(ctx, launch.Job{Kind: h3Kind, Size: 2, SegmentBytes: p.SegmentBytes(2), Params: params, Stall: deadline}, quiet)
 		var stall *launch.StallError
 		switch outcome, detail, stacks := classify(err); {
@@ -148,7 +148,7 @@ func h3Done(stacks map[int]string) int {
 		m := h3Line.FindAllStringSubmatch(s, -1)
 		k := 0
 		if len(m) > 0 {
-			k, _ = strconv.Atoi(m[len(m)-1][1])
+			k, _ = strconv.Atoi(m[len(m)-1][1]) // \d+ matched: only overflow fails, and 0 is a fine floor then
 		}
 		if n < 0 || k < n {
 			n = k

@@ -82,7 +82,7 @@ func runH4(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 		return v
 	}
 	spin := min(deadline+10*time.Second, gpuload.MaxDuration)
-	params, _ := json.Marshal(h4Params{Unsafe: unsafe, Spin: spin, Base: opts})
+	params, _ := json.Marshal(h4Params{Unsafe: unsafe, Spin: spin, Base: opts}) // plain data always encodes
 	res, err := launch.Run(ctx, launch.Job{Kind: h4Kind, Size: 2, SegmentBytes: seg, Params: params, Stall: deadline}, quiet)
 	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
 		v.Detail = fmt.Sprintf("staging=%s: %s", opts["cudaipc.staging"], v.Detail)
@@ -91,7 +91,7 @@ func runH4(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 	var took time.Duration
 	var s string
 	if len(res) > 1 && json.Unmarshal(res[1], &s) == nil {
-		took, _ = time.ParseDuration(s)
+		took, _ = time.ParseDuration(s) // the rank wrote it with Duration.String; 0 only blurs the detail line
 	}
 	v.Detail = fmt.Sprintf("staging=%s: the kernel waiting on a blocking stream was released by the staged message %v after the send began (its bound: %v)", opts["cudaipc.staging"], took.Round(time.Microsecond), spin)
 	return v

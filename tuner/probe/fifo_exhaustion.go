@@ -71,7 +71,7 @@ func runH5(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 			v.Outcome, v.Detail = ProbeFailed, err.Error()
 			break
 		}
-		params, _ := json.Marshal(h5Params{Unsafe: unsafe, Messages: messages, Base: base})
+		params, _ := json.Marshal(h5Params{Unsafe: unsafe, Messages: messages, Base: base}) // plain data always encodes
 		_, err = launch.Run(ctx, launch.Job{Kind: h5Kind, Size: ranks, SegmentBytes: p.SegmentBytes(ranks),
 			Params: params, Stall: deadline}, quiet)
 		scenario := "head-to-head"

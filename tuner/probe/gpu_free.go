@@ -98,7 +98,7 @@ func runH2(ctx context.Context, unsafe bool, deadline time.Duration, opts transp
 			return v
 		}
 	}
-	params, _ := json.Marshal(par)
+	params, _ := json.Marshal(par) // plain data always encodes
 	res, err := launch.Run(ctx, launch.Job{Kind: h2Kind, Size: 1, Params: params, Stall: deadline}, quiet)
 	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
 		v.Detail = fmt.Sprintf("gpu.alloc=%s: %s", mode, v.Detail)

@@ -97,7 +97,7 @@ func runH8(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 		if err == nil {
 			var seg int
 			if seg, err = d.SharedBytes(2, o); err == nil {
-				params, _ := json.Marshal(h8Params{Options: o, Compute: compute, Rndv: rndv, Pipeline: pipe})
+				params, _ := json.Marshal(h8Params{Options: o, Compute: compute, Rndv: rndv, Pipeline: pipe}) // plain data always encodes
 				var res launch.Result
 				res, err = launch.Run(ctx, launch.Job{Kind: h8Kind, Size: 2, SegmentBytes: seg, Params: params, Stall: deadline}, quiet)
 				if err == nil {

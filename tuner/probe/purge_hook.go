@@ -100,7 +100,7 @@ func runH1(ctx context.Context, unsafe bool, deadline time.Duration, opts transp
 		v.Outcome, v.Detail = ProbeFailed, err.Error()
 		return v
 	}
-	params, _ := json.Marshal(h1Params{Options: o, Iterations: h1Iterations, Window: h1Window})
+	params, _ := json.Marshal(h1Params{Options: o, Iterations: h1Iterations, Window: h1Window}) // plain data always encodes
 	out, err := launch.Run(ctx, launch.Job{Kind: h1Kind, Size: 2, SegmentBytes: sp.SegmentBytes(2),
 		Params: params, Stall: max(deadline, h1MinStall)}, quiet)
 	setting := fmt.Sprintf("regcache.entries=%s, alloc.purge=%s", o[hostmem.KeyEntries], cfg.Purge)

@@ -86,7 +86,7 @@ func runH6(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 			v.Outcome, v.Detail = ProbeFailed, err.Error()
 			return nil, false
 		}
-		params, _ := json.Marshal(par)
+		params, _ := json.Marshal(par) // plain data always encodes
 		res, err := launch.Run(ctx, launch.Job{Kind: h6Kind, Size: 2, SegmentBytes: seg, Params: params, Stall: deadline}, quiet)
 		if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
 			v.Detail = name + ": " + v.Detail

@@ -20,8 +20,14 @@ import (
 type candidate struct {
 	name      string
 	transport string
-	opts      transports.Options
+	opts      transports.Options // what the trials pass to the ranks, rendered from the typed fields
 	cost      int64
+	// The typed parameters the candidate stands for, read back when it is
+	// chosen: sm by the host stages, alloc by the allocator stages, gpu by
+	// the GPU stages (only the field a stage varies).
+	sm    SMParams
+	alloc AllocParams
+	gpu   GPUParams
 }
 
 // samplesOf gathers a candidate's repetitions per size of one pattern over
@@ -174,7 +180,7 @@ func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands [
 		samples[c.name] = all
 		perTrial[c.name] = map[point][]float64{}
 		for _, pat := range patterns {
-			m, _ := trialMedians(trials, stage, c.name, pat)
+			m, _ := trialMedians(trials, stage, c.name, pat) // a failed trial put the candidate out above
 			for n, v := range m {
 				perTrial[c.name][point{pat, n}] = v
 			}

@@ -242,7 +242,7 @@ func TestVerifySummaryPairsRounds(t *testing.T) {
 
 // The confirmation weighs the stages' choices against the built-in depth
 // and the built-in parameters, without measuring one configuration twice,
-// and its winner's options read back as the parameters they came from.
+// and its winner carries the parameters it came from, and their options.
 func TestConfirmCandidates(t *testing.T) {
 	builtin := defaultSM()
 	builtin.Progress = "thread"
@@ -274,9 +274,8 @@ func TestConfirmCandidates(t *testing.T) {
 			if !slices.Equal(names, tc.want) {
 				t.Fatalf("candidates %v, want %v", names, tc.want)
 			}
-			p, err := smParamsOf(cands[0].opts, tc.chosen.Progress)
-			if err != nil || p != tc.chosen {
-				t.Fatalf("chosen reads back as %+v (%v), want %+v", p, err, tc.chosen)
+			if c := cands[0]; c.sm != tc.chosen || !maps.Equal(c.opts, tc.chosen.options()) {
+				t.Fatalf("chosen stands for %+v with options %v, want %+v with %v", c.sm, c.opts, tc.chosen, tc.chosen.options())
 			}
 		})
 	}

@@ -68,7 +68,7 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 // verify measures the emitted profile through the runtime selector beside
 // each single transport, interleaved, over the verification sizes.
 func (r *Runner) verify(path, hash string) error {
-	vsizes, _ := sizes("verify_sizes", r.plan.VerifySizes)
+	vsizes := r.plan.VerifySizes.Sizes()
 	if len(vsizes) == 0 {
 		return nil
 	}
@@ -192,7 +192,7 @@ func (r *Runner) finish(measure bool) (Result, error) {
 			return res, err
 		}
 		res.ProfilePath = path
-		abs, _ := filepath.Abs(path)
+		abs, _ := filepath.Abs(path) // path is the run directory's own, which exists: Abs cannot fail
 		if err := r.verify(abs, p.Hash); err != nil {
 			os.Remove(path)
 			res.ProfilePath = ""

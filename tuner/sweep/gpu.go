@@ -3,7 +3,6 @@ package sweep
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -134,12 +133,12 @@ func gpuPathCands(g GPUPlan, staging []string, base transports.Options) []candid
 	var out []candidate
 	for si, st := range staging {
 		for _, th := range g.Thresholds {
-			n, _ := transports.ParseSize(th)
+			n := int(th)
 			o := base.With(transports.Options{"cudaipc.staging": st, "cudaipc.threshold": itoa(n)})
 			// Cheaper: async staging (it cannot couple to a kernel), then
 			// fewer IPC mappings (a higher threshold).
-			out = append(out, candidate{name: "staging=" + st + ",ipc>=" + transports.FormatSize(n), transport: "cudaipc",
-				opts: o, cost: int64(si)<<40 - int64(n)})
+			out = append(out, candidate{name: "staging=" + st + ",ipc>=" + th.String(), transport: "cudaipc",
+				opts: o, cost: int64(si)<<40 - int64(n), gpu: GPUParams{Staging: st, Threshold: n}})
 		}
 	}
 	return out
@@ -155,60 +154,60 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 	base := sm.options()
 	delete(base, "sm.progress") // cudaipc polls
 	base["cudaipc.gpus"] = g.GPUs
-	gpuSizes, _ := sizes("gpu.sizes", g.Sizes)
 
 	staging, err := r.safeStaging(gp)
 	if err != nil {
 		return err
 	}
-	c, err := r.loadedStage(stageGPUPath, gpuPathCands(g, staging, base), bench.Latency, gpuSizes, 0, gp, out)
+	c, err := r.loadedStage(stageGPUPath, gpuPathCands(g, staging, base), bench.Latency, g.Sizes.Sizes(), 0, gp, out)
 	if err != nil {
 		return err
 	}
 	if c != nil {
-		gp.Staging = c.opts["cudaipc.staging"]
-		gp.Threshold, _ = transports.ParseSize(c.opts["cudaipc.threshold"])
+		gp.Staging, gp.Threshold = c.gpu.Staging, c.gpu.Threshold
 	}
 	decided := func() transports.Options { return base.With(gp.options()) }
 
 	// Copy engines or SMs for the single copy (cheaper: the plan's order).
-	copySizes, _ := sizes("gpu.copy_sizes", g.CopySizes)
-	gp.Copy, err = r.gpuOptionStage(stageGPUCopy, "cudaipc.copy", g.Copies, func(i int) int64 { return int64(i) },
-		copySizes, 0, decided(), gp, out)
+	i, err := r.gpuOptionStage(stageGPUCopy, "cudaipc.copy", g.Copies, func(i int) int64 { return int64(i) },
+		g.CopySizes.Sizes(), 0, decided(), gp, out)
 	if err != nil {
 		return err
 	}
+	if i >= 0 {
+		gp.Copy = g.Copies[i]
+	}
 
 	// IPC mapping cache under a working set of buffers (cheaper: smaller).
-	cacheSizes, _ := sizes("gpu.cache_sizes", g.CacheSizes)
 	caches := make([]string, len(g.IPCCaches))
 	for i, n := range g.IPCCaches {
 		caches[i] = itoa(n)
 	}
-	cache, err := r.gpuOptionStage(stageGPUCache, "cudaipc.cache", caches, func(i int) int64 { return int64(g.IPCCaches[i]) },
-		cacheSizes, g.IPCBuffers, decided(), gp, out)
+	i, err = r.gpuOptionStage(stageGPUCache, "cudaipc.cache", caches, func(i int) int64 { return int64(g.IPCCaches[i]) },
+		g.CacheSizes.Sizes(), g.IPCBuffers, decided(), gp, out)
 	if err != nil {
 		return err
 	}
-	gp.Cache, _ = strconv.Atoi(cache) // "": not decided, 0
+	if i >= 0 {
+		gp.Cache = g.IPCCaches[i]
+	}
 
 	// Pinned host to device: the push threshold.
 	if len(g.PinnedThresholds) > 0 {
-		pinnedSizes, _ := sizes("gpu.pinned_sizes", g.PinnedSizes)
 		var pc []candidate
 		for _, th := range g.PinnedThresholds {
-			n, _ := transports.ParseSize(th)
+			n := int(th)
 			o := decided().With(transports.Options{"cudaipc.pinned-threshold": itoa(n)})
-			pc = append(pc, candidate{name: "pinned>=" + transports.FormatSize(n), transport: "cudaipc", opts: o, cost: -int64(n)})
+			pc = append(pc, candidate{name: "pinned>=" + th.String(), transport: "cudaipc", opts: o, cost: -int64(n), gpu: GPUParams{PinnedThreshold: n}})
 		}
 		tg := &TrialGPU{Mem: "pinned,device", GPUs: g.GPUs}
-		if err := r.measureOn(stageGPUPinned, pc, []bench.Pattern{bench.Bandwidth}, pinnedSizes, r.plan.Rounds, tg); err != nil {
+		if err := r.measureOn(stageGPUPinned, pc, []bench.Pattern{bench.Bandwidth}, g.PinnedSizes.Sizes(), r.plan.Rounds, tg); err != nil {
 			return err
 		}
 		d := pickCheapest(r.trials, stageGPUPinned, []bench.Pattern{bench.Bandwidth}, pc)
 		out.Stages = append(out.Stages, d)
 		if c := find(pc, d.Chosen); c != nil {
-			gp.PinnedThreshold, _ = transports.ParseSize(c.opts["cudaipc.pinned-threshold"])
+			gp.PinnedThreshold = c.gpu.PinnedThreshold
 		}
 	}
 
@@ -224,17 +223,18 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 
 // gpuOptionStage weighs the values of one cudaipc option (key) at every
 // load, a candidate per value named after the option (copy=ce, cache=64)
-// with cost(i) for values[i], on top of base, and returns the value
-// chosen. It returns "" without measuring when the plan names no values,
-// or when no size it is weighed at goes by CUDA IPC (a note says so).
+// with cost(i) for values[i], on top of base, and returns the index of
+// the value chosen. It returns -1 without measuring when the plan names no
+// values, or when no size it is weighed at goes by CUDA IPC (a note says
+// so), and -1 when no value was chosen.
 func (r *Runner) gpuOptionStage(stage, key string, values []string, cost func(i int) int64, sizes []int, buffers int,
-	base transports.Options, gp *GPUParams, out *Outcome) (string, error) {
+	base transports.Options, gp *GPUParams, out *Outcome) (int, error) {
 	if len(values) == 0 {
-		return "", nil
+		return -1, nil
 	}
 	if slices.Max(sizes) < gp.Threshold {
 		r.notes = append(r.notes, fmt.Sprintf("gpu: %s not decided: no size it is weighed at reaches the IPC threshold %s", key, transports.FormatSize(gp.Threshold)))
-		return "", nil
+		return -1, nil
 	}
 	cands := make([]candidate, len(values))
 	for i, v := range values {
@@ -243,9 +243,9 @@ func (r *Runner) gpuOptionStage(stage, key string, values []string, cost func(i 
 	}
 	c, err := r.loadedStage(stage, cands, bench.Latency, sizes, buffers, gp, out)
 	if err != nil || c == nil {
-		return "", err
+		return -1, err
 	}
-	return c.opts[key], nil
+	return slices.IndexFunc(cands, func(x candidate) bool { return x.name == c.name }), nil
 }
 
 // loadedStage measures device-to-device candidates (buffers in turn per
@@ -257,15 +257,14 @@ func (r *Runner) loadedStage(stage string, cands []candidate, pattern bench.Patt
 	g := r.plan.GPU
 	left := cands // a candidate out at one load is not measured at the next
 	for _, l := range g.Loads {
-		load, _ := bench.ParseKernel(l)
-		tg := &TrialGPU{Mem: "device,device", GPUs: g.GPUs, Load: load, Buffers: buffers}
-		if load > 0 {
+		tg := &TrialGPU{Mem: "device,device", GPUs: g.GPUs, Load: l.Fraction, Buffers: buffers}
+		if l.Fraction > 0 {
 			tg.LoadBound = g.LoadBound
 		}
-		if err := r.measureOn(stage+"/"+l, left, []bench.Pattern{pattern}, sizes, r.plan.Rounds, tg); err != nil {
+		if err := r.measureOn(stage+"/"+l.Name, left, []bench.Pattern{pattern}, sizes, r.plan.Rounds, tg); err != nil {
 			return nil, err
 		}
-		left = slices.DeleteFunc(slices.Clone(left), func(c candidate) bool { return failedWhy(r.trials, stage+"/"+l, c.name) != "" })
+		left = slices.DeleteFunc(slices.Clone(left), func(c candidate) bool { return failedWhy(r.trials, stage+"/"+l.Name, c.name) != "" })
 	}
 	perLoad, d, avoided, keep := decideLoaded(r.trials, stage, pattern, g.Loads, cands)
 	out.Stages = append(out.Stages, perLoad...)
@@ -283,11 +282,11 @@ func (r *Runner) loadedStage(stage string, cands []candidate, pattern bench.Patt
 // their standing at the first load (normally none): the runtime cannot
 // know whether a kernel runs, so what it uses must progress at every load
 // and be fast without one.
-func decideLoaded(trials []Trial, stage string, pattern bench.Pattern, loads []string, cands []candidate) (perLoad []StageDecision, final StageDecision, avoided []string, keep []candidate) {
+func decideLoaded(trials []Trial, stage string, pattern bench.Pattern, loads []Load, cands []candidate) (perLoad []StageDecision, final StageDecision, avoided []string, keep []candidate) {
 	out := map[string]bool{}
 	patterns := []bench.Pattern{pattern}
 	for _, l := range loads {
-		stage := stage + "/" + l
+		stage := stage + "/" + l.Name
 		perLoad = append(perLoad, pickCheapest(trials, stage, patterns, cands))
 		for _, c := range cands {
 			if why := failedWhy(trials, stage, c.name); why != "" && !out[c.name] {
@@ -303,7 +302,7 @@ func decideLoaded(trials []Trial, stage string, pattern bench.Pattern, loads []s
 	}
 	final = StageDecision{Stage: stage}
 	if len(keep) > 0 && len(loads) > 0 {
-		final = pickCheapest(trials, stage+"/"+loads[0], patterns, keep)
+		final = pickCheapest(trials, stage+"/"+loads[0].Name, patterns, keep)
 		final.Stage = stage
 	}
 	return perLoad, final, avoided, keep

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func gpuTrial(load, cand string, round int, late bool, us float64) Trial {
 // is chosen, and the stall is reported.
 func TestDecideGPUPathAvoidsStallingPaths(t *testing.T) {
 	cands := []candidate{{name: "sync", cost: 1}, {name: "async", cost: 0}, {name: "ipc", cost: 2}}
-	loads := []string{"none", "full"}
+	loads := parseText[Load]("none", "full")
 	var trials []Trial
 	for round := 1; round <= 3; round++ {
 		trials = append(trials,
@@ -105,22 +106,33 @@ func TestGPUPlanCheck(t *testing.T) {
 	}{
 		{func(g *GPUPlan) { g.GPUs = "0,x" }, "gpu.gpus"},
 		{func(g *GPUPlan) { g.Staging = []string{"legacy"} }, `gpu.staging: "legacy"`},
-		{func(g *GPUPlan) { g.Loads = []string{"most"} }, "gpu.loads"},
-		{func(g *GPUPlan) { g.Thresholds = []string{"big"} }, "gpu.thresholds"},
 		{func(g *GPUPlan) { g.AllocModes = []string{"cudaFree"} }, "gpu.alloc_modes"},
 		{func(g *GPUPlan) { g.LoadBound = 0 }, "gpu.load_bound"},
-		{func(g *GPUPlan) { g.Sizes = "" }, "gpu.sizes: empty"},
+		{func(g *GPUPlan) { g.Sizes = SizeList{} }, "gpu.sizes: empty"},
 		{func(g *GPUPlan) { g.Thresholds = nil }, "gpu.thresholds, gpu.staging and gpu.loads"},
 		{func(g *GPUPlan) { g.Copies = []string{"dma"} }, `gpu.copies: "dma"`},
-		{func(g *GPUPlan) { g.CopySizes = "" }, "gpu.copy_sizes: empty"},
+		{func(g *GPUPlan) { g.CopySizes = SizeList{} }, "gpu.copy_sizes: empty"},
 		{func(g *GPUPlan) { g.IPCCaches = []int{16, 0} }, "gpu.ipc_caches: 0"},
 		{func(g *GPUPlan) { g.IPCBuffers = 0 }, "gpu.ipc_buffers"},
-		{func(g *GPUPlan) { g.CacheSizes = "1M:x" }, "gpu.cache_sizes"},
 	} {
 		p := GPU()
 		c.mod(&p.GPU)
 		if err := p.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want an error naming %q", err, c.want)
+		}
+	}
+	// Values that do not parse are refused when the plan file is decoded.
+	for _, c := range []struct{ body, want string }{
+		{"loads: [most]", "gpu.loads"},
+		{"thresholds: [big]", "gpu.thresholds"},
+		{"cache_sizes: \"1M:x\"", "gpu.cache_sizes"},
+	} {
+		path := filepath.Join(t.TempDir(), "gpu.yaml")
+		if err := os.WriteFile(path, []byte("gpu:\n  gpus: \"0,1\"\n  "+c.body+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadPlan(path); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: got %v, want an error naming %q and the file", c.body, err, c.want)
 		}
 	}
 	// Without GPUs the GPU keys are not looked at: a host plan.

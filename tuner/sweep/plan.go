@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,49 +16,48 @@ import (
 	"github.com/gotune/gotune/transports/gpumem"
 )
 
-// Plan says what a sweep measures and how hard it tries. Sizes are written
-// as bench ladders ("256:16K") or lists ("8,256,4K").
+// Plan says what a sweep measures and how hard it tries. A plan file sets
+// any subset of the keys (the json names); LoadPlan decodes it once into
+// these typed, checked values. The help tags are the keys' meaning in
+// docs/options.md, generated from this type.
 type Plan struct {
-	Name     string        `json:"name" mapstructure:"name"`
-	Budget   time.Duration `json:"budget" mapstructure:"budget"`
-	Rounds   int           `json:"rounds" mapstructure:"rounds"`         // interleaved rounds every candidate gets
-	MaxRound int           `json:"max_rounds" mapstructure:"max_rounds"` // rounds an unsettled comparison may grow to
-	Reps     int           `json:"reps" mapstructure:"reps"`             // repetitions per size per trial
-	RepBytes string        `json:"rep_bytes" mapstructure:"rep_bytes"`   // payload per repetition (bench.Spec.RepBytes)
-	Window   int           `json:"window" mapstructure:"window"`
-	Stall    time.Duration `json:"stall" mapstructure:"stall"`     // watchdog deadline of a measuring trial
-	Segment  string        `json:"segment" mapstructure:"segment"` // shared segment backend: memfd or posix
-	// Settle is the size of the discarded point, in the trial's own
-	// pattern, that opens every trial (bench.WithSettle); "" or "0": none
-	// (runs made before it existed).
-	Settle string `json:"settle,omitempty" mapstructure:"settle"`
+	Name     string        `json:"name" mapstructure:"name" help:"the plan's name (a file's: its base name)"`
+	Budget   time.Duration `json:"budget" mapstructure:"budget" help:"time the whole sweep may take; trials beyond it are skipped and recorded as such"`
+	Rounds   int           `json:"rounds" mapstructure:"rounds" help:"interleaved rounds every candidate gets"`
+	MaxRound int           `json:"max_rounds" mapstructure:"max_rounds" help:"rounds an unsettled comparison may grow to"`
+	Reps     int           `json:"reps" mapstructure:"reps" help:"repetitions per size per trial"`
+	RepBytes Size          `json:"rep_bytes" mapstructure:"rep_bytes" help:"payload per repetition (bench's loop count follows from it)"`
+	Window   int           `json:"window" mapstructure:"window" help:"messages in flight per bandwidth window (OSU's 64)"`
+	Stall    time.Duration `json:"stall" mapstructure:"stall" help:"watchdog deadline of a measuring trial: no progress for this long kills it"`
+	Segment  string        `json:"segment" mapstructure:"segment" help:"shared segment backend: memfd or posix"`
+	// Settle 0 means none (runs made before it existed).
+	Settle Size `json:"settle,omitempty" mapstructure:"settle" help:"size of the discarded point, in the trial's own pattern, that opens every trial (0: none)"`
 
-	Eager         []string `json:"eager" mapstructure:"eager"` // eager-limit candidates
-	EagerSizes    string   `json:"eager_sizes" mapstructure:"eager_sizes"`
-	Fragments     []string `json:"fragments" mapstructure:"fragments"` // SIZExSLOTS candidates, e.g. 64Kx16
-	FragmentSizes string   `json:"fragment_sizes" mapstructure:"fragment_sizes"`
-	Depths        []int    `json:"depths" mapstructure:"depths"`
-	DepthSizes    string   `json:"depth_sizes" mapstructure:"depth_sizes"`
-	// ConfirmSizes are where the channel parameters the stages chose are
-	// weighed, together, against the built-in ones ("" skips it).
-	ConfirmSizes string   `json:"confirm_sizes" mapstructure:"confirm_sizes"`
-	Transports   []string `json:"transports" mapstructure:"transports"` // sm, cma (pull), cma-push
-	// TransportSizes is the coarse ladder; every LadderStep-th power of two.
-	TransportSizes string `json:"transport_sizes" mapstructure:"transport_sizes"`
-	LadderStep     int    `json:"ladder_step" mapstructure:"ladder_step"`
-	Bisect         bool   `json:"bisect" mapstructure:"bisect"`
+	Eager         []Size     `json:"eager" mapstructure:"eager" help:"eager-limit candidates"`
+	EagerSizes    SizeList   `json:"eager_sizes" mapstructure:"eager_sizes" help:"sizes the eager stage measures (latency and bandwidth)"`
+	Fragments     []Fragment `json:"fragments" mapstructure:"fragments" help:"fragment geometry candidates, SIZExSLOTS"`
+	FragmentSizes SizeList   `json:"fragment_sizes" mapstructure:"fragment_sizes" help:"sizes the fragment stage measures (bandwidth)"`
+	Depths        []int      `json:"depths" mapstructure:"depths" help:"FIFO depth candidates (cells per channel)"`
+	DepthSizes    SizeList   `json:"depth_sizes" mapstructure:"depth_sizes" help:"sizes the depth stage measures (message rate, bandwidth), besides the chosen eager limit and twice it"`
+	ConfirmSizes  SizeList   `json:"confirm_sizes" mapstructure:"confirm_sizes" help:"sizes where the chosen channel parameters are weighed together against the built-in ones (empty: no confirmation)"`
+	Transports    []string   `json:"transports" mapstructure:"transports" help:"single transports the transport stage weighs: sm, cma (pull), cma-push"`
+	// TransportSizes is the fine ladder; the coarse one keeps every
+	// LadderStep-th size.
+	TransportSizes SizeList `json:"transport_sizes" mapstructure:"transport_sizes" help:"sizes of the transport stage's ladder"`
+	LadderStep     int      `json:"ladder_step" mapstructure:"ladder_step" help:"the coarse ladder measures every n-th size of transport_sizes"`
+	Bisect         bool     `json:"bisect" mapstructure:"bisect" help:"measure the sizes between neighbours with different winners until every crossover is known to a doubling"`
 
-	AllocPurges []string `json:"alloc_purges" mapstructure:"alloc_purges"`
-	AllocTHP    []bool   `json:"alloc_thp" mapstructure:"alloc_thp"`
-	AllocCaches []string `json:"alloc_caches" mapstructure:"alloc_caches"`
-	AllocSizes  string   `json:"alloc_sizes" mapstructure:"alloc_sizes"`
+	AllocPurges []string `json:"alloc_purges" mapstructure:"alloc_purges" help:"host allocator purge policies to weigh: immediate, delayed, never (empty: no allocator stages)"`
+	AllocTHP    []bool   `json:"alloc_thp" mapstructure:"alloc_thp" help:"transparent huge pages settings to weigh"`
+	AllocCaches []Size   `json:"alloc_caches" mapstructure:"alloc_caches" help:"host buffer cache sizes to weigh"`
+	AllocSizes  SizeList `json:"alloc_sizes" mapstructure:"alloc_sizes" help:"sizes of the allocate-per-message pattern"`
 
-	Probes        []string      `json:"probes" mapstructure:"probes"`
-	ProbeDeadline time.Duration `json:"probe_deadline" mapstructure:"probe_deadline"`
+	Probes        []string      `json:"probes" mapstructure:"probes" help:"hazard probes of the safety phase (H1-H8)"`
+	ProbeDeadline time.Duration `json:"probe_deadline" mapstructure:"probe_deadline" help:"watchdog deadline of a probe"`
 
-	VerifySizes    string `json:"verify_sizes" mapstructure:"verify_sizes"` // "" skips the verification stage
-	VerifyRounds   int    `json:"verify_rounds" mapstructure:"verify_rounds"`
-	FootprintRanks []int  `json:"footprint_ranks" mapstructure:"footprint_ranks"`
+	VerifySizes    SizeList `json:"verify_sizes" mapstructure:"verify_sizes" help:"sizes where the emitted profile is measured beside each single transport (empty: no verification)"`
+	VerifyRounds   int      `json:"verify_rounds" mapstructure:"verify_rounds" help:"interleaved rounds of the verification"`
+	FootprintRanks []int    `json:"footprint_ranks" mapstructure:"footprint_ranks" help:"ranks per node at which the summary reports the channels' memory footprint"`
 
 	GPU GPUPlan `json:"gpu" mapstructure:"gpu"`
 }
@@ -72,20 +70,20 @@ type Plan struct {
 // IPC mapping cache, each weighed at every load level too; and the GPU
 // allocator mode from probe H2's verdicts.
 type GPUPlan struct {
-	GPUs             string        `json:"gpus" mapstructure:"gpus"`                           // ranks' devices, e.g. "0,1"
-	Thresholds       []string      `json:"thresholds" mapstructure:"thresholds"`               // cudaipc.threshold candidates
-	Staging          []string      `json:"staging" mapstructure:"staging"`                     // cudaipc.staging candidates
-	Loads            []string      `json:"loads" mapstructure:"loads"`                         // none, partial, full, or fractions
-	LoadBound        time.Duration `json:"load_bound" mapstructure:"load_bound"`               // each launch of the load kernel
-	Sizes            string        `json:"sizes" mapstructure:"sizes"`                         // device-to-device latency sizes
-	PinnedThresholds []string      `json:"pinned_thresholds" mapstructure:"pinned_thresholds"` // cudaipc.pinned-threshold candidates
-	PinnedSizes      string        `json:"pinned_sizes" mapstructure:"pinned_sizes"`           // pinned-to-device bandwidth sizes
-	AllocModes       []string      `json:"alloc_modes" mapstructure:"alloc_modes"`             // gpu.alloc candidates, weighed by probe H2
-	Copies           []string      `json:"copies" mapstructure:"copies"`                       // cudaipc.copy candidates: ce, sm
-	CopySizes        string        `json:"copy_sizes" mapstructure:"copy_sizes"`               // device-to-device latency sizes for the copy
-	IPCCaches        []int         `json:"ipc_caches" mapstructure:"ipc_caches"`               // cudaipc.cache candidates (positive)
-	IPCBuffers       int           `json:"ipc_buffers" mapstructure:"ipc_buffers"`             // device buffers per rank taken in turn while weighing the cache
-	CacheSizes       string        `json:"cache_sizes" mapstructure:"cache_sizes"`             // latency sizes for the cache
+	GPUs             string        `json:"gpus" mapstructure:"gpus" help:"the ranks' devices, e.g. 0,1 (empty: no GPU stages)"`
+	Thresholds       []Size        `json:"thresholds" mapstructure:"thresholds" help:"cudaipc.threshold candidates"`
+	Staging          []string      `json:"staging" mapstructure:"staging" help:"cudaipc.staging candidates: async, sync (screened by probe H4 first)"`
+	Loads            []Load        `json:"loads" mapstructure:"loads" help:"load levels of the concurrent kernel: none, partial, full, or a fraction of the SMs"`
+	LoadBound        time.Duration `json:"load_bound" mapstructure:"load_bound" help:"how long each launch of the load kernel runs"`
+	Sizes            SizeList      `json:"sizes" mapstructure:"sizes" help:"device-to-device latency sizes of the path stage"`
+	PinnedThresholds []Size        `json:"pinned_thresholds" mapstructure:"pinned_thresholds" help:"cudaipc.pinned-threshold candidates"`
+	PinnedSizes      SizeList      `json:"pinned_sizes" mapstructure:"pinned_sizes" help:"pinned-to-device bandwidth sizes"`
+	AllocModes       []string      `json:"alloc_modes" mapstructure:"alloc_modes" help:"gpu.alloc candidates, weighed by probe H2: plain, worker, pool"`
+	Copies           []string      `json:"copies" mapstructure:"copies" help:"cudaipc.copy candidates: ce, sm"`
+	CopySizes        SizeList      `json:"copy_sizes" mapstructure:"copy_sizes" help:"device-to-device latency sizes for the copy stage"`
+	IPCCaches        []int         `json:"ipc_caches" mapstructure:"ipc_caches" help:"cudaipc.cache candidates (positive)"`
+	IPCBuffers       int           `json:"ipc_buffers" mapstructure:"ipc_buffers" help:"device buffers per rank taken in turn while weighing the cache"`
+	CacheSizes       SizeList      `json:"cache_sizes" mapstructure:"cache_sizes" help:"latency sizes for the cache stage"`
 }
 
 // GPU is the built-in plan of `gotune sweep --plan gpu`: the host stages
@@ -94,18 +92,18 @@ type GPUPlan struct {
 func GPU() Plan {
 	p := Quick()
 	p.Name, p.Budget, p.Rounds, p.MaxRound = "gpu", 8*time.Minute, 2, 5
-	p.Eager, p.Fragments, p.Depths, p.Transports = []string{"4K"}, []string{"64Kx16"}, []int{64}, []string{"sm"}
-	p.TransportSizes, p.Bisect, p.ConfirmSizes = "64K", false, ""
-	p.AllocPurges, p.AllocTHP, p.AllocCaches = []string{"immediate"}, []bool{false}, []string{"64M"}
+	p.Eager, p.Fragments, p.Depths, p.Transports = parseText[Size]("4K"), parseText[Fragment]("64Kx16"), []int{64}, []string{"sm"}
+	p.TransportSizes, p.Bisect, p.ConfirmSizes = mustSizes("64K"), false, SizeList{}
+	p.AllocPurges, p.AllocTHP, p.AllocCaches = []string{"immediate"}, []bool{false}, parseText[Size]("64M")
 	p.Probes, p.ProbeDeadline = []string{"H2", "H4"}, 3*time.Second
-	p.VerifySizes = ""
+	p.VerifySizes = SizeList{}
 	p.GPU = GPUPlan{
-		GPUs: "0,1", Thresholds: []string{"0", "64K", "1G"}, Staging: []string{"async", "sync"},
-		Loads: []string{"none", "partial", "full"}, LoadBound: time.Second, Sizes: "8,64K,1M",
-		PinnedThresholds: []string{"256K", "4M", "1G"}, PinnedSizes: "1M,16M",
+		GPUs: "0,1", Thresholds: parseText[Size]("0", "64K", "1G"), Staging: []string{"async", "sync"},
+		Loads: parseText[Load]("none", "partial", "full"), LoadBound: time.Second, Sizes: mustSizes("8,64K,1M"),
+		PinnedThresholds: parseText[Size]("256K", "4M", "1G"), PinnedSizes: mustSizes("1M,16M"),
 		AllocModes: []string{"plain", "worker", "pool"},
-		Copies:     []string{"ce", "sm"}, CopySizes: "1M,16M",
-		IPCCaches: []int{4, 16, 64}, IPCBuffers: 32, CacheSizes: "1M",
+		Copies:     []string{"ce", "sm"}, CopySizes: mustSizes("1M,16M"),
+		IPCCaches: []int{4, 16, 64}, IPCBuffers: 32, CacheSizes: mustSizes("1M"),
 	}
 	return p
 }
@@ -117,18 +115,18 @@ func GPU() Plan {
 func Quick() Plan {
 	return Plan{
 		Name: "quick", Budget: 4*time.Minute + 30*time.Second,
-		Rounds: 5, MaxRound: 8, Reps: 3, RepBytes: "64M", Window: bench.DefaultWindow, Stall: 30 * time.Second,
-		Segment: "memfd", Settle: "4M",
-		Eager: []string{"1K", "2K", "4K", "8K"}, EagerSizes: "256:16K",
-		Fragments:     []string{"32Kx8", "64Kx16", "64Kx32", "64Kx64", "128Kx32"},
-		FragmentSizes: "16K:16M",
-		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: "8,512,1K,4K,32K",
-		ConfirmSizes: "1:16M",
-		Transports:   []string{"sm", "cma"}, TransportSizes: "8K:16M", LadderStep: 2, Bisect: true,
+		Rounds: 5, MaxRound: 8, Reps: 3, RepBytes: 64 << 20, Window: bench.DefaultWindow, Stall: 30 * time.Second,
+		Segment: "memfd", Settle: 4 << 20,
+		Eager: parseText[Size]("1K", "2K", "4K", "8K"), EagerSizes: mustSizes("256:16K"),
+		Fragments:     parseText[Fragment]("32Kx8", "64Kx16", "64Kx32", "64Kx64", "128Kx32"),
+		FragmentSizes: mustSizes("16K:16M"),
+		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: mustSizes("8,512,1K,4K,32K"),
+		ConfirmSizes: mustSizes("1:16M"),
+		Transports:   []string{"sm", "cma"}, TransportSizes: mustSizes("8K:16M"), LadderStep: 2, Bisect: true,
 		AllocPurges: []string{"immediate", "delayed", "never"}, AllocTHP: []bool{false, true},
-		AllocCaches: []string{"8M", "64M", "256M"}, AllocSizes: "64K,1M,4M",
+		AllocCaches: parseText[Size]("8M", "64M", "256M"), AllocSizes: mustSizes("64K,1M,4M"),
 		Probes: []string{"H1", "H3", "H5", "H6", "H8"}, ProbeDeadline: 2 * time.Second,
-		VerifySizes: "1:16M", VerifyRounds: 5,
+		VerifySizes: mustSizes("1:16M"), VerifyRounds: 5,
 		FootprintRanks: []int{2, 8, 64},
 	}
 }
@@ -137,17 +135,17 @@ func Quick() Plan {
 func Full() Plan {
 	p := Quick()
 	p.Name, p.Budget = "full", 30*time.Minute
-	p.Rounds, p.MaxRound, p.Reps, p.RepBytes = 7, 12, 5, "256M"
-	p.Eager = []string{"512", "1K", "2K", "4K", "8K", "16K"}
-	p.EagerSizes = "64:32K"
-	p.Fragments = []string{"16Kx16", "32Kx8", "32Kx32", "64Kx4", "64Kx16", "64Kx32", "64Kx64", "128Kx8", "128Kx32", "256Kx16"}
-	p.FragmentSizes = "16K:16M"
+	p.Rounds, p.MaxRound, p.Reps, p.RepBytes = 7, 12, 5, 256<<20
+	p.Eager = parseText[Size]("512", "1K", "2K", "4K", "8K", "16K")
+	p.EagerSizes = mustSizes("64:32K")
+	p.Fragments = parseText[Fragment]("16Kx16", "32Kx8", "32Kx32", "64Kx4", "64Kx16", "64Kx32", "64Kx64", "128Kx8", "128Kx32", "256Kx16")
+	p.FragmentSizes = mustSizes("16K:16M")
 	p.Depths = []int{4, 8, 16, 32, 64, 128, 256}
-	p.DepthSizes = "8,64,512,1K,4K,8K,32K"
+	p.DepthSizes = mustSizes("8,64,512,1K,4K,8K,32K")
 	p.Transports = []string{"sm", "cma", "cma-push"}
-	p.TransportSizes, p.LadderStep = "4K:64M", 2
-	p.AllocCaches = []string{"0", "8M", "64M", "256M", "1G"}
-	p.AllocSizes = "16K:16M"
+	p.TransportSizes, p.LadderStep = mustSizes("4K:64M"), 2
+	p.AllocCaches = parseText[Size]("0", "8M", "64M", "256M", "1G")
+	p.AllocSizes = mustSizes("16K:16M")
 	p.VerifyRounds = 5
 	p.FootprintRanks = []int{2, 8, 32, 64, 128}
 	return p
@@ -183,7 +181,7 @@ func LoadPlan(name string) (Plan, error) {
 	err := v.Unmarshal(&p, func(c *mapstructure.DecoderConfig) {
 		c.ErrorUnused = true
 		c.WeaklyTypedInput = false
-		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(durationHook)
+		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(durationHook, mapstructure.TextUnmarshallerHookFunc())
 	})
 	if err != nil {
 		return Plan{}, fmt.Errorf("plan %s: %w", name, err)
@@ -204,61 +202,6 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 		return nil, fmt.Errorf("want a duration such as \"5m\", got %T %v", data, data)
 	}
 	return time.ParseDuration(s)
-}
-
-// fragment is a fragment-geometry candidate.
-type fragment struct{ size, slots int }
-
-func parseFragment(s string) (fragment, error) {
-	a, b, ok := strings.Cut(strings.ToLower(s), "x")
-	if !ok {
-		return fragment{}, fmt.Errorf("fragments: %q: want SIZExSLOTS, e.g. 64Kx16", s)
-	}
-	size, err := transports.ParseSize(strings.ToUpper(a))
-	if err != nil {
-		return fragment{}, fmt.Errorf("fragments: %q: %w", s, err)
-	}
-	slots, err := transports.ParseSize(b)
-	if err != nil || slots < 1 {
-		return fragment{}, fmt.Errorf("fragments: %q: bad slot count", s)
-	}
-	return fragment{size, slots}, nil
-}
-
-// sizes parses one of the plan's size keys, naming it on error.
-func sizes(key, s string) ([]int, error) {
-	if s == "" {
-		return nil, nil
-	}
-	v, err := bench.ParseSizes(s)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	return v, nil
-}
-
-// ladder is sizes(key, s) keeping every step-th entry (and the last).
-func ladder(key, s string, step int) ([]int, error) {
-	all, err := sizes(key, s)
-	if err != nil || step <= 1 {
-		return all, err
-	}
-	var out []int
-	for i := 0; i < len(all); i += step {
-		out = append(out, all[i])
-	}
-	if last := all[len(all)-1]; out[len(out)-1] != last {
-		out = append(out, last)
-	}
-	return out, nil
-}
-
-// settleBytes is Settle in bytes, 0 for none.
-func (p Plan) settleBytes() (int, error) {
-	if p.Settle == "" {
-		return 0, nil
-	}
-	return transports.ParseSize(p.Settle)
 }
 
 // Check validates every key, naming the first bad one.
@@ -284,22 +227,6 @@ func (p Plan) Check() error {
 	if p.Segment != "memfd" && p.Segment != "posix" {
 		return fmt.Errorf("segment: %q: want memfd or posix", p.Segment)
 	}
-	if _, err := transports.ParseSize(p.RepBytes); err != nil {
-		return fmt.Errorf("rep_bytes: %w", err)
-	}
-	if _, err := p.settleBytes(); err != nil {
-		return fmt.Errorf("settle: %w", err)
-	}
-	for _, e := range p.Eager {
-		if _, err := transports.ParseSize(e); err != nil {
-			return fmt.Errorf("eager: %w", err)
-		}
-	}
-	for _, f := range p.Fragments {
-		if _, err := parseFragment(f); err != nil {
-			return err
-		}
-	}
 	for _, d := range p.Depths {
 		if d < 1 {
 			return fmt.Errorf("depths: %d: need at least 1", d)
@@ -315,18 +242,7 @@ func (p Plan) Check() error {
 			return fmt.Errorf("alloc_purges: %q: want immediate, delayed or never", pu)
 		}
 	}
-	for _, c := range p.AllocCaches {
-		if _, err := transports.ParseSize(c); err != nil {
-			return fmt.Errorf("alloc_caches: %w", err)
-		}
-	}
-	for key, s := range map[string]string{"eager_sizes": p.EagerSizes, "fragment_sizes": p.FragmentSizes,
-		"depth_sizes": p.DepthSizes, "confirm_sizes": p.ConfirmSizes, "transport_sizes": p.TransportSizes, "alloc_sizes": p.AllocSizes, "verify_sizes": p.VerifySizes} {
-		if _, err := sizes(key, s); err != nil {
-			return err
-		}
-	}
-	if s, _ := sizes("transport_sizes", p.TransportSizes); len(s) == 0 {
+	if p.TransportSizes.Empty() {
 		return fmt.Errorf("transport_sizes: empty")
 	}
 	return p.GPU.check()
@@ -343,19 +259,9 @@ func (g GPUPlan) check() error {
 	if len(g.Thresholds) == 0 || len(g.Staging) == 0 || len(g.Loads) == 0 {
 		return fmt.Errorf("gpu.thresholds, gpu.staging and gpu.loads each need a candidate")
 	}
-	for _, t := range append(slices.Clone(g.Thresholds), g.PinnedThresholds...) {
-		if _, err := transports.ParseSize(t); err != nil {
-			return fmt.Errorf("gpu.thresholds/pinned_thresholds: %w", err)
-		}
-	}
 	for _, s := range g.Staging {
 		if s != "async" && s != "sync" {
 			return fmt.Errorf("gpu.staging: %q: want async or sync", s)
-		}
-	}
-	for _, l := range g.Loads {
-		if _, err := bench.ParseKernel(l); err != nil {
-			return fmt.Errorf("gpu.loads: %w", err)
 		}
 	}
 	if g.LoadBound <= 0 {
@@ -372,7 +278,7 @@ func (g GPUPlan) check() error {
 		}
 	}
 	if len(g.Copies) > 0 {
-		if s, _ := sizes("gpu.copy_sizes", g.CopySizes); len(s) == 0 {
+		if g.CopySizes.Empty() {
 			return fmt.Errorf("gpu.copy_sizes: empty, with gpu.copies to weigh")
 		}
 	}
@@ -385,16 +291,11 @@ func (g GPUPlan) check() error {
 		if g.IPCBuffers < 1 {
 			return fmt.Errorf("gpu.ipc_buffers: %d: need at least 1 buffer to weigh gpu.ipc_caches with", g.IPCBuffers)
 		}
-		if s, _ := sizes("gpu.cache_sizes", g.CacheSizes); len(s) == 0 {
+		if g.CacheSizes.Empty() {
 			return fmt.Errorf("gpu.cache_sizes: empty, with gpu.ipc_caches to weigh")
 		}
 	}
-	for key, s := range map[string]string{"gpu.sizes": g.Sizes, "gpu.pinned_sizes": g.PinnedSizes, "gpu.copy_sizes": g.CopySizes, "gpu.cache_sizes": g.CacheSizes} {
-		if _, err := sizes(key, s); err != nil {
-			return err
-		}
-	}
-	if s, _ := sizes("gpu.sizes", g.Sizes); len(s) == 0 {
+	if g.Sizes.Empty() {
 		return fmt.Errorf("gpu.sizes: empty")
 	}
 	return nil

@@ -65,10 +65,11 @@ func TestLoadPlanFile(t *testing.T) {
 }
 
 func TestLadder(t *testing.T) {
-	got, err := ladder("k", "8K:16M", 2)
+	l, err := ParseSizeList("8K:16M")
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := l.Every(2)
 	want := []int{8 << 10, 32 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20, 16 << 20}
 	if len(got) != len(want) {
 		t.Fatalf("ladder = %v", got)

@@ -30,7 +30,7 @@ type ProbeRecord struct {
 
 // digest names a configuration: its sorted options.
 func digest(o transports.Options) string {
-	b, _ := json.Marshal(o) // encoding/json sorts map keys
+	b, _ := json.Marshal(o) // a string map always encodes; encoding/json sorts its keys
 	sum := sha256.Sum256(b)
 	return "cfg:" + hex.EncodeToString(sum[:8])
 }
@@ -49,7 +49,7 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 		cfg = opts.With(r.routes)
 	}
 	rec := ProbeRecord{Probe: p.ID, Unsafe: unsafe, Config: digest(cfg), Options: opts, Versions: vers}
-	vb, _ := json.Marshal(vers)
+	vb, _ := json.Marshal(vers) // a string map always encodes
 	key := fmt.Sprintf("verdict:%s:%v:%s:%x", p.ID, unsafe, rec.Config, sha256.Sum256(vb))
 	for _, s := range []*store.Store{r.store, r.quarantine} {
 		if stored, ok := s.Get(key); ok {
@@ -77,7 +77,7 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 		// so that a resume or a later run tries again.
 		return rec, false, nil
 	}
-	data, _ := json.Marshal(rec)
+	data, _ := json.Marshal(rec) // plain data always encodes
 	record := store.Record{Key: key, Kind: "verdict", Time: time.Now().UTC(), Data: data}
 	if err := r.store.Append(record); err != nil {
 		return rec, false, err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
@@ -51,6 +50,19 @@ type AllocParams struct {
 	Purge string
 	THP   bool
 	Cache int64
+}
+
+// options renders the allocator settings as alloc.* options.
+func (a AllocParams) options() transports.Options {
+	return transports.Options{"alloc.purge": a.Purge, "alloc.thp": onOff(a.THP), "alloc.cache": transports.FormatSize(int(a.Cache))}
+}
+
+// cacheOptions is options as the cache stage has always keyed its trials:
+// the cache size in plain bytes.
+func (a AllocParams) cacheOptions() transports.Options {
+	o := a.options()
+	o["alloc.cache"] = itoa(int(a.Cache))
+	return o
 }
 
 // options renders the channel parameters as sm.* options.
@@ -118,10 +130,9 @@ var (
 func eagerCandidates(p Plan, sm SMParams) []candidate {
 	var out []candidate
 	for _, e := range p.Eager {
-		n, _ := transports.ParseSize(e)
 		q := sm
-		q.Eager, q.Cell = n, cellFor(n)
-		out = append(out, candidate{name: "eager=" + transports.FormatSize(n), transport: "sm", opts: q.options(), cost: int64(q.Cell * q.Depth)})
+		q.Eager, q.Cell = int(e), cellFor(int(e))
+		out = append(out, candidate{name: "eager=" + e.String(), transport: "sm", opts: q.options(), cost: int64(q.Cell * q.Depth), sm: q})
 	}
 	return out
 }
@@ -129,10 +140,9 @@ func eagerCandidates(p Plan, sm SMParams) []candidate {
 func fragmentCandidates(p Plan, sm SMParams) []candidate {
 	var out []candidate
 	for _, f := range p.Fragments {
-		g, _ := parseFragment(f)
 		q := sm
-		q.Frag, q.Slots = g.size, g.slots
-		out = append(out, candidate{name: "frag=" + transports.FormatSize(g.size) + "x" + itoa(g.slots), transport: "sm", opts: q.options(), cost: int64(g.size * g.slots)})
+		q.Frag, q.Slots = f.Size, f.Slots
+		out = append(out, candidate{name: "frag=" + f.String(), transport: "sm", opts: q.options(), cost: int64(f.Size * f.Slots), sm: q})
 	}
 	return out
 }
@@ -155,7 +165,7 @@ func depthCandidates(p Plan, sm SMParams) []candidate {
 	for _, d := range p.Depths {
 		q := sm
 		q.Depth = d
-		out = append(out, candidate{name: "depth=" + itoa(d), transport: "sm", opts: q.options(), cost: int64(d * q.Cell)})
+		out = append(out, candidate{name: "depth=" + itoa(d), transport: "sm", opts: q.options(), cost: int64(d * q.Cell), sm: q})
 	}
 	return out
 }
@@ -168,7 +178,7 @@ func transportCands(p Plan, sm SMParams) []candidate {
 		if tc.driver == "cma" {
 			o["cma.threshold"] = itoa(sm.Eager + 1)
 		}
-		out = append(out, candidate{name: name, transport: tc.driver, opts: o, cost: int64(i)})
+		out = append(out, candidate{name: name, transport: tc.driver, opts: o, cost: int64(i), sm: sm})
 	}
 	return out
 }
@@ -186,12 +196,12 @@ func allocPolicyCandidates(p Plan, sm SMParams) []candidate {
 	var out []candidate
 	for _, pu := range p.AllocPurges {
 		for _, thp := range p.AllocTHP {
-			o := sm.options().With(transports.Options{"alloc.purge": pu, "alloc.thp": onOff(thp), "alloc.cache": "64M"})
+			a := AllocParams{Purge: pu, THP: thp, Cache: 64 << 20}
 			cost := purgeCost(pu) * 2
 			if thp {
 				cost++
 			}
-			out = append(out, candidate{name: "purge=" + pu + ",thp=" + onOff(thp), transport: "sm", opts: o, cost: cost})
+			out = append(out, candidate{name: "purge=" + pu + ",thp=" + onOff(thp), transport: "sm", opts: sm.options().With(a.options()), cost: cost, sm: sm, alloc: a})
 		}
 	}
 	return out
@@ -200,9 +210,9 @@ func allocPolicyCandidates(p Plan, sm SMParams) []candidate {
 func allocCacheCandidates(p Plan, sm SMParams, a AllocParams) []candidate {
 	var out []candidate
 	for _, c := range p.AllocCaches {
-		n, _ := transports.ParseSize(c)
-		o := sm.options().With(transports.Options{"alloc.purge": a.Purge, "alloc.thp": onOff(a.THP), "alloc.cache": itoa(n)})
-		out = append(out, candidate{name: "cache=" + transports.FormatSize(n), transport: "sm", opts: o, cost: int64(n)})
+		q := a
+		q.Cache = int64(c)
+		out = append(out, candidate{name: "cache=" + c.String(), transport: "sm", opts: sm.options().With(q.cacheOptions()), cost: int64(c), sm: sm, alloc: q})
 	}
 	return out
 }
@@ -224,29 +234,25 @@ func (r *Runner) decide() (Outcome, error) {
 	sm.Progress = mode
 
 	// Eager limit: latency around the candidate limits.
-	eagerSizes, _ := sizes("eager_sizes", p.EagerSizes)
 	cands := eagerCandidates(p, sm)
-	if err := r.measure(stageEager, cands, eagerPatterns, eagerSizes, p.Rounds); err != nil {
+	if err := r.measure(stageEager, cands, eagerPatterns, p.EagerSizes.Sizes(), p.Rounds); err != nil {
 		return out, err
 	}
 	d := pickCheapest(r.trials, stageEager, eagerPatterns, cands)
 	out.Stages = append(out.Stages, d)
 	if c := find(cands, d.Chosen); c != nil {
-		sm.Eager, _ = strconv.Atoi(c.opts["sm.eager"])
-		sm.Cell = cellFor(sm.Eager)
+		sm = c.sm
 	}
 
 	// Fragment geometry: bandwidth of pipelined sizes.
-	fragSizes, _ := sizes("fragment_sizes", p.FragmentSizes)
 	cands = fragmentCandidates(p, sm)
-	if err := r.measure(stageFragment, cands, fragmentPatterns, fragSizes, p.Rounds); err != nil {
+	if err := r.measure(stageFragment, cands, fragmentPatterns, p.FragmentSizes.Sizes(), p.Rounds); err != nil {
 		return out, err
 	}
 	d = pickCheapest(r.trials, stageFragment, fragmentPatterns, cands)
 	out.Stages = append(out.Stages, d)
 	if c := find(cands, d.Chosen); c != nil {
-		sm.Frag, _ = strconv.Atoi(c.opts["sm.frag"])
-		sm.Slots, _ = strconv.Atoi(c.opts["sm.frags"])
+		sm = c.sm
 	}
 
 	// FIFO depth: message rate of small messages, bandwidth of the
@@ -254,8 +260,7 @@ func (r *Runner) decide() (Outcome, error) {
 	// cell too, so a window of the smallest pipelined messages, twice the
 	// eager limit, needs as many cells as an eager window: a sweep that
 	// left it out chose depth 32, and its verification lost 28% at 8 KiB).
-	depthSizes, _ := sizes("depth_sizes", p.DepthSizes)
-	depthSizes = withSize(withSize(depthSizes, sm.Eager), 2*sm.Eager)
+	depthSizes := withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager)
 	cands = depthCandidates(p, sm)
 	if err := r.measure(stageDepth, cands, depthPatterns, depthSizes, p.Rounds); err != nil {
 		return out, err
@@ -263,7 +268,7 @@ func (r *Runner) decide() (Outcome, error) {
 	d = pickCheapest(r.trials, stageDepth, depthPatterns, cands)
 	out.Stages = append(out.Stages, d)
 	if c := find(cands, d.Chosen); c != nil {
-		sm.Depth, _ = strconv.Atoi(c.opts["sm.depth"])
+		sm = c.sm
 	}
 
 	// Confirmation: the choices together against the built-in ones.
@@ -281,7 +286,7 @@ func (r *Runner) decide() (Outcome, error) {
 	// Host allocator (allocate-per-message pattern).
 	out.Alloc = AllocParams{Purge: "immediate", Cache: 64 << 20}
 	if _, err := bench.ParsePattern(string(allocPattern)); err == nil && len(p.AllocPurges) > 0 {
-		allocSizes, _ := sizes("alloc_sizes", p.AllocSizes)
+		allocSizes := p.AllocSizes.Sizes()
 		cands = allocPolicyCandidates(p, sm)
 		if err := r.measure(stageAllocPol, cands, allocPatterns, allocSizes, p.Rounds); err != nil {
 			return out, err
@@ -289,7 +294,7 @@ func (r *Runner) decide() (Outcome, error) {
 		d = pickCheapest(r.trials, stageAllocPol, allocPatterns, cands)
 		out.Stages = append(out.Stages, d)
 		if c := find(cands, d.Chosen); c != nil {
-			out.Alloc.Purge, out.Alloc.THP = c.opts["alloc.purge"], c.opts["alloc.thp"] == "on"
+			out.Alloc.Purge, out.Alloc.THP = c.alloc.Purge, c.alloc.THP
 		}
 		cands = allocCacheCandidates(p, sm, out.Alloc)
 		if err := r.measure(stageAllocSize, cands, allocPatterns, allocSizes, p.Rounds); err != nil {
@@ -298,8 +303,7 @@ func (r *Runner) decide() (Outcome, error) {
 		d = pickCheapest(r.trials, stageAllocSize, allocPatterns, cands)
 		out.Stages = append(out.Stages, d)
 		if c := find(cands, d.Chosen); c != nil {
-			n, _ := strconv.Atoi(c.opts["alloc.cache"])
-			out.Alloc.Cache = int64(n)
+			out.Alloc.Cache = c.alloc.Cache
 		}
 	} else {
 		r.notes = append(r.notes, "allocator: this build has no alloc pattern; defaults stand")
@@ -325,12 +329,12 @@ func confirmCandidates(chosen SMParams) []candidate {
 	builtin.Progress = chosen.Progress
 	withDepth := chosen
 	withDepth.Depth = builtin.Depth
-	out := []candidate{{name: "chosen", transport: "sm", opts: chosen.options(), cost: 0}}
+	out := []candidate{{name: "chosen", transport: "sm", opts: chosen.options(), cost: 0, sm: chosen}}
 	if withDepth != chosen {
-		out = append(out, candidate{name: "chosen,depth=" + itoa(builtin.Depth), transport: "sm", opts: withDepth.options(), cost: 1})
+		out = append(out, candidate{name: "chosen,depth=" + itoa(builtin.Depth), transport: "sm", opts: withDepth.options(), cost: 1, sm: withDepth})
 	}
 	if builtin != chosen && builtin != withDepth {
-		out = append(out, candidate{name: "built-in", transport: "sm", opts: builtin.options(), cost: 2})
+		out = append(out, candidate{name: "built-in", transport: "sm", opts: builtin.options(), cost: 2, sm: builtin})
 	}
 	return out
 }
@@ -353,7 +357,7 @@ func confirmCandidates(chosen SMParams) []candidate {
 // 20-round verification). ok is false when there is nothing to confirm
 // (no sizes, or the choices are the built-in ones).
 func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
-	confirmSizes, _ := sizes("confirm_sizes", r.plan.ConfirmSizes)
+	confirmSizes := r.plan.ConfirmSizes.Sizes()
 	cands := confirmCandidates(*sm)
 	if len(confirmSizes) == 0 || len(cands) < 2 {
 		return StageDecision{}, false, nil
@@ -388,10 +392,7 @@ func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 	// 4.3) that scored 1.000 against the built-in 0.998 over its rounds and
 	// then lost 2.2% in geomean to sm in 24 rounds of verification, settled
 	// at 11 of 25 sizes (4-9% at 2-128 KiB).
-	refSM, err := smParamsOf(cands[len(cands)-1].opts, sm.Progress)
-	if err != nil {
-		return d, true, err
-	}
+	refSM := cands[len(cands)-1].sm
 	prov := r.meta.Provenance
 	pair := pairBytes(refSM.Depth, refSM.Cell, refSM.Frag, refSM.Slots)
 	if affordable(pair, prov.Cores, prov.MemBytes) {
@@ -402,11 +403,7 @@ func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 		}
 	}
 	if c := find(cands, d.Chosen); c != nil {
-		p, err := smParamsOf(c.opts, sm.Progress)
-		if err != nil {
-			return d, true, err
-		}
-		*sm = p
+		*sm = c.sm
 	}
 	return d, true, nil
 }
@@ -426,19 +423,6 @@ func chosenTrails(d StageDecision) []int {
 	return nil
 }
 
-// smParamsOf reads back what SMParams.options wrote.
-func smParamsOf(o transports.Options, progress string) (SMParams, error) {
-	p := SMParams{Progress: progress}
-	for key, v := range map[string]*int{"sm.eager": &p.Eager, "sm.cell": &p.Cell, "sm.frag": &p.Frag, "sm.frags": &p.Slots, "sm.depth": &p.Depth} {
-		n, err := strconv.Atoi(o[key])
-		if err != nil {
-			return p, fmt.Errorf("confirm: %s=%q: %w", key, o[key], err)
-		}
-		*v = n
-	}
-	return p, nil
-}
-
 func find(cands []candidate, name string) *candidate {
 	for i := range cands {
 		if cands[i].name == name {
@@ -456,7 +440,7 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 	p := r.plan
 	cands := transportCands(p, sm)
 	out.Candidates = cands
-	coarse, _ := ladder("transport_sizes", p.TransportSizes, p.LadderStep)
+	coarse := p.TransportSizes.Every(p.LadderStep)
 	if err := r.measure(stageTransport, cands, transportPatterns, coarse, p.Rounds); err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ type TrialGPU struct {
 // key identifies a trial independently of its outcome. (Host trials'
 // keys are what they were before GPU trials existed: GPU is omitted.)
 func (t Trial) key() string {
-	b, _ := json.Marshal(struct {
+	b, _ := json.Marshal(struct { // plain data always encodes
 		Stage, Candidate, Transport string
 		Options                     transports.Options
 		Pattern                     bench.Pattern
@@ -167,7 +167,7 @@ func Open(ctx context.Context, cfg Config) (*Runner, error) {
 		}
 		r.meta = Meta{RunID: filepath.Base(r.dir), Command: cfg.Command, Started: r.start.UTC().Truncate(time.Second),
 			Provenance: prov, Plan: cfg.Plan, Verify: cfg.Verify}
-		b, _ := json.MarshalIndent(r.meta, "", "  ")
+		b, _ := json.MarshalIndent(r.meta, "", "  ") // plain data always encodes
 		if err := writeFileAtomic(filepath.Join(r.dir, MetaFile), append(b, '\n')); err != nil {
 			return nil, err
 		}
@@ -220,7 +220,7 @@ func (r *Runner) remaining() time.Duration { return r.budget - time.Since(r.star
 func (r *Runner) reserve() time.Duration {
 	probes := time.Duration(len(r.plan.Probes)) * 4 * r.plan.ProbeDeadline
 	verify := time.Duration(0)
-	if r.plan.VerifySizes != "" {
+	if !r.plan.VerifySizes.Empty() {
 		verify = time.Duration(r.plan.VerifyRounds*(len(r.plan.Transports)+1)) * 2 * time.Second
 	}
 	return probes + verify + 10*time.Second
@@ -269,12 +269,11 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		return Trial{}, ErrBudget
 	}
 	spec := bench.Spec{Transport: t.Transport, Options: t.Options.With(t.extra), Pattern: t.Pattern, Sizes: t.Sizes,
-		Reps: r.plan.Reps, Window: r.plan.Window, CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment}
-	spec.RepBytes, _ = transports.ParseSize(r.plan.RepBytes)
+		Reps: r.plan.Reps, Window: r.plan.Window, CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment, RepBytes: int(r.plan.RepBytes)}
 	if err := t.GPU.apply(&spec); err != nil {
 		return Trial{}, fmt.Errorf("trial %s %s: %w", t.Stage, t.Candidate, err)
 	}
-	settle, _ := r.plan.settleBytes()
+	settle := int(r.plan.Settle)
 	spec = bench.WithSettle(spec, settle)
 	began := time.Now()
 	res, err := bench.Run(r.ctx, spec, r.plan.Stall, r.hooks)
@@ -312,7 +311,7 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		t.Failed = stalled(t)
 	}
 	t.Seconds = time.Since(began).Seconds()
-	data, _ := json.Marshal(t)
+	data, _ := json.Marshal(t) // plain data always encodes
 	if err := r.store.Append(store.Record{Key: key, Kind: "trial", Time: time.Now().UTC(), Data: data}); err != nil {
 		return Trial{}, err
 	}

@@ -30,15 +30,15 @@ func TestMain(m *testing.M) {
 func tinyPlan() Plan {
 	p := Quick()
 	p.Name, p.Budget = "tiny", 5*time.Minute
-	p.Rounds, p.MaxRound, p.Reps, p.RepBytes, p.Window, p.Segment = 2, 3, 2, "4M", 8, "posix"
-	p.Eager, p.EagerSizes = []string{"1K", "4K"}, "512,2K"
-	p.Fragments, p.FragmentSizes = []string{"64Kx4", "64Kx16"}, "64K,1M"
-	p.Depths, p.DepthSizes, p.ConfirmSizes = []int{8, 64}, "8", "1K"
-	p.TransportSizes, p.LadderStep = "8K:1M", 2
-	p.AllocPurges, p.AllocTHP, p.AllocCaches, p.AllocSizes = []string{"immediate", "never"}, []bool{false}, []string{"8M"}, "64K"
+	p.Rounds, p.MaxRound, p.Reps, p.RepBytes, p.Window, p.Segment = 2, 3, 2, 4<<20, 8, "posix"
+	p.Eager, p.EagerSizes = parseText[Size]("1K", "4K"), mustSizes("512,2K")
+	p.Fragments, p.FragmentSizes = parseText[Fragment]("64Kx4", "64Kx16"), mustSizes("64K,1M")
+	p.Depths, p.DepthSizes, p.ConfirmSizes = []int{8, 64}, mustSizes("8"), mustSizes("1K")
+	p.TransportSizes, p.LadderStep = mustSizes("8K:1M"), 2
+	p.AllocPurges, p.AllocTHP, p.AllocCaches, p.AllocSizes = []string{"immediate", "never"}, []bool{false}, parseText[Size]("8M"), mustSizes("64K")
 	p.Probes = []string{"H5"}
-	p.VerifySizes, p.VerifyRounds = "1K,64K,1M", 1
-	p.Settle = "256K" // no stage measures it: a point of it left in a trial shows
+	p.VerifySizes, p.VerifyRounds = mustSizes("1K,64K,1M"), 1
+	p.Settle = 256 << 10 // no stage measures it: a point of it left in a trial shows
 	return p
 }
 
@@ -208,7 +208,7 @@ func tuneUnverified(t *testing.T, dir string) {
 // and run directories of the other kind refused.
 func verifyEmitted(t *testing.T, out, sweepDir, path string) {
 	plan := tinyPlan()
-	plan.VerifySizes, plan.VerifyRounds = "1K,64K", 2
+	plan.VerifySizes, plan.VerifyRounds = mustSizes("1K,64K"), 2
 	var jobs atomic.Int32
 	killThird := launch.Hooks{Stderr: ioDiscard{}, Started: func(pids []int) {
 		if k := jobs.Add(1); k == 3 || k == 4 { // the trial and its retry

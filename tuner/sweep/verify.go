@@ -37,7 +37,7 @@ func Verify(ctx context.Context, cfg Config, profilePath string) (Result, error)
 		if err != nil {
 			return Result{}, err
 		}
-		if cfg.Plan.VerifySizes == "" || cfg.Plan.VerifyRounds < 1 {
+		if cfg.Plan.VerifySizes.Empty() || cfg.Plan.VerifyRounds < 1 {
 			return Result{}, fmt.Errorf("verify %s: the plan has no verification sizes or rounds", profilePath)
 		}
 		cfg.Verify = &VerifyTarget{Profile: abs, Hash: p.Hash}
