@@ -32,9 +32,9 @@ import (
 // The unsafe variant frees with cuMemFree on the calling thread
 // (gpu.alloc=plain); the safe one uses the configuration's mode (default
 // pool, stream-ordered, as the GPU transport's; or worker: frees on a
-// thread of their own, which on two H200s stalled too). Each
-// run also times allocate+free without and beside the kernel, which the
-// tuner weighs among the modes that pass.
+// thread of their own; results/gpu/ holds its verdicts). Each run also
+// times allocate+free without and beside the kernel, which the tuner
+// weighs among the modes that pass.
 
 const h2Kind = "probe-h2"
 

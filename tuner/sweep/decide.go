@@ -143,9 +143,9 @@ type point struct {
 // each point: the median of its round-normalised values (stageValues;
 // latency inverted, so higher is better everywhere). It chooses the
 // cheapest within search.Noise of the best that the best does not beat at
-// any single point (U test over the same per-round values): a geomean over many sizes would
-// otherwise hide a real loss at one of them (an eager limit one step too
-// small loses 10-40% at the sizes between, and nothing elsewhere).
+// any single point (U test over the same per-round values): a geomean over
+// many sizes would otherwise hide a real loss at one of them (why:
+// results/vm/README.md, "The confirmation stage's reasons").
 func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate) StageDecision {
 	return pickAgainst(trials, stage, patterns, cands, "")
 }

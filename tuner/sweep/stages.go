@@ -149,9 +149,7 @@ func fragmentCandidates(p Plan, sm SMParams) []candidate {
 
 // withSize adds n to an ascending size list unless it is there already.
 // The depth stage measures at the eager limit the eager stage chose: a
-// shallow FIFO costs most with the largest messages that travel inline (a
-// 2 KiB limit at depth 32 lost 18% there in a verification, between sizes
-// the stage had measured).
+// shallow FIFO costs most with the largest messages that travel inline.
 func withSize(sizes []int, n int) []int {
 	i, found := slices.BinarySearch(sizes, n)
 	if found || n <= 0 {
@@ -258,8 +256,7 @@ func (r *Runner) decide() (Outcome, error) {
 	// FIFO depth: message rate of small messages, bandwidth of the
 	// largest inline one and of pipelined ones (each fragment takes a
 	// cell too, so a window of the smallest pipelined messages, twice the
-	// eager limit, needs as many cells as an eager window: a sweep that
-	// left it out chose depth 32, and its verification lost 28% at 8 KiB).
+	// eager limit, needs as many cells as an eager window).
 	depthSizes := withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager)
 	cands = depthCandidates(p, sm)
 	if err := r.measure(stageDepth, cands, depthPatterns, depthSizes, p.Rounds); err != nil {
@@ -341,21 +338,17 @@ func confirmCandidates(chosen SMParams) []candidate {
 
 // confirmStage weighs the channel parameters the stages chose, together,
 // against the same with the built-in FIFO depth and against the built-in
-// parameters, over the confirmation sizes, for MaxRound rounds. Each stage
-// kept the cheapest candidate that its few rounds could not tell from the
-// best; on this machine that let shallow FIFOs through (depth 8 and 16
-// each scored within 3% at the depth stage's sizes, then lost 10-22% at
-// 64-256 B and 20-28% at 8-32 KiB in the sweeps' verification), and
-// choices made stage by stage were never measured together.
+// parameters, over the confirmation sizes, for MaxRound rounds: each stage
+// keeps the cheapest candidate its few rounds cannot tell from the best,
+// and choices made stage by stage were never measured together.
 //
 // The first candidate within search.Noise of the last (the built-in
 // parameters, or the nearest to them) that the last beats at no point
 // stands. The built-in parameters are the reference, not the best scorer:
-// over 25 sizes a settled U test at one of them is as often chance as not
-// (a sweep ruled the built-in parameters out for "losing" 9.5% at 512 B to
-// a choice whose 1 MiB fragment ring then lost 20% at 8-32 KiB in a
-// 20-round verification). ok is false when there is nothing to confirm
-// (no sizes, or the choices are the built-in ones).
+// over 25 sizes a settled U test at one of them is as often chance as not.
+// ok is false when there is nothing to confirm (no sizes, or the choices
+// are the built-in ones). Why each rule: results/vm/README.md ("The
+// confirmation stage's reasons").
 func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 	confirmSizes := r.plan.ConfirmSizes.Sizes()
 	cands := confirmCandidates(*sm)
@@ -369,10 +362,8 @@ func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 	d := pickAgainst(r.trials, stageConfirm, confirmPatterns, cands, ref)
 	// A choice that trails the reference by more than the noise at some
 	// size, unsettled, gets more rounds there until the test settles
-	// (either way) or confirmTrailRounds are spent: after MaxRound rounds
-	// a loss of 8% at 32 KiB (a 2 MiB fragment ring against 4 MiB, 0.92
-	// over 60 interleaved rounds) had stood unsettled, and the 24-round
-	// verification then settled it.
+	// (either way) or confirmTrailRounds are spent: MaxRound rounds can
+	// leave a real loss of a few per cent unsettled.
 	for round := r.plan.MaxRound + 1; round <= r.plan.MaxRound+confirmTrailRounds; round++ {
 		trails := chosenTrails(d)
 		if len(trails) == 0 {
@@ -387,11 +378,7 @@ func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 		d = pickAgainst(r.trials, stageConfirm, confirmPatterns, cands, ref)
 	}
 	// Where the reference's channels are affordable with a rank on every
-	// core, a choice that saved memory within the noise is no bargain: a
-	// sweep here chose depth 16 and a 2 MiB ring (2.0 MiB per pair, against
-	// 4.3) that scored 1.000 against the built-in 0.998 over its rounds and
-	// then lost 2.2% in geomean to sm in 24 rounds of verification, settled
-	// at 11 of 25 sizes (4-9% at 2-128 KiB).
+	// core, a choice that saved memory within the noise is no bargain.
 	refSM := cands[len(cands)-1].sm
 	prov := r.meta.Provenance
 	pair := pairBytes(refSM.Depth, refSM.Cell, refSM.Frag, refSM.Slots)
@@ -504,10 +491,7 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 // stage of its own, run after the allocator stages; the choice stands only
 // where the replication chooses the same driver. The transport stage's
 // rounds follow one another within seconds, so one slow spell of the
-// machine can span them all: a quick sweep here chose CMA for 24-48 KiB
-// while sm ran at 7.5 GB/s at 32 KiB against CMA's 9.0 (sm held 31 GB/s
-// from 64 KiB, and the next sweep, like every verification, had sm 4-5x
-// ahead there).
+// machine can span them all (results/vm/README.md, build cac7945).
 func (r *Runner) replicateTransport(sm SMParams, out *Outcome) error {
 	cands := out.Candidates
 	if len(cands) < 2 {
