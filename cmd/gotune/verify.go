@@ -24,7 +24,8 @@ Mann-Whitney U test against the best single transport. Every trial opens with
 one discarded point (--settle), as in gotune anchors. Use it to re-check a
 checked-in profile on a node, or to gather more rounds than a sweep's five.
 The run goes to OUT/<host>/<run-id>/ (meta.json, measurements.jsonl,
-measurements.bench, summary); a killed run continues with --resume DIR.`,
+measurements.bench, summary); a killed run continues with --resume DIR, whose
+store may be compressed (measurements.jsonl.gz) as sweep --resume allows.`,
 		Example: `  gotune verify results/node1/20261121-131500/profile.yaml --rounds 20
   gotune verify --resume results/node1/20261121-140000`,
 		Args: cobra.MaximumNArgs(1),
