@@ -73,16 +73,19 @@ clean:
 # each in its package directory. A package that does not exist yet is skipped.
 GPU_PKGS  ?= internal/cuda internal/gpu bench/gpuload bench transports/cudaipc transports/gpumem tuner/probe
 GPU_GOENV := GOOS=linux GOARCH=amd64 CGO_ENABLED=1
+# Stripped (-s -w): the working tree and bin/ travel to the GPU machine
+# together under a 64 MiB limit; Go's tracebacks do not need the symbols.
+GPU_LDFLAGS := $(LDFLAGS) -s -w
 
 .PHONY: gpu-build gputest
 
 gpu-build: build-deps
-	$(GPU_GOENV) $(GO) build $(GOFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gotune
+	$(GPU_GOENV) $(GO) build $(GOFLAGS) -ldflags "$(GPU_LDFLAGS)" -o $(BIN) ./cmd/gotune
 	@set -e; for p in $(GPU_PKGS); do \
 		if [ ! -d "$$p" ]; then echo "gpu-build: $$p does not exist yet, skipped"; continue; fi; \
 		t=bin/$$(echo "$$p" | tr / _).test; \
 		echo "$(GPU_GOENV) $(GO) test -c -o $$t ./$$p"; \
-		$(GPU_GOENV) $(GO) test $(GOFLAGS) -ldflags "$(LDFLAGS)" -c -o $$t ./$$p; \
+		$(GPU_GOENV) $(GO) test $(GOFLAGS) -ldflags "$(GPU_LDFLAGS)" -c -o $$t ./$$p; \
 	done
 
 # gputest runs scripts/gpu/run.sh here when this machine has a GPU (results
