@@ -1,0 +1,128 @@
+package resultscheck
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// notData are the extensions of files that are not data: sources,
+// scripts, diffs, and the Go benchmark view that gotune regenerates.
+var notData = map[string]string{
+	".py":    "a script (tools go under tools/, one-off ones stay out of the tree)",
+	".sh":    "a script (tools go under tools/, one-off ones stay out of the tree)",
+	".go":    "source (scratch programs stay out of the tree)",
+	".c":     "source (scratch programs stay out of the tree)",
+	".h":     "source (scratch programs stay out of the tree)",
+	".diff":  "a diff (scratch stays out of the tree)",
+	".patch": "a diff (scratch stays out of the tree)",
+	".bench": "regenerable: gotune tune --bench FILE DIR writes a run's Go benchmark view from its store",
+}
+
+// dataExts are the extensions under which a source may hide (x.go.txt).
+var dataExts = map[string]bool{".txt": true, ".log": true}
+
+// problem says why the file at rel (slash-separated, under results/) is
+// not data of record, or returns "".
+func problem(rel string) string {
+	name := filepath.Base(rel)
+	ext := filepath.Ext(name)
+	if why, ok := notData[ext]; ok {
+		return why
+	}
+	if dataExts[ext] {
+		if why, ok := notData[filepath.Ext(strings.TrimSuffix(name, ext))]; ok {
+			return why + ", under a data extension"
+		}
+	}
+	if strings.HasSuffix(name, "measurements.jsonl") {
+		return "an uncompressed run store: check it in as gzip -9n " + name + " (" + name + ".gz)"
+	}
+	return ""
+}
+
+func TestProblem(t *testing.T) {
+	for _, tc := range []struct {
+		rel  string
+		want string // a word of the reason; "" for data
+	}{
+		{"vm/spell/drv.py", "script"},
+		{"vm/x/run.sh", "script"},
+		{"vm/fill/zc2.c", "source"},
+		{"vm/fill/zc2.h", "source"},
+		{"vm/early/gprobe_test.go", "source"},
+		{"vm/early/gprobe_test.go.txt", "under a data extension"},
+		{"vm/copy/timing.diff", "diff"},
+		{"vm/large/streamkeep.diff.txt", "under a data extension"},
+		{"vm/x/fix.patch", "diff"},
+		{"vm/20261122-031115/measurements.bench", "gotune tune --bench"},
+		{"vm/20261122-031115/measurements.jsonl", "uncompressed"},
+		{"gpu/s/sweep-measurements.jsonl", "uncompressed"},
+		{"vm/20261122-031115/measurements.jsonl.gz", ""},
+		{"vm/20261122-031115/meta.json", ""},
+		{"vm/20261122-031115/summary", ""},
+		{"vm/20261122-031115/profile.yaml", ""},
+		{"vm/quarantine.jsonl", ""},
+		{"anchors/vm-20261122-051106.jsonl", ""},
+		{"vm/streams/pipe.txt", ""},
+		{"gpu/b/tests-probes/gpu-tests.log.gz", ""},
+		{"vm/README.md", ""},
+		{"vm/bench.log", ""},
+	} {
+		got := problem(tc.rel)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("problem(%q) = %q, want one saying %q", tc.rel, got, tc.want)
+		}
+	}
+}
+
+// TestResultsHoldDataOnly walks results/ (but results/tmp/, which git
+// ignores as scratch space) and names every file that is not data.
+func TestResultsHoldDataOnly(t *testing.T) {
+	root := filepath.Join(moduleRoot(t), "results")
+	n := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path) // path is under root
+		if d.IsDir() {
+			if rel == "tmp" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		n++
+		if why := problem(filepath.ToSlash(rel)); why != "" {
+			t.Errorf("results/%s: %s", filepath.ToSlash(rel), why)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", root, err)
+	}
+	if n == 0 {
+		t.Fatalf("no files under %s", root)
+	}
+}
+
+// moduleRoot is the directory of go.mod above the test's directory.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = up
+	}
+}
