@@ -7,9 +7,9 @@ LDFLAGS  := -X github.com/gotune/gotune/internal/hostinfo.Version=$(VERSION)
 TESTFLAGS ?= -count=1 -timeout 20m
 # Debian packages the build needs (a C compiler: go-nvml is cgo), and those
 # the tests and anchors add (Open MPI for the side-by-side comparison and its
-# integration tests).
+# integration tests; python3 for the tests of the scripts under tools/).
 BUILD_PKGS := gcc libc6-dev
-DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev
+DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev python3
 
 .PHONY: all build build-deps deps test race bench sweep anchors lint clean
 

@@ -2,7 +2,7 @@
 // only: no scripts, sources or diffs (tools live under tools/, scratch
 // stays out of the tree), nothing gotune regenerates (a run's
 // measurements.bench: gotune tune --bench), and run stores compressed
-// (measurements.jsonl.gz). It walks the files under results/ at the
-// module root, so it checks a fresh clone as CI sees it, and a working
-// tree before its results are checked in.
+// (measurements.jsonl.gz). It checks the files git tracks under results/
+// (a fresh clone, as CI sees it, has no others), or every file there
+// outside a git work tree.
 package resultscheck
