@@ -25,8 +25,8 @@
 #                         --timeout are appended
 #   GOTUNE_GPU_PROBES     probe IDs to run, safe and unsafe ("H2 H4")
 #   GOTUNE_GPU_SWEEP      a sweep plan to run (gpu; none by default), its
-#                         files under $OUT/sweep (profile and measurements
-#                         copied to $OUT/sweep-*), its log in sweep.log
+#                         files under $OUT/sweep (profile and compressed
+#                         store copied to $OUT/sweep-*), its log in sweep.log
 #   GPU_SWEEP_TIMEOUT     seconds for the sweep (420)
 #   GPU_RUN_BUDGET        seconds for the whole run (360)
 #   GPU_TEST_TIMEOUT      seconds per test binary (240)
@@ -216,12 +216,16 @@ done
 if [ -n "${GOTUNE_GPU_SWEEP:-}" ]; then
 	step "gotune sweep --plan $GOTUNE_GPU_SWEEP" "$OUT/sweep.log" "${GPU_SWEEP_TIMEOUT:-420}" "$PRE_DEADLINE" . "" -- \
 		bin/gotune sweep --plan "$GOTUNE_GPU_SWEEP" --out "$OUT/sweep"
-	# The run directory sits four levels down; its profile and measurements
-	# are copied up beside the summary, where a shallow fetch finds them.
+	# The run directory sits four levels down; its profile and store are
+	# copied up beside the summary, where a shallow fetch finds them, the
+	# store compressed as results/ keeps it (gotune tune --bench writes the
+	# run's .bench again, so the run directory's copy goes).
 	run=$(ls -d "$OUT"/sweep/*/*/ 2>/dev/null | tail -n 1)
-	for f in profile.yaml measurements.jsonl; do
-		[ -n "$run" ] && [ -f "$run/$f" ] && cp "$run/$f" "$OUT/sweep-$f"
-	done
+	if [ -n "$run" ]; then
+		[ -f "$run/profile.yaml" ] && cp "$run/profile.yaml" "$OUT/sweep-profile.yaml"
+		[ -f "$run/measurements.jsonl" ] && gzip -9n -c "$run/measurements.jsonl" >"$OUT/sweep-measurements.jsonl.gz"
+		rm -f "$run/measurements.bench"
+	fi
 fi
 
 # ---- 4. baselines
