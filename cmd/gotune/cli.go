@@ -22,7 +22,6 @@ import (
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
-	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	_ "github.com/gotune/gotune/transports/all"
@@ -298,51 +297,4 @@ func newBench() *cobra.Command {
 	}
 	f.register(cmd)
 	return cmd
-}
-
-func newDoctor() *cobra.Command {
-	return &cobra.Command{
-		Use:   "doctor",
-		Short: "Say which transports work here, and why not",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			w := cmd.OutOrStdout()
-			p := hostinfo.Collect("/")
-			fmt.Fprintf(w, "host %s: %s, %d cores, %d NUMA node(s), kernel %s\n", p.Host, p.CPUModel, p.Cores, p.NUMANodes, p.Kernel)
-			if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
-				fmt.Fprintf(w, "kernel.yama.ptrace_scope = %s", b)
-			} else {
-				fmt.Fprintln(w, "kernel.yama.ptrace_scope: no Yama (no extra ptrace restrictions)")
-			}
-			ctx, cancel := jobContext(time.Minute)
-			defer cancel()
-			failed := 0
-			for _, name := range transports.Names() {
-				if name == "auto" {
-					fmt.Fprintf(w, "%-6s the profile's routes over sm and cma (gotune bench --profile FILE)\n", name)
-					continue
-				}
-				err := bench.Probe(ctx, name, nil)
-				switch {
-				case err == nil:
-					fmt.Fprintf(w, "%-6s available\n", name)
-				case errors.Is(err, sys.ErrNotSupported):
-					fmt.Fprintf(w, "%-6s not supported: %v\n", name, err)
-				default:
-					failed++
-					fmt.Fprintf(w, "%-6s FAILED: %v\n", name, err)
-				}
-				d, _ := transports.Lookup(name)
-				for _, set := range d.Options {
-					for _, o := range set.Options {
-						fmt.Fprintf(w, "         --opt %-14s %s\n", o.Key+"=", o.Help)
-					}
-				}
-			}
-			if failed > 0 {
-				return fmt.Errorf("%d transport(s) failed their probe", failed)
-			}
-			return nil
-		},
-	}
 }

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/gpu"
+	"github.com/gotune/gotune/internal/hostinfo"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+)
+
+// doctorEnv is what gotune doctor looks at; the golden test replaces it.
+type doctorEnv struct {
+	host    func() hostinfo.Provenance
+	ptrace  func() ([]byte, error) // kernel.yama.ptrace_scope
+	drivers func() []*transports.Driver
+	probe   func(ctx context.Context, transport string) error
+	gpus    func() (gpu.Source, func() error, error)
+}
+
+func realDoctorEnv() doctorEnv {
+	return doctorEnv{
+		host:   func() hostinfo.Provenance { return hostinfo.Collect("/") },
+		ptrace: func() ([]byte, error) { return os.ReadFile("/proc/sys/kernel/yama/ptrace_scope") },
+		drivers: func() []*transports.Driver {
+			var ds []*transports.Driver
+			for _, n := range transports.Names() {
+				if d, err := transports.Lookup(n); err == nil {
+					ds = append(ds, d)
+				}
+			}
+			return ds
+		},
+		probe: func(ctx context.Context, t string) error { return bench.Probe(ctx, t, nil) },
+		gpus:  openGPUs,
+	}
+}
+
+// newDoctorEnv builds the doctor's environment; tests replace it.
+var newDoctorEnv = realDoctorEnv
+
+func newDoctor() *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Say which transports and GPUs work here, and why not, and list the transport options",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := jobContext(time.Minute)
+			defer cancel()
+			failed := doctor(ctx, cmd.OutOrStdout(), newDoctorEnv())
+			if failed > 0 {
+				return fmt.Errorf("%d check(s) failed", failed)
+			}
+			return nil
+		},
+	}
+}
+
+// doctor writes the report and returns how many checks failed (a transport
+// that is merely not supported here is no failure).
+func doctor(ctx context.Context, w io.Writer, env doctorEnv) (failed int) {
+	p := env.host()
+	fmt.Fprintf(w, "host %s: %s, %d cores, %d NUMA node(s), kernel %s\n", p.Host, p.CPUModel, p.Cores, p.NUMANodes, p.Kernel)
+	if b, err := env.ptrace(); err == nil {
+		fmt.Fprintf(w, "kernel.yama.ptrace_scope = %s\n", strings.TrimSpace(string(b)))
+	} else {
+		fmt.Fprintln(w, "kernel.yama.ptrace_scope: no Yama (no extra ptrace restrictions)")
+	}
+	fmt.Fprintln(w)
+	failed += doctorTransports(ctx, w, env)
+	fmt.Fprintln(w)
+	failed += doctorGPUs(w, env)
+	return failed
+}
+
+// doctorTransports writes a status line per transport, each followed by
+// the options it reads. An option set is listed once: under the transport
+// of its name (sm's under sm), else under the first transport that reads
+// it; the others say "sm.* options apply". A transport is listed after
+// those whose options it reads, auto last.
+func doctorTransports(ctx context.Context, w io.Writer, env doctorEnv) (failed int) {
+	drivers := env.drivers()
+	byName := map[string]*transports.Driver{}
+	for _, d := range drivers {
+		byName[d.Name] = d
+	}
+	var order []*transports.Driver
+	seen := map[string]bool{}
+	var visit func(d *transports.Driver)
+	visit = func(d *transports.Driver) {
+		if seen[d.Name] {
+			return
+		}
+		seen[d.Name] = true
+		for _, s := range d.Options {
+			if base := byName[s.Name]; base != nil && base != d {
+				visit(base)
+			}
+		}
+		order = append(order, d)
+	}
+	var auto *transports.Driver
+	for _, d := range drivers {
+		if d.Name == "auto" {
+			auto = d
+			continue
+		}
+		visit(d)
+	}
+	width := 0
+	for _, d := range order {
+		for _, s := range d.Options {
+			for _, o := range s.Options {
+				width = max(width, len(o.Key)+1+len(o.Default))
+			}
+		}
+	}
+	width = min(width, 32)
+	listed := map[*transports.OptionSet]bool{}
+	for _, d := range order {
+		status := "available"
+		switch err := env.probe(ctx, d.Name); {
+		case err == nil:
+		case errors.Is(err, sys.ErrNotSupported):
+			status = "not supported: " + notSupportedWhy(err)
+		default:
+			failed++
+			status = "FAILED: " + err.Error()
+		}
+		var apply []string
+		var own []*transports.OptionSet
+		for _, s := range d.Options {
+			owner := byName[s.Name]
+			if listed[s] || owner != nil && owner != d {
+				apply = append(apply, s.Name+".*")
+				continue
+			}
+			listed[s] = true
+			own = append(own, s)
+		}
+		if len(apply) > 0 {
+			status += "; " + strings.Join(apply, ", ") + " options apply"
+		}
+		fmt.Fprintf(w, "%-8s %s\n", d.Name, status)
+		for _, s := range own {
+			for _, o := range s.Options {
+				fmt.Fprintf(w, "  --opt %-*s  %s\n", width, o.Key+"="+o.Default, o.Help)
+			}
+		}
+	}
+	if auto != nil {
+		fmt.Fprintf(w, "%-8s the profile's routes over sm and cma (gotune bench --profile FILE)\n", auto.Name)
+	}
+	return failed
+}
+
+// notSupportedWhy shortens a chain of "X: not supported: Y" errors to the
+// innermost one's what and why: "CUDA driver: libcuda.so.1 not found".
+func notSupportedWhy(err error) string {
+	s := err.Error()
+	const sep = ": not supported: "
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return notSupportedReason(err)
+	}
+	what := s[:i]
+	if j := strings.LastIndex(what, ": "); j >= 0 {
+		what = what[j+2:]
+	}
+	return what + ": " + s[i+len(sep):]
+}
+
+// doctorGPUs writes the GPUs NVML finds, a line each, and how each pair is
+// linked (pairs linked alike share a line), or why there are none. A GPU
+// source that fails counts as a failed check.
+func doctorGPUs(w io.Writer, env doctorEnv) (failed int) {
+	src, closeSrc, err := env.gpus()
+	if errors.Is(err, gpu.ErrNotSupported) {
+		fmt.Fprintf(w, "GPUs: none usable (%s)\n", notSupportedReason(err))
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(w, "GPUs: FAILED: %v\n", err)
+		return 1
+	}
+	topo, err := gpu.Discover(src)
+	mem := map[int]uint64{}
+	if ms, ok := src.(gpu.MemorySource); ok && err == nil {
+		for _, d := range topo.Devices {
+			if n, merr := ms.TotalMemory(d.Index); merr == nil {
+				mem[d.Index] = n
+			}
+		}
+	}
+	if cerr := closeSrc(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintf(w, "GPUs: FAILED: %v\n", err)
+		return 1
+	}
+	if len(topo.Devices) == 0 {
+		fmt.Fprintln(w, "GPUs: none (NVML sees no devices)")
+		return 0
+	}
+	fmt.Fprintf(w, "GPUs: %d (gotune topo shows the matrix and the CPUs near each)\n", len(topo.Devices))
+	for _, d := range topo.Devices {
+		size := "memory unknown"
+		if n, ok := mem[d.Index]; ok {
+			size = fmt.Sprintf("%.0f GiB", float64(n)/(1<<30))
+		}
+		fmt.Fprintf(w, "  GPU%d  %s, bus %s, %s, MIG %s\n", d.Index, d.Name, d.BusID, size, d.MIG)
+	}
+	var links []string
+	pairs := map[string][]string{}
+	for _, p := range topo.Pairs {
+		l := fmt.Sprintf("%s, P2P read %s, write %s, NVLink %s", p.Label(), p.P2P.Read, p.P2P.Write, p.P2P.NVLink)
+		if pairs[l] == nil {
+			links = append(links, l)
+		}
+		pairs[l] = append(pairs[l], fmt.Sprintf("GPU%d-GPU%d", p.GPUs[0], p.GPUs[1]))
+	}
+	for _, l := range links {
+		which := strings.Join(pairs[l], ", ")
+		if len(links) == 1 && len(topo.Pairs) > 1 {
+			which = fmt.Sprintf("all %d pairs", len(topo.Pairs))
+		}
+		fmt.Fprintf(w, "  %s: %s\n", which, l)
+	}
+	return 0
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/internal/gpu"
+	"github.com/gotune/gotune/internal/hostinfo"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test -update rewrites it); got:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+// Option sets of the fake drivers: sm's is read by cma and cudaipc too, and
+// gpu's belongs to no transport.
+var (
+	fakeSM = &transports.OptionSet{Name: "sm", Options: []transports.Option{
+		{Key: "sm.depth", Type: "int", Default: "64", Help: "cells per channel"},
+		{Key: "sm.frag", Type: "size", Default: "64K", Help: "fragment size"},
+	}}
+	fakeCMA = &transports.OptionSet{Name: "cma", Options: []transports.Option{
+		{Key: "cma.threshold", Type: "size", Help: "smallest message sent by single copy"},
+	}}
+	fakeIPC = &transports.OptionSet{Name: "cudaipc", Options: []transports.Option{
+		{Key: "cudaipc.pinned-threshold", Type: "size", Default: "256K", Help: "smallest pinned send offered for single copy"},
+	}}
+	fakeGPU = &transports.OptionSet{Name: "gpu", Options: []transports.Option{
+		{Key: "gpu.alloc", Type: "plain|worker|pool", Help: "GPU buffer allocator"},
+	}}
+	fakeDrivers = []*transports.Driver{
+		{Name: "auto"},
+		{Name: "cma", Options: []*transports.OptionSet{fakeSM, fakeCMA}},
+		{Name: "cudaipc", Options: []*transports.OptionSet{fakeSM, fakeIPC, fakeGPU}},
+		{Name: "sm", Options: []*transports.OptionSet{fakeSM}},
+	}
+)
+
+// gpuFake is a gpu.MemorySource: GPUs 0 and 1 joined by 4 NVLinks, the
+// rest (if any) reached over the SMP interconnect, on bus ids no machine
+// has (sysfs knows nothing of them).
+type gpuFake struct {
+	n      int
+	memErr error
+}
+
+func (f gpuFake) Count() (int, error) { return f.n, nil }
+
+func (f gpuFake) Device(i int) (gpu.DeviceInfo, error) {
+	return gpu.DeviceInfo{Index: i, Name: "NVIDIA H200", UUID: fmt.Sprintf("GPU-%d", i),
+		BusID: fmt.Sprintf("ffff:%02x:00.0", 0x18+i), MIG: gpu.MIGDisabled, NUMANode: i / 2}, nil
+}
+
+func (f gpuFake) NVLinks(i int) ([]gpu.NVLink, error) {
+	if i > 1 {
+		return nil, nil
+	}
+	links := make([]gpu.NVLink, 4)
+	for l := range links {
+		links[l] = gpu.NVLink{Link: l, Remote: fmt.Sprintf("ffff:%02x:00.0", 0x18+1-i), Type: gpu.RemoteGPU}
+	}
+	return links, nil
+}
+
+func (f gpuFake) Link(i, j int) (gpu.LinkInfo, error) {
+	if i < 2 && j < 2 {
+		return gpu.LinkInfo{Ancestor: gpu.LevelNode, P2P: gpu.P2P{Read: gpu.P2POK, Write: gpu.P2POK, NVLink: gpu.P2POK}}, nil
+	}
+	return gpu.LinkInfo{Ancestor: gpu.LevelSystem, P2P: gpu.P2P{Read: gpu.P2PChipsetNotSupported, Write: gpu.P2PChipsetNotSupported, NVLink: gpu.P2PNotSupported}}, nil
+}
+
+func (f gpuFake) TotalMemory(i int) (uint64, error) {
+	if f.memErr != nil {
+		return 0, f.memErr
+	}
+	return 143771 << 20, nil
+}
+
+func TestDoctorGolden(t *testing.T) {
+	noCUDA := fmt.Errorf("probe cudaipc: rank 0 of probe-transport: not supported: start cudaipc: %w",
+		sys.NotSupported("CUDA driver", "libcuda.so.1 not found", nil))
+	noNVML := sys.NotSupported("NVML", "libnvidia-ml.so.1 cannot be loaded (no NVIDIA driver installed?)", nil)
+	cases := []struct {
+		name    string
+		probe   map[string]error
+		src     gpu.Source
+		openErr error
+		failed  int
+	}{
+		{name: "no-gpu", probe: map[string]error{"cudaipc": noCUDA}, openErr: noNVML},
+		{name: "two-gpus", src: gpuFake{n: 2}},
+		{name: "three-gpus", src: gpuFake{n: 3}},
+		{name: "no-devices", src: gpuFake{n: 0}, probe: map[string]error{"cudaipc": noCUDA}},
+		{name: "failed", probe: map[string]error{"cma": errors.New("probe cma: rank 1 of probe-transport: exited with status 2")},
+			src: gpuFake{n: 1, memErr: errors.New("nvmlDeviceGetMemoryInfo: Unknown Error")}, failed: 1},
+		{name: "nvml-failed", openErr: errors.New("nvmlDeviceGetCount: GPU is lost"), failed: 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var probed []string
+			env := doctorEnv{
+				host: func() hostinfo.Provenance {
+					return hostinfo.Provenance{Host: "node1", CPUModel: "Intel(R) Xeon(R) Gold 6338", Cores: 64, NUMANodes: 2, Kernel: "6.1.0-18-amd64"}
+				},
+				ptrace:  func() ([]byte, error) { return []byte("1\n"), nil },
+				drivers: func() []*transports.Driver { return fakeDrivers },
+				probe: func(_ context.Context, name string) error {
+					probed = append(probed, name)
+					return c.probe[name]
+				},
+				gpus: func() (gpu.Source, func() error, error) {
+					if c.openErr != nil {
+						return nil, nil, c.openErr
+					}
+					return c.src, func() error { return nil }, nil
+				},
+			}
+			var b bytes.Buffer
+			if failed := doctor(context.Background(), &b, env); failed != c.failed {
+				t.Errorf("%d failed checks, want %d", failed, c.failed)
+			}
+			if got := strings.Join(probed, " "); got != "sm cma cudaipc" {
+				t.Errorf("probed %q, want each transport but auto once, sm first", got)
+			}
+			golden(t, "doctor-"+c.name+".golden", b.Bytes())
+		})
+	}
+}
+
+// Every option set appears once, under its own transport, however many
+// transports read it.
+func TestDoctorListsEachOptionOnce(t *testing.T) {
+	out, e, code := run(t, "doctor")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	for _, name := range transports.Names() {
+		d, _ := transports.Lookup(name)
+		for _, s := range d.Options {
+			if name == "auto" {
+				continue
+			}
+			for _, o := range s.Options {
+				if n := strings.Count(out, "--opt "+o.Key+"="); n != 1 {
+					t.Errorf("--opt %s= appears %d times, want once", o.Key, n)
+				}
+			}
+		}
+	}
+	if !strings.Contains(out, "\nGPUs: ") {
+		t.Errorf("no GPU section:\n%s", out)
+	}
+}
