@@ -481,18 +481,20 @@ func Measure(t transports.Transport, rank int, spec Spec, beat func()) ([]Point,
 		return nil, err
 	}
 	defer a.free()
-	points, _, err := measureAll(t, rank, spec, a, beat)
+	points, _, err := measureAll(t, rank, spec, a, beat, nil)
 	return points, err
 }
 
-// measureAll measures every size in arena a. Rank 0 returns the points;
+// measureAll measures every size in arena a, announcing the settling
+// pass and each size on st (nil: silently). Rank 0 returns the points;
 // rank 1 the warnings of its side, one list per size (nil when none).
-func measureAll(t transports.Transport, rank int, spec Spec, a *arena, beat func()) ([]Point, [][]string, error) {
+func measureAll(t transports.Transport, rank int, spec Spec, a *arena, beat func(), st *stepper) ([]Point, [][]string, error) {
 	if beat == nil {
 		beat = func() {}
 	}
 	cost := clockCost()
 	if spec.Settle > 0 {
+		st.start("settling: %s at %s, not reported", spec.Pattern, transports.FormatSize(spec.Settle))
 		beat()
 		if err := newLoop(t, rank, spec, spec.Settle, a).settle(); err != nil {
 			return nil, nil, fmt.Errorf("settling pass of %d bytes: %w", spec.Settle, err)
@@ -502,6 +504,7 @@ func measureAll(t transports.Transport, rank int, spec Spec, a *arena, beat func
 	warnings := make([][]string, 0, len(spec.Sizes))
 	some := false
 	for _, size := range spec.Sizes {
+		st.start("measuring %s at %s", spec.Pattern, transports.FormatSize(size))
 		p, err := newLoop(t, rank, spec, size, a).measure(spec.Reps, cost, beat)
 		if err != nil {
 			return nil, nil, err

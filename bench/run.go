@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -38,15 +39,21 @@ func rankMain(r *launch.Rank) (any, error) {
 	if err := r.Params(&spec); err != nil {
 		return nil, err
 	}
+	st := &stepper{w: os.Stderr, rank: r.ID}
+	if spec.UsesGPU() {
+		st.start("opening the GPUs")
+	}
 	g, err := openRankGPU(&spec, r.ID)
 	if err != nil {
 		return nil, err
 	}
 	defer g.close()
+	st.start("starting transport %s", spec.Transport)
 	t, err := open(r, spec.Transport, spec.Options)
 	if err != nil {
 		return nil, err
 	}
+	st.start("allocating %s", buffersWhat(spec, r.ID))
 	a, err := newArena(spec, g)
 	if err != nil {
 		t.Close()
@@ -61,7 +68,8 @@ func rankMain(r *launch.Rank) (any, error) {
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(rankMemoryLimit)
 	var out rankOutput
-	out.Points, out.Warnings, err = measureAll(t, r.ID, spec, a, r.Beat)
+	out.Points, out.Warnings, err = measureAll(t, r.ID, spec, a, r.Beat, st)
+	st.start("closing transport %s", spec.Transport)
 	if cerr := t.Close(); err == nil {
 		err = cerr
 	}
@@ -148,15 +156,28 @@ const DefaultStall = 2 * time.Minute
 // Run measures spec between two fresh rank processes. A rank that completes
 // no repetition for stall (0: DefaultStall) is reported as a
 // *launch.StallError with its stacks.
-func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks) (Result, error) {
+//
+// An error of a run whose ctx is done says which step the ranks were in
+// (the step of the one behind) and how long they had run; a stall's
+// stacks come without the ranks' step lines.
+func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks, opts ...RunOption) (Result, error) {
+	var o runOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if stall <= 0 {
 		stall = DefaultStall
 	}
 	if err := spec.Normalize(); err != nil {
 		return Result{}, err
 	}
+	tr := newTracker(ctx, o.progress, 2)
+	tr.onChange = o.onChange
+	if spec.UsesGPU() {
+		tr.setParent("checking the GPUs")
+	}
 	if err := checkGPUs(&spec); err != nil {
-		return Result{}, err
+		return Result{}, tr.explain(err)
 	}
 	d, _ := transports.Lookup(spec.Transport)
 	const ranks = 2
@@ -168,10 +189,12 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 	if err != nil {
 		return Result{}, err
 	}
+	tr.setParent("starting rank processes")
 	out, err := launch.Run(ctx, launch.Job{Kind: jobKind, Size: ranks, SegmentBytes: seg,
-		Backend: spec.Backend, CPUs: spec.CPUs, Params: params, Stall: stall}, hooks)
+		Backend: spec.Backend, CPUs: spec.CPUs, Params: params, Stall: stall}, tr.hooks(hooks))
+	tr.finish()
 	if err != nil {
-		return Result{}, err
+		return Result{}, tr.explain(err)
 	}
 	res := Result{Label: "gotune " + spec.Transport, Provenance: hostinfo.Collect("/"), Spec: spec}
 	var outs [ranks]rankOutput

@@ -261,6 +261,7 @@ func jobContext(timeout time.Duration) (context.Context, context.CancelFunc) {
 
 func newBench() *cobra.Command {
 	var f benchFlags
+	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure one transport between two fresh rank processes",
@@ -280,7 +281,11 @@ func newBench() *cobra.Command {
 			}
 			ctx, cancel := jobContext(f.timeout)
 			defer cancel()
-			res, err := bench.Run(ctx, spec, f.stall, launch.Hooks{Stderr: cmd.ErrOrStderr()})
+			var opts []bench.RunOption
+			if !quiet {
+				opts = append(opts, bench.WithProgress(cmd.ErrOrStderr()))
+			}
+			res, err := bench.Run(ctx, spec, f.stall, launch.Hooks{Stderr: cmd.ErrOrStderr()}, opts...)
 			if err != nil {
 				return err
 			}
@@ -296,5 +301,6 @@ func newBench() *cobra.Command {
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr (what the run is doing, at most one a second, none for a run under half a second)")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -24,8 +25,8 @@ const (
 
 func newProbe() *cobra.Command {
 	var (
-		list, unsafe, stacks bool
-		deadline, timeout    time.Duration
+		list, unsafe, stacks, quiet bool
+		deadline, timeout           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "probe [ID]",
@@ -49,10 +50,21 @@ func newProbe() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			form := "safe"
+			if unsafe {
+				form = "unsafe"
+			}
+			if !quiet {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s %s: running (a rank without progress for %v is a hang)\n", p.ID, form, deadline)
+			}
 			ctx, cancel := jobContext(timeout)
 			defer cancel()
+			began := time.Now()
 			v := p.Run(ctx, unsafe, deadline)
 			fmt.Fprintln(w, v.Line())
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: interrupted while running its %s form, %v in: %w", p.ID, form, time.Since(began).Round(time.Second), context.Cause(ctx))
+			}
 			if stacks {
 				for r, s := range v.Stacks {
 					fmt.Fprintf(cmd.ErrOrStderr(), "=== rank %d stacks ===\n%s\n", r, s)
@@ -72,6 +84,7 @@ func newProbe() *cobra.Command {
 	fl.BoolVar(&list, "list", false, "list the probes")
 	fl.BoolVar(&unsafe, "unsafe", false, "run the deliberately unsafe variant, which the watchdog must catch")
 	fl.BoolVar(&stacks, "stacks", false, "print the stalled ranks' stacks to stderr")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no line on stderr saying which probe runs")
 	fl.DurationVar(&deadline, "deadline", 2*time.Second, "watchdog: a rank without progress for this long is a hang")
 	fl.DurationVar(&timeout, "timeout", 5*time.Minute, "give up on the probe after this long")
 	return cmd
