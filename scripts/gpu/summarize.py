@@ -26,6 +26,19 @@ KNOWN = {
 
 DEVICE_KINDS = {"device", "pool"}
 
+# --kernel's names for the load fractions (bench.KernelName).
+LOAD_NAMES = {0.0: "none", 0.5: "partial", 1.0: "full"}
+
+
+def load_label(spec, point):
+    """The load a point was measured beside: "load none", "load full", and
+    "stalled" when a step waited for the kernel (load_stalled)."""
+    f = float(spec.get("gpu_load") or 0)
+    label = "load " + LOAD_NAMES.get(f, f"{f:g}")
+    if point.get("load_stalled"):
+        label += " stalled"
+    return label
+
 
 def human(n):
     for suf, m in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
@@ -95,7 +108,8 @@ def main(argv):
         print("  (none)")
 
     print()
-    print("gotune (median; x = gotune / baseline at the same size)")
+    print("gotune (median; x = gotune / baseline at the same size; load: the GPU load kernel beside the\n"
+          "  timed passes, stalled: a step waited for the kernel to end, so the median measures the kernel)")
     run = {}
     n = 0
     for r in gotune:
@@ -111,7 +125,8 @@ def main(argv):
         if unit == "MB/s":
             unit, med = "GB/s", med / 1000
         opts = ",".join(f"{k}={v}" for k, v in sorted((run.get("options") or {}).items()))
-        what = f"{r.get('transport')} {pattern} mem={'/'.join(mem) or 'host'}" + (f" {opts}" if opts else "")
+        what = (f"{r.get('transport')} {pattern} mem={'/'.join(mem) or 'host'} {load_label(run, r)}"
+                + (f" {opts}" if opts else ""))
         cmp = []
         for name in comparable(pattern, mem):
             b = bl.get((name, r.get("size")))
