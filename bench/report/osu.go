@@ -3,8 +3,10 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/transports"
 )
 
 // OSU Micro-Benchmarks 7.x print a size left-aligned in 10 columns, then
@@ -19,7 +21,9 @@ const (
 
 // writeOSU writes one block per result in the layout of osu_latency,
 // osu_bw, osu_bibw and osu_mbw_mr: "#" header lines, then a row per size
-// with the median. Blocks are separated by a blank line.
+// with the median. Blocks are separated by a blank line. A GPU run's title
+// names its memory kinds, GPUs and load, and a line names the sizes that
+// stalled behind the load kernel: rows have no room for either.
 func writeOSU(w io.Writer, results []bench.Result) error {
 	for i, r := range results {
 		name, ok := names[r.Spec.Pattern]
@@ -29,7 +33,14 @@ func writeOSU(w io.Writer, results []bench.Result) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "# gotune %s: %s\n", name.osu, r.Label)
+		fmt.Fprintf(w, "# gotune %s: %s", name.osu, r.Label)
+		if g := gpuSetup(r.Spec); g != "" {
+			fmt.Fprintf(w, "; %s", g)
+		}
+		fmt.Fprintln(w)
+		if at := stalledAt(r.Points); at != "" {
+			fmt.Fprintf(w, "# stalled (a step waited for the GPU load kernel to end) at %s\n", at)
+		}
 		switch r.Spec.Pattern {
 		case bench.Latency:
 			osuHeader(w, "Avg Latency(us)")
@@ -48,6 +59,18 @@ func writeOSU(w io.Writer, results []bench.Result) error {
 		}
 	}
 	return nil
+}
+
+// stalledAt lists the sizes whose points stalled behind the GPU load
+// kernel ("" if none did).
+func stalledAt(points []bench.Point) string {
+	var at []string
+	for _, p := range points {
+		if p.Stalled() {
+			at = append(at, transports.FormatSize(p.Size))
+		}
+	}
+	return strings.Join(at, ", ")
 }
 
 func osuHeader(w io.Writer, columns ...string) {
