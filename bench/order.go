@@ -9,10 +9,8 @@ import "slices"
 // follows every other one equally often, so a carryover from one trial to
 // the next (a run that leaves the kernel freeing or compacting memory, say)
 // falls on every configuration alike. Plain rotation does not: rotated,
-// a configuration always follows the same neighbour. Measured here (bw
-// 1 B-16 MiB, 14 rounds, rotation of sm, cma, sm): the sm run that always
-// followed cma moved at 0.91x the other one (geomean; 0.73-0.89x below
-// 256 B), with nothing else differing.
+// a configuration always follows the same neighbour, and such a carry-over
+// was measured (results/vm/README.md, "Order carry-over").
 func InterleaveOrder(n, round int) []int {
 	if n <= 0 {
 		return nil

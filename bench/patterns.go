@@ -125,10 +125,8 @@ func newArena(spec Spec, g *rankGPU) (*arena, error) {
 
 // SendFill and RecvFill are what every send and receive buffer holds
 // before the first message, as in OSU (set_buffer): real bytes, not the
-// zeros of fresh pages. Payloads of zeros flatter some paths here: sm's
-// streaming stores moved 8-16 MiB at 1.4x the speed with zero buffers that
-// they reach with filled ones (results/vm/fill), while Open MPI moved
-// both alike.
+// zeros of fresh pages, which flatter some paths (sm's streaming stores;
+// results/vm/fill/README.md).
 const (
 	SendFill byte = 'a'
 	RecvFill byte = 'b'

@@ -4,15 +4,13 @@ import "fmt"
 
 // WithSettle returns spec with one point of settle bytes, in spec's own
 // pattern, before its sizes, to be dropped from the result with
-// DropSettle; settle <= 0 returns spec as it is. On this VM a pair of
-// ranks launched a moment ago copies at half speed for the first tens of
-// milliseconds (bw at 32 KiB, 300 iterations per repetition: 12-15 GB/s
-// for the first five repetitions, then 45-52), and a ladder that starts at
-// once charges that to whichever sizes come first. (An MPI stack's
-// MPI_Init polls long enough to hide it; gotune's bootstrap does not.) The
-// point also leaves every run in the state a mixed-size application is in
-// after its first large message (a progress thread polling, rings
-// touched), rather than in the state of a process that has sent nothing.
+// DropSettle; settle <= 0 returns spec as it is. Ranks launched a moment
+// ago can copy slower for their first milliseconds, which a ladder would
+// charge to its first sizes (an MPI stack's MPI_Init polls long enough to
+// hide it; gotune's bootstrap does not; figures: results/vm/README.md,
+// "Settling point"). The point also leaves every run in the state a
+// mixed-size application is in after its first large message (a progress
+// thread polling, rings touched), not that of a process that sent nothing.
 func WithSettle(spec Spec, settle int) Spec {
 	if settle <= 0 {
 		return spec
