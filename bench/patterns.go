@@ -492,7 +492,7 @@ func measureAll(t transports.Transport, rank int, spec Spec, a *arena, beat func
 	}
 	cost := clockCost()
 	if spec.Settle > 0 {
-		st.start("settling: %s at %s, not reported", spec.Pattern, transports.FormatSize(spec.Settle))
+		st.start("running the unreported settling pass of %s at %s", spec.Pattern, transports.FormatSize(spec.Settle))
 		beat()
 		if err := newLoop(t, rank, spec, spec.Settle, a).settle(); err != nil {
 			return nil, nil, fmt.Errorf("settling pass of %d bytes: %w", spec.Settle, err)

@@ -162,12 +162,13 @@ func TestRunSaysWhereItWasInterrupted(t *testing.T) {
 			}
 		}
 	}
-	spec := Spec{Transport: "sm", Pattern: Latency, Sizes: []int{8, 64}, Reps: 3, Iters: 20000, Warmup: 1}
+	spec := Spec{Transport: "sm", Pattern: Latency, Sizes: []int{8, 64}, Reps: 3, Iters: 20000, Warmup: 1, Settle: 8}
 	_, err := Run(ctx, spec, 0, launch.Hooks{Stderr: &strings.Builder{}}, cancelAt)
 	if err == nil || !strings.HasPrefix(err.Error(), "interrupted while "+at+" (rank processes started ") || !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want an interruption at %q that wraps context.Canceled", err, at)
 	}
-	want := []string{"starting rank processes", "starting transport sm", "allocating message buffers (largest 64)", "measuring latency at 8", at}
+	want := []string{"starting rank processes", "starting transport sm", "allocating message buffers (largest 64)",
+		"running the unreported settling pass of latency at 8", "measuring latency at 8", at}
 	var steps []string
 	for _, s := range seen {
 		if len(steps) == 0 || steps[len(steps)-1] != s {
