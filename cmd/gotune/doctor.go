@@ -120,7 +120,7 @@ func doctorTransports(ctx context.Context, w io.Writer, env doctorEnv) (failed i
 	for _, d := range order {
 		for _, s := range d.Options {
 			for _, o := range s.Options {
-				width = max(width, len(o.Key)+1+len(o.Default))
+				width = max(width, len(optionExample(o)))
 			}
 		}
 	}
@@ -153,7 +153,7 @@ func doctorTransports(ctx context.Context, w io.Writer, env doctorEnv) (failed i
 		fmt.Fprintf(w, "%-8s %s\n", d.Name, status)
 		for _, s := range own {
 			for _, o := range s.Options {
-				fmt.Fprintf(w, "  --opt %-*s  %s\n", width, o.Key+"="+o.Default, o.Help)
+				fmt.Fprintf(w, "  --opt %-*s  %s\n", width, optionExample(o), o.Help)
 			}
 		}
 	}
@@ -237,4 +237,16 @@ func doctorGPUs(w io.Writer, env doctorEnv) (failed int) {
 		fmt.Fprintf(w, "  %s: %s\n", which, l)
 	}
 	return 0
+}
+
+// optionExample is KEY=BUILT-IN, or KEY=TYPE for an option without a
+// built-in value.
+func optionExample(o transports.Option) string {
+	if o.Default != "" {
+		return o.Key + "=" + o.Default
+	}
+	if strings.Contains(o.Type, "|") {
+		return o.Key + "=" + o.Type
+	}
+	return o.Key + "=" + strings.ToUpper(o.Type)
 }
