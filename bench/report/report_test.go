@@ -3,7 +3,6 @@ package report
 import (
 	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/hostinfo"
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -106,21 +106,7 @@ func TestGolden(t *testing.T) {
 	pinPlatform(t)
 	for _, format := range Formats {
 		t.Run(format, func(t *testing.T) {
-			got := render(t, format)
-			path := filepath.Join("testdata", "results."+format)
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("output differs from %s (run go test -update if the change is intended)\ngot:\n%s\nwant:\n%s", path, got, want)
-			}
+			testutil.Golden(t, filepath.Join("testdata", "results."+format), render(t, format), *update)
 		})
 	}
 }

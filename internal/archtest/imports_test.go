@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 // layerRule says what a package (a directory relative to the module root)
@@ -131,26 +133,18 @@ func moduleFiles(t *testing.T, root string, fset *token.FileSet) []goFile {
 // moduleRoot finds go.mod above the test's directory and the module path.
 func moduleRoot(t *testing.T) (dir, module string) {
 	t.Helper()
-	dir, err := os.Getwd()
+	dir = testutil.ModuleRoot(t)
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil {
-			for _, line := range strings.Split(string(b), "\n") {
-				if m, ok := strings.CutPrefix(line, "module "); ok {
-					return dir, strings.TrimSpace(m)
-				}
-			}
-			t.Fatalf("%s/go.mod: no module line", dir)
+	for _, line := range strings.Split(string(b), "\n") {
+		if m, ok := strings.CutPrefix(line, "module "); ok {
+			return dir, strings.TrimSpace(m)
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
 	}
+	t.Fatalf("%s/go.mod: no module line", dir)
+	return "", ""
 }
 
 // Every import inside the module points down, in tests too.

@@ -2,11 +2,12 @@ package resultscheck
 
 import (
 	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 // notData are the extensions of files that are not data: sources,
@@ -84,7 +85,7 @@ func TestProblem(t *testing.T) {
 // fresh run directory is not checked in yet, and may be made ready first:
 // results/README.md says how), else every file but results/tmp/'s.
 func TestResultsHoldDataOnly(t *testing.T) {
-	files := resultFiles(t, moduleRoot(t))
+	files := resultFiles(t, testutil.ModuleRoot(t))
 	if len(files) == 0 {
 		t.Fatal("no files under results/")
 	}
@@ -128,23 +129,4 @@ func resultFiles(t *testing.T, root string) []string {
 		t.Fatalf("walk %s: %v", dir, err)
 	}
 	return files
-}
-
-// moduleRoot is the directory of go.mod above the test's directory.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = up
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/tuner/store"
 )
@@ -31,30 +32,11 @@ const (
 // with a plain file beside it (a compressed run resumed).
 var storeForms = []string{"plain", "compressed", "compressed+plain"}
 
-// moduleRoot is the directory of go.mod above the test's directory.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = up
-	}
-}
-
 // storeLines returns the records of results/vm/run's store, whichever
 // form is checked in, as lines.
 func storeLines(t *testing.T, run string) []string {
 	t.Helper()
-	path := filepath.Join(moduleRoot(t), "results", "vm", run, MeasurementsFile)
+	path := filepath.Join(testutil.ModuleRoot(t), "results", "vm", run, MeasurementsFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		f, ferr := os.Open(path + store.CompressedSuffix)
@@ -86,7 +68,7 @@ func runDirIn(t *testing.T, run, form string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	meta, err := os.ReadFile(filepath.Join(moduleRoot(t), "results", "vm", run, MetaFile))
+	meta, err := os.ReadFile(filepath.Join(testutil.ModuleRoot(t), "results", "vm", run, MetaFile))
 	if err != nil {
 		t.Fatal(err)
 	}
