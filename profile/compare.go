@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/internal/bytesize"
 )
 
 // Agreement counts the decisions two profiles agree on.
@@ -87,7 +87,7 @@ func Compare(a, b *Profile, sizes []int) Agreement {
 				ra, errA := a.Route(loc, pair, size)
 				rb, errB := b.Route(loc, pair, size)
 				same := errA == nil && errB == nil && ra.Transport == rb.Transport && ra.Protocol == rb.Protocol
-				count(same, "%s: size %s: %s vs %s", key, transports.FormatSize(size), routeLabel(ra, errA), routeLabel(rb, errB))
+				count(same, "%s: size %s: %s vs %s", key, bytesize.Format(size), routeLabel(ra, errA), routeLabel(rb, errB))
 			}
 			for _, t := range thresholds {
 				x, y := t.get(da), t.get(db)

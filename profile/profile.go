@@ -5,8 +5,6 @@ import (
 	"path"
 	"sort"
 	"strings"
-
-	"github.com/gotune/gotune/transports"
 )
 
 // FormatVersion is the version of the profile format this package reads and
@@ -101,8 +99,8 @@ type GPU struct {
 }
 
 // Options are the cudaipc and gpu options the section implies.
-func (g *GPU) Options() transports.Options {
-	o := transports.Options{"cudaipc.threshold": fmt.Sprint(g.IPCThreshold), "cudaipc.staging": g.Staging,
+func (g *GPU) Options() map[string]string {
+	o := map[string]string{"cudaipc.threshold": fmt.Sprint(g.IPCThreshold), "cudaipc.staging": g.Staging,
 		"cudaipc.pinned-threshold": fmt.Sprint(g.PinnedThreshold)}
 	if g.GPUs != "" {
 		o["cudaipc.gpus"] = g.GPUs

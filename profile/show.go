@@ -10,7 +10,7 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 
-	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/internal/bytesize"
 )
 
 // Show writes p for people: where it applies and what it rests on, a table
@@ -53,8 +53,8 @@ func Show(w io.Writer, p *Profile) error {
 				ew.err = rangeTable(w, d.Ranges)
 			}
 			line("parameters", "eager_limit %s, frag_size %s, frag_slots %d, fifo_depth %d, cell_size %s, copy %s, progress %s",
-				transports.FormatSize(d.EagerLimit), transports.FormatSize(d.FragSize), d.FragSlots, d.FIFODepth,
-				transports.FormatSize(d.CellSize), orNone(d.Copy), cmpOr(d.Progress, "poll"))
+				bytesize.Format(d.EagerLimit), bytesize.Format(d.FragSize), d.FragSlots, d.FIFODepth,
+				bytesize.Format(d.CellSize), orNone(d.Copy), cmpOr(d.Progress, "poll"))
 			if d.Footprint != "" {
 				line("footprint", "%s", d.Footprint)
 			}
@@ -67,7 +67,7 @@ func Show(w io.Writer, p *Profile) error {
 		thp = "on"
 	}
 	ew.printf("\n")
-	line("allocator", "cache %s, purge %s, THP %s", transports.FormatSize(int(a.CacheBytes)), orNone(a.Purge), thp)
+	line("allocator", "cache %s, purge %s, THP %s", bytesize.Format(int(a.CacheBytes)), orNone(a.Purge), thp)
 	if len(p.Safety) == 0 {
 		line("safety", "no verdicts: not checked for hazards")
 		return ew.err

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/internal/bytesize"
 )
 
 // The values a profile may name.
@@ -256,17 +256,17 @@ func rangeLabel(min, max int, unbounded bool) string {
 	return sizeLabel(min) + "–" + sizeLabel(max)
 }
 
-// sizeLabel formats a size as transports.FormatSize does, and one off a
+// sizeLabel formats a size as bytesize.Format does, and one off a
 // round size as the round size ±1 (range boundaries usually are).
 func sizeLabel(n int) string {
-	s := transports.FormatSize(n)
+	s := bytesize.Format(n)
 	if n <= 1024 || n == math.MaxInt || !isDigits(s) {
 		return s
 	}
-	if t := transports.FormatSize(n - 1); !isDigits(t) {
+	if t := bytesize.Format(n - 1); !isDigits(t) {
 		return t + "+1"
 	}
-	if t := transports.FormatSize(n + 1); !isDigits(t) {
+	if t := bytesize.Format(n + 1); !isDigits(t) {
 		return t + "-1"
 	}
 	return s

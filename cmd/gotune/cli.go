@@ -141,7 +141,7 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 		if p.GPU == nil {
 			return bench.Spec{}, fmt.Errorf("--profile %s: no gpu section (run gotune sweep --plan gpu on a GPU node)", f.profile)
 		}
-		opts = p.GPU.Options().With(opts)
+		opts = transports.Options(p.GPU.Options()).With(opts)
 	} else if f.profile != "" || transport == "auto" {
 		if transport != "auto" && f.transportSet {
 			return bench.Spec{}, fmt.Errorf("--profile routes by the profile: use --transport auto or leave --transport out (got %q)", transport)

@@ -1,5 +1,5 @@
 // Package archtest holds the repository's architecture tests: which package
-// may import which (imports point down: internal < transports < profile <
+// may import which (imports point down: internal < profile < transports <
 // bench < tuner < cmd), and that raw system calls stay in internal/sys. It
 // has no code of its own; the rules live in its tests so that `go test ./...`
 // enforces them.
