@@ -3,6 +3,7 @@ package profile
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/gotune/gotune/internal/bytesize"
 )
@@ -57,7 +58,9 @@ func DefaultSizes() []int {
 // fragment slots) counts one and agrees when the two are within one step of
 // a power-of-two ladder (ratio at most 2). A pair only one profile has
 // disagrees on all of them. The allocator's fields count one each, its
-// cache size agreeing within a factor 2.
+// cache size agreeing within a factor 2. Each stack parameter either
+// profile has counts one, agreeing when both have the same value (a stack's
+// version is not a decision). Profiles without stacks count as before.
 func Compare(a, b *Profile, sizes []int) Agreement {
 	var ag Agreement
 	count := func(ok bool, format string, args ...any) {
@@ -95,11 +98,26 @@ func Compare(a, b *Profile, sizes []int) Agreement {
 			}
 		}
 	}
+	for _, name := range union(sortedKeys(a.Stacks), sortedKeys(b.Stacks)) {
+		pa, pb := a.Stacks[name].Params, b.Stacks[name].Params
+		for _, param := range union(sortedKeys(pa), sortedKeys(pb)) {
+			x, inA := pa[param]
+			y, inB := pb[param]
+			count(inA && inB && x == y, "stacks.%s.params.%s: %s vs %s", name, param, paramLabel(x, inA), paramLabel(y, inB))
+		}
+	}
 	x, y := a.Allocator, b.Allocator
 	count(withinTwo(x.CacheBytes, y.CacheBytes), "allocator.cache_bytes: %d vs %d", x.CacheBytes, y.CacheBytes)
 	count(x.Purge == y.Purge, "allocator.purge: %s vs %s", x.Purge, y.Purge)
 	count(x.THP == y.THP, "allocator.thp: %t vs %t", x.THP, y.THP)
 	return ag
+}
+
+func paramLabel(v string, ok bool) string {
+	if !ok {
+		return "(absent)"
+	}
+	return strconv.Quote(v)
 }
 
 func routeLabel(r Range, err error) string {

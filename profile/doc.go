@@ -3,6 +3,11 @@
 // transport and protocol carries each message size per locality and memory
 // pair, with the thresholds, FIFO and allocator settings that go with them,
 // the evidence the decisions rest on, and the hazard verdicts they passed.
+// A profile may also carry decisions for the MPI stacks and allocators gotune
+// tunes through themselves (Stacks: Open MPI, MPICH, UCX, mimalloc), in each
+// stack's own parameter names with the evidence per value; package
+// profile/native renders them as the files those stacks read. The section is
+// omitted when empty, so profiles without it keep their hashes.
 //
 // The package owns the types, the canonical encoding and its hash (Encode,
 // Seal, Write), strict loading with GOTUNE_ environment overrides (Load,
@@ -36,7 +41,9 @@
 // and '-' replaced by '_', prefixed with GOTUNE_ (GOTUNE_ALLOCATOR_PURGE,
 // GOTUNE_DECISIONS_INTRANODE_HOST_HOST_EAGER_LIMIT). Every scalar of the
 // schema can be overridden except version and hash; map entries (libraries,
-// decisions) where the file has them, lists not at all. A value that does
+// decisions, and a stack's version, params and evidence:
+// GOTUNE_STACKS_OPENMPI_PARAMS_BTL_VADER_EAGER_LIMIT) where the file has
+// them, lists not at all. A value that does
 // not parse as the key's type is an error naming the variable; empty values
 // are ignored, as viper ignores them. The overrides applied are recorded in
 // Profile.Overrides; the hash stays the file's. Validate runs last, on the

@@ -30,6 +30,7 @@ func FuzzLoad(f *testing.F) {
 		p.Scope = Scope{Hosts: []string{"*"}}
 		p.Fingerprint.Kernel = "line\nbreak\x00"
 	})))
+	f.Add([]byte(sealed(f, withStacks)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := parse("fuzz.yaml", data, nil)
 		if err != nil {

@@ -539,7 +539,8 @@ func EnvName(key string) string {
 
 // settableKeys lists the scalar keys of p that the environment may set:
 // every scalar of the schema but version and hash, and the scalars of the
-// map entries p has.
+// map entries p has (libraries, decisions, and each stack's version, params
+// and evidence).
 func settableKeys(p *Profile) []settable {
 	var out []settable
 	for _, s := range scalarFields(reflect.TypeFor[Profile](), "") {
@@ -556,6 +557,16 @@ func settableKeys(p *Profile) []settable {
 			for _, s := range decision {
 				out = append(out, settable{"decisions." + loc + "." + pair + "." + s.key, s.kind})
 			}
+		}
+	}
+	for _, name := range sortedKeys(p.Stacks) {
+		st := p.Stacks[name]
+		out = append(out, settable{"stacks." + name + ".version", reflect.String})
+		for _, param := range sortedKeys(st.Params) {
+			out = append(out, settable{"stacks." + name + ".params." + param, reflect.String})
+		}
+		for _, param := range sortedKeys(st.Evidence) {
+			out = append(out, settable{"stacks." + name + ".evidence." + param, reflect.String})
 		}
 	}
 	return out
@@ -598,6 +609,18 @@ func normalize(p *Profile) {
 	}
 	if len(p.Decisions) == 0 {
 		p.Decisions = nil
+	}
+	if len(p.Stacks) == 0 {
+		p.Stacks = nil
+	}
+	for name, st := range p.Stacks {
+		if len(st.Params) == 0 {
+			st.Params = nil
+		}
+		if len(st.Evidence) == 0 {
+			st.Evidence = nil
+		}
+		p.Stacks[name] = st
 	}
 	for _, pairs := range p.Decisions {
 		for pair, d := range pairs {

@@ -22,7 +22,8 @@ type Profile struct {
 	Evidence    Evidence                       `yaml:"evidence" mapstructure:"evidence"`
 	Decisions   map[string]map[string]Decision `yaml:"decisions" mapstructure:"decisions"` // locality ("intranode") → memory pair ("host_host": source_destination) → decision
 	Allocator   Allocator                      `yaml:"allocator" mapstructure:"allocator"`
-	GPU         *GPU                           `yaml:"gpu,omitempty" mapstructure:"gpu"` // GPU sweeps only
+	GPU         *GPU                           `yaml:"gpu,omitempty" mapstructure:"gpu"`       // GPU sweeps only
+	Stacks      map[string]Stack               `yaml:"stacks,omitempty" mapstructure:"stacks"` // decisions for the MPI stacks and allocators gotune tunes through themselves, by stack (StackNames); omitted when empty, so a profile without them keeps its hash
 	Safety      []Verdict                      `yaml:"safety" mapstructure:"safety"`
 	Hash        string                         `yaml:"hash" mapstructure:"hash"` // "sha256:<64 hex>" over the canonical encoding with Hash empty
 
@@ -116,6 +117,28 @@ func (g *GPU) Options() map[string]string {
 	}
 	return o
 }
+
+// Stack is what a sweep through one MPI stack or allocator decided, in the
+// stack's own terms, so that package profile/native can write the stack's
+// config file without knowing how the values were found.
+type Stack struct {
+	// Version is the stack's version the decisions were measured on, e.g. "4.1.4".
+	Version string `yaml:"version" mapstructure:"version"`
+	// Params are the stack's own parameter names, lower-case and without the
+	// stack's prefix (Open MPI btl_vader_eager_limit; MPICH
+	// ch4_ipc_cma_p2p_threshold for MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD; UCX
+	// rndv_thresh for UCX_RNDV_THRESH; mimalloc purge_delay for
+	// MIMALLOC_PURGE_DELAY), with values as the stack reads them. Keys are
+	// lower-case because the loader refuses any other.
+	Params map[string]string `yaml:"params" mapstructure:"params"`
+	// Evidence says, per parameter, what its value rests on, e.g. "bw 4K-16M
+	// geomean 1.42x over the default 'cma' (8 interleaved rounds, U test
+	// settled at 11 of 13 sizes)".
+	Evidence map[string]string `yaml:"evidence,omitempty" mapstructure:"evidence"`
+}
+
+// StackNames are the stacks a profile may hold decisions for.
+var StackNames = []string{"openmpi", "mpich", "ucx", "mimalloc"}
 
 // Verdict is the outcome of a hazard probe on the configuration.
 type Verdict struct {

@@ -15,7 +15,8 @@ import (
 
 // Show writes p for people: where it applies and what it rests on, a table
 // of size ranges per locality and memory pair with the parameters that go
-// with them, the allocator and the safety verdicts.
+// with them, the allocator, the stacks' decisions with their evidence and
+// the safety verdicts.
 func Show(w io.Writer, p *Profile) error {
 	ew := &errWriter{w: w}
 	line := func(label, format string, args ...any) {
@@ -68,6 +69,7 @@ func Show(w io.Writer, p *Profile) error {
 	}
 	ew.printf("\n")
 	line("allocator", "cache %s, purge %s, THP %s", bytesize.Format(int(a.CacheBytes)), orNone(a.Purge), thp)
+	showStacks(ew, p.Stacks)
 	if len(p.Safety) == 0 {
 		line("safety", "no verdicts: not checked for hazards")
 		return ew.err
@@ -77,6 +79,21 @@ func Show(w io.Writer, p *Profile) error {
 		ew.err = verdictTable(w, p.Safety)
 	}
 	return ew.err
+}
+
+// showStacks writes each stack's version, then its parameters, each with
+// the evidence it rests on on the line below.
+func showStacks(ew *errWriter, stacks map[string]Stack) {
+	for _, name := range sortedKeys(stacks) {
+		st := stacks[name]
+		ew.printf("%-10s %s %s\n", "stack", name, orNone(st.Version))
+		for _, param := range sortedKeys(st.Params) {
+			ew.printf("%-10s   %s = %s\n", "", param, st.Params[param])
+			if e, ok := st.Evidence[param]; ok {
+				ew.printf("%-10s     %s\n", "", e)
+			}
+		}
+	}
 }
 
 func rangeTable(w io.Writer, ranges []Range) error {
@@ -225,6 +242,17 @@ func flatten(p *Profile) []keyValue {
 	add("allocator.cache_bytes", p.Allocator.CacheBytes)
 	add("allocator.purge", strconv.Quote(p.Allocator.Purge))
 	add("allocator.thp", p.Allocator.THP)
+	for _, name := range sortedKeys(p.Stacks) {
+		st := p.Stacks[name]
+		key := "stacks." + name + "."
+		add(key+"version", strconv.Quote(st.Version))
+		for _, param := range sortedKeys(st.Params) {
+			add(key+"params."+param, strconv.Quote(st.Params[param]))
+		}
+		for _, param := range sortedKeys(st.Evidence) {
+			add(key+"evidence."+param, strconv.Quote(st.Evidence[param]))
+		}
+	}
 	for i, v := range p.Safety {
 		s := v.Probe + " " + v.Outcome + " config " + v.Config
 		if v.Detail != "" {

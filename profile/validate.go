@@ -65,8 +65,9 @@ func (ps problems) err() error {
 
 // Validate checks what a profile says: the format version, that every size
 // range is routable and consistent with the thresholds, that sizes are
-// positive, that enumerations hold known values and that every verdict
-// passed. The error names each offending key, one per line.
+// positive, that enumerations hold known values, that stacks are known ones
+// with a version and evidence only for their parameters, and that every
+// verdict passed. The error names each offending key, one per line.
 func Validate(p *Profile) error {
 	return validate(p).err()
 }
@@ -144,6 +145,10 @@ func validate(p *Profile) problems {
 		nonNegative(&ps, "gpu.ipc_cache", g.IPCCache)
 	}
 
+	for _, name := range sortedKeys(p.Stacks) {
+		validateStack(&ps, "stacks."+name, name, p.Stacks[name])
+	}
+
 	for i, v := range p.Safety {
 		key := fmt.Sprintf("safety[%d]", i)
 		if v.Probe == "" {
@@ -212,6 +217,33 @@ func validateDecision(ps *problems, key string, d Decision) {
 		case r.Protocol != "eager" && !last && max <= d.EagerLimit:
 			ps.add(rk, "%s for sizes %s, all within eager_limit %d: they go eager",
 				r.Protocol, rangeLabel(r.Min, max, last), d.EagerLimit)
+		}
+	}
+}
+
+// validateStack checks one stack's decisions: a known stack, the version
+// they were measured on, parameters a config file can hold (one line each),
+// and evidence only for parameters it decides.
+func validateStack(ps *problems, key, name string, st Stack) {
+	checkKey(ps, key, name)
+	if !slices.Contains(StackNames, name) {
+		ps.add(key, "unknown stack %q: gotune tunes %s", name, strings.Join(StackNames, ", "))
+	}
+	if st.Version == "" {
+		ps.add(key+".version", "empty: say which version of %s the decisions were measured on", name)
+	}
+	for _, param := range sortedKeys(st.Params) {
+		pk := key + ".params." + param
+		checkKey(ps, pk, param)
+		if strings.ContainsAny(st.Params[param], "\n\r") {
+			ps.add(pk, "%s holds a line break: the stacks' config files are one value a line", quote(st.Params[param]))
+		}
+	}
+	for _, param := range sortedKeys(st.Evidence) {
+		ek := key + ".evidence." + param
+		checkKey(ps, ek, param)
+		if _, ok := st.Params[param]; !ok {
+			ps.add(ek, "evidence for %s, which is not among %s.params", param, key)
 		}
 	}
 }
