@@ -1,0 +1,126 @@
+package stackcheck
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Setting is one assignment of a tuned file.
+type Setting struct {
+	Name    string
+	Value   string
+	Line    int    // 1-based line in the file
+	Section string // the [section] it sits under (ucx.conf), "" outside any
+}
+
+// Parsed is a tuned file as read: its settings in file order, and the lines
+// that are not settings of the stack, which the check reports.
+type Parsed struct {
+	Path     string
+	Settings []Setting
+	Sections []Setting // [section] headers: Name is the section, Value ""
+	Foreign  []Setting // assignments of names outside the stack's prefix
+}
+
+// ParseFile reads path in the format of stack's native file.
+func ParseFile(stack, path string) (Parsed, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Parsed{}, err
+	}
+	defer f.Close()
+	return Parse(stack, path, f)
+}
+
+// Parse reads r, named path in errors, in the format of stack's native file:
+// openmpi `name = value` (Open MPI's own rules: `#` starts a comment, also
+// after a value); mpich `MPIR_CVAR_NAME=value`, mimalloc `MIMALLOC_NAME=value`
+// and ucx `UCX_NAME=value`, each optionally prefixed by `export ` and with one
+// pair of matching quotes stripped as a shell sourcing the file would (ucx
+// also takes `[section]` headers). Blank lines and lines starting with `#`
+// are skipped. A line that is no assignment is an error naming path and line.
+func Parse(stack, path string, r io.Reader) (Parsed, error) {
+	st, err := lookup(stack)
+	if err != nil {
+		return Parsed{}, err
+	}
+	p := Parsed{Path: path}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	section := ""
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if st.sections && strings.HasPrefix(line, "[") {
+			if !strings.HasSuffix(line, "]") {
+				return Parsed{}, fmt.Errorf("%s:%d: %q: want a [section] header", path, n, line)
+			}
+			section = strings.TrimSpace(line[1 : len(line)-1])
+			p.Sections = append(p.Sections, Setting{Name: section, Line: n})
+			continue
+		}
+		var name, value string
+		var ok bool
+		if st.name == "openmpi" {
+			if i := strings.IndexByte(line, '#'); i >= 0 {
+				line = line[:i]
+			}
+			name, value, ok = strings.Cut(line, "=")
+			name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		} else {
+			line = strings.TrimPrefix(line, "export ")
+			name, value, ok = strings.Cut(line, "=")
+			name, value = strings.TrimSpace(name), unquote(strings.TrimSpace(value))
+		}
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return Parsed{}, fmt.Errorf("%s:%d: %q: want %s", path, n, sc.Text(), st.lineForm)
+		}
+		s := Setting{Name: name, Value: value, Line: n, Section: section}
+		if st.prefix != "" && !strings.HasPrefix(name, st.prefix) {
+			p.Foreign = append(p.Foreign, s)
+			continue
+		}
+		p.Settings = append(p.Settings, s)
+	}
+	if err := sc.Err(); err != nil {
+		return Parsed{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// unquote strips one pair of matching single or double quotes.
+func unquote(v string) string {
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+// envMap turns os.Environ-style entries into a map; a later entry wins, as
+// it does for getenv.
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// withEnv returns env without the names in drop, followed by set.
+func withEnv(env []string, drop func(name string) bool, set ...string) []string {
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if drop == nil || !drop(k) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, set...)
+}
