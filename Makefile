@@ -9,7 +9,7 @@ TESTFLAGS ?= -count=1 -timeout 20m
 # the tests and anchors add (Open MPI for the side-by-side comparison and its
 # integration tests; python3 for the tests of the scripts under tools/).
 BUILD_PKGS := gcc libc6-dev
-DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev python3
+DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev mpich libmpich-dev ucx-utils libmimalloc2.0 python3
 
 .PHONY: all build build-deps deps test race bench sweep anchors lint clean
 

@@ -1,14 +1,31 @@
 /*
  * anchor: gotune's reference MPI benchmark, built with the measured stack's
- * own compiler wrapper and launched with its own launcher (2 ranks).
+ * own compiler wrapper and launched with its own launcher.
  *
- *   anchor PATTERN SIZES REPS ITERS WARMUP WINDOW
+ *   anchor PATTERN SIZES REPS ITERS WARMUP WINDOW [VALIDATE]
  *
- * PATTERN is latency, bw, bibw or msgrate; SIZES a comma-separated list of
- * byte counts; ITERS and WARMUP 0 select OSU's counts for each size. The
+ * PATTERN is latency, bw, bibw or msgrate (2 ranks), or one of the stack
+ * hazards h2h (2 ranks) and flood (2 or more); SIZES a comma-separated list
+ * of byte counts; ITERS and WARMUP 0 select OSU's counts for each size. The
  * loops are OSU's: blocking ping-pong for latency, a window of non-blocking
  * sends answered by a 4-byte acknowledgement for bw and msgrate, windows in
  * both directions for bibw. Rank 1 only serves; rank 0 times and prints.
+ *
+ * h2h: both ranks post a window of receives and then a window of sends, as
+ * bibw, and on every other iteration the sends first: then every message
+ * arrives unexpected, head to head with the peer's (FIFO exhaustion,
+ * ompi#12979). flood: every rank but 0 sends a window to rank 0, which
+ * receives them all and acknowledges each sender (mpich#7171). Both report
+ * the bytes rank 0 moved (h2h: both directions) in MB/s.
+ *
+ * VALIDATE 1 gives every message its own buffer and a pattern of its own
+ * (sender, iteration, window slot, byte offset), poisons every receive
+ * buffer before posting it, and checks every received byte; the first bad
+ * byte is reported on stderr as "payload mismatch", and appended to the file
+ * GOTUNE_ANCHOR_REPORT names if set (a launcher may drop an aborting rank's
+ * output), and the job aborts with code 3. GOTUNE_ANCHOR_CORRUPT=RANK (a
+ * test hook) makes that rank flip one byte of the first message it
+ * receives, before the check.
  *
  * For each size, REPS repetitions take two clock readings each (the OSU
  * number), then one distribution pass reads the clock after every iteration,
@@ -27,12 +44,13 @@
 #include <limits.h>
 #include <mpi.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-enum pattern { LATENCY, BW, BIBW, MSGRATE };
+enum pattern { LATENCY, BW, BIBW, MSGRATE, H2H, FLOOD };
 
 /* OSU's loop constants, as bench.DefaultIters. */
 enum {
@@ -45,28 +63,42 @@ enum {
 
 enum { TAG_DATA = 1, TAG_ACK = 2, ACK_BYTES = 4 };
 
+/* EXIT_CORRUPT is the abort code of a failed payload check. */
+enum { EXIT_CORRUPT = 3 };
+
 struct loop {
     enum pattern pattern;
-    int rank, peer;
+    int rank, nranks, peer;
     int size, iters, warmup, window;
-    char *sbuf, *rbuf;
+    int validate;
+    long seq;      /* iteration counter over every pass, the same on every rank */
+    int nbufs;     /* message buffers per direction: 1, or one per message when validating */
+    char **sbufs, **rbufs;
     char ack[ACK_BYTES];
     MPI_Request *reqs;
+    MPI_Status *stats; /* not MPI_STATUSES_IGNORE: gcc 12 warns on MPICH's (MPI_Status *)1 */
     double *iter_times; /* distribution pass only, else NULL */
+    int corrupt;        /* test hook: flip a byte of the next received message */
 };
 
 static int my_rank = -1;
 
+static void vdie(int code, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "anchor rank %d: ", my_rank);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code); /* not reached */
+}
+
 static void die(const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "anchor rank %d: ", my_rank);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vdie(2, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-    exit(2); /* not reached */
 }
 
 static int parse_count(const char *s, const char *what)
@@ -81,8 +113,8 @@ static int parse_count(const char *s, const char *what)
 
 static enum pattern parse_pattern(const char *s)
 {
-    static const char *const names[] = {"latency", "bw", "bibw", "msgrate"};
-    for (int p = LATENCY; p <= MSGRATE; p++)
+    static const char *const names[] = {"latency", "bw", "bibw", "msgrate", "h2h", "flood"};
+    for (int p = LATENCY; p <= FLOOD; p++)
         if (strcmp(s, names[p]) == 0)
             return (enum pattern)p;
     die("unknown pattern %s", s);
@@ -155,42 +187,158 @@ static double clock_cost(void)
     return per[BATCHES / 2];
 }
 
+/* pattern_byte is byte k of the message that src sends in iteration seq
+ * from window slot w: a message from another sender, iteration or slot, or
+ * shifted, differs in most bytes. */
+static unsigned char pattern_byte(int src, long seq, int w, size_t k)
+{
+    uint32_t x = (uint32_t)k * 2654435761u + ((uint32_t)seq * 64u + (uint32_t)w * 8u + (uint32_t)src) * 0x9e3779b9u;
+    return (unsigned char)((x >> 24) ^ (x >> 11));
+}
+
+/* fill writes the message's pattern, xor mask: 0 for a send buffer, 0xff
+ * to poison a receive buffer so that a byte never written cannot pass. */
+static void fill(const struct loop *l, char *buf, int src, int w, unsigned char mask)
+{
+    if (!l->validate)
+        return;
+    for (size_t k = 0; k < (size_t)l->size; k++)
+        buf[k] = (char)(pattern_byte(src, l->seq, w, k) ^ mask);
+}
+
+/* check verifies a received message and aborts at its first bad byte. */
+static void check(struct loop *l, char *buf, int src, int w)
+{
+    if (!l->validate)
+        return;
+    if (l->corrupt && l->size > 0) {
+        l->corrupt = 0;
+        buf[l->size / 2] ^= 0x5a;
+    }
+    for (size_t k = 0; k < (size_t)l->size; k++) {
+        unsigned char want = pattern_byte(src, l->seq, w, k), got = (unsigned char)buf[k];
+        if (got != want) {
+            static const char *const names[] = {"latency", "bw", "bibw", "msgrate", "h2h", "flood"};
+            char msg[256];
+            snprintf(msg, sizeof msg, "anchor rank %d: payload mismatch: %s size %d iteration %ld window slot %d from rank %d: byte %zu is 0x%02x, want 0x%02x\n",
+                     l->rank, names[l->pattern], l->size, l->seq, w, src, k, got, want);
+            fputs(msg, stderr);
+            fflush(stderr);
+            const char *path = getenv("GOTUNE_ANCHOR_REPORT");
+            FILE *f = path != NULL && *path != '\0' ? fopen(path, "a") : NULL;
+            if (f != NULL) {
+                fputs(msg, f);
+                fclose(f);
+            }
+            MPI_Abort(MPI_COMM_WORLD, EXIT_CORRUPT);
+            exit(EXIT_CORRUPT); /* not reached */
+        }
+    }
+}
+
+/* sbuf and rbuf return message slot i's buffers: its own when validating,
+ * else the one buffer every message shares (as OSU). */
+static char *sbuf(const struct loop *l, int i) { return l->sbufs[l->nbufs > 1 ? i : 0]; }
+static char *rbuf(const struct loop *l, int i) { return l->rbufs[l->nbufs > 1 ? i : 0]; }
+
 static void ping_pong(struct loop *l)
 {
     if (l->rank == 0) {
-        MPI_Send(l->sbuf, l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD);
-        MPI_Recv(l->rbuf, l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        fill(l, sbuf(l, 0), 0, 0, 0);
+        fill(l, rbuf(l, 0), 1, 0, 0xff);
+        MPI_Send(sbuf(l, 0), l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD);
+        MPI_Recv(rbuf(l, 0), l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        check(l, rbuf(l, 0), 1, 0);
     } else {
-        MPI_Recv(l->rbuf, l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Send(l->sbuf, l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD);
+        fill(l, rbuf(l, 0), 0, 0, 0xff);
+        MPI_Recv(rbuf(l, 0), l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        check(l, rbuf(l, 0), 0, 0);
+        fill(l, sbuf(l, 0), 1, 0, 0);
+        MPI_Send(sbuf(l, 0), l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD);
     }
 }
 
-/* stream_window: rank 0 sends a window from one buffer, rank 1 receives it
- * into one buffer and acknowledges. */
+/* stream_window: rank 0 sends a window, rank 1 receives it and
+ * acknowledges. */
 static void stream_window(struct loop *l)
 {
     for (int w = 0; w < l->window; w++) {
-        if (l->rank == 0)
-            MPI_Isend(l->sbuf, l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[w]);
-        else
-            MPI_Irecv(l->rbuf, l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[w]);
+        if (l->rank == 0) {
+            fill(l, sbuf(l, w), 0, w, 0);
+            MPI_Isend(sbuf(l, w), l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[w]);
+        } else {
+            fill(l, rbuf(l, w), 0, w, 0xff);
+            MPI_Irecv(rbuf(l, w), l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[w]);
+        }
     }
-    MPI_Waitall(l->window, l->reqs, MPI_STATUSES_IGNORE);
-    if (l->rank == 0)
+    MPI_Waitall(l->window, l->reqs, l->stats);
+    if (l->rank == 0) {
         MPI_Recv(l->ack, ACK_BYTES, MPI_CHAR, l->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    else
+    } else {
+        for (int w = 0; w < l->window; w++)
+            check(l, rbuf(l, w), 0, w);
         MPI_Send(l->ack, ACK_BYTES, MPI_CHAR, l->peer, TAG_ACK, MPI_COMM_WORLD);
+    }
 }
 
-/* exchange_windows: both ranks post a window of receives, then of sends. */
+static void post_recvs(struct loop *l)
+{
+    for (int w = 0; w < l->window; w++) {
+        fill(l, rbuf(l, w), l->peer, w, 0xff);
+        MPI_Irecv(rbuf(l, w), l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[w]);
+    }
+}
+
+static void post_sends(struct loop *l)
+{
+    for (int w = 0; w < l->window; w++) {
+        fill(l, sbuf(l, w), l->rank, w, 0);
+        MPI_Isend(sbuf(l, w), l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[l->window + w]);
+    }
+}
+
+/* exchange_windows: both ranks post a window of receives, then of sends;
+ * h2h posts the sends first on odd iterations. */
 static void exchange_windows(struct loop *l)
 {
+    if (l->pattern == H2H && l->seq % 2 == 1) {
+        post_sends(l);
+        post_recvs(l);
+    } else {
+        post_recvs(l);
+        post_sends(l);
+    }
+    MPI_Waitall(2 * l->window, l->reqs, l->stats);
     for (int w = 0; w < l->window; w++)
-        MPI_Irecv(l->rbuf, l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[w]);
-    for (int w = 0; w < l->window; w++)
-        MPI_Isend(l->sbuf, l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[l->window + w]);
-    MPI_Waitall(2 * l->window, l->reqs, MPI_STATUSES_IGNORE);
+        check(l, rbuf(l, w), l->peer, w);
+}
+
+/* flood: every rank but 0 sends a window to rank 0, which acknowledges
+ * each sender once it has them all. */
+static void flood(struct loop *l)
+{
+    if (l->rank == 0) {
+        int n = 0;
+        for (int src = 1; src < l->nranks; src++)
+            for (int w = 0; w < l->window; w++, n++) {
+                fill(l, rbuf(l, n), src, w, 0xff);
+                MPI_Irecv(rbuf(l, n), l->size, MPI_CHAR, src, TAG_DATA, MPI_COMM_WORLD, &l->reqs[n]);
+            }
+        MPI_Waitall(n, l->reqs, l->stats);
+        n = 0;
+        for (int src = 1; src < l->nranks; src++)
+            for (int w = 0; w < l->window; w++, n++)
+                check(l, rbuf(l, n), src, w);
+        for (int src = 1; src < l->nranks; src++)
+            MPI_Send(l->ack, ACK_BYTES, MPI_CHAR, src, TAG_ACK, MPI_COMM_WORLD);
+    } else {
+        for (int w = 0; w < l->window; w++) {
+            fill(l, sbuf(l, w), l->rank, w, 0);
+            MPI_Isend(sbuf(l, w), l->size, MPI_CHAR, 0, TAG_DATA, MPI_COMM_WORLD, &l->reqs[w]);
+        }
+        MPI_Waitall(l->window, l->reqs, l->stats);
+        MPI_Recv(l->ack, ACK_BYTES, MPI_CHAR, 0, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
 }
 
 /* run executes the warm-up and timed iterations and returns the elapsed
@@ -206,11 +354,16 @@ static double run(struct loop *l)
             ping_pong(l);
             break;
         case BIBW:
+        case H2H:
             exchange_windows(l);
+            break;
+        case FLOOD:
+            flood(l);
             break;
         default:
             stream_window(l);
         }
+        l->seq++;
         if (l->iter_times != NULL && i >= l->warmup) {
             double now = MPI_Wtime();
             l->iter_times[i - l->warmup] = now - last;
@@ -230,7 +383,10 @@ static double value(const struct loop *l, double seconds, int n)
     case MSGRATE:
         return msgs / seconds;
     case BIBW:
+    case H2H:
         return 2.0 * l->size * msgs / seconds / 1e6;
+    case FLOOD:
+        return (double)(l->nranks - 1) * l->size * msgs / seconds / 1e6;
     default:
         return (double)l->size * msgs / seconds / 1e6;
     }
@@ -271,31 +427,42 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     my_rank = rank;
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (argc != 7)
-        die("usage: anchor PATTERN SIZES REPS ITERS WARMUP WINDOW");
-    if (nranks != 2)
-        die("needs exactly 2 ranks, got %d", nranks);
+    if (argc != 7 && argc != 8)
+        die("usage: anchor PATTERN SIZES REPS ITERS WARMUP WINDOW [VALIDATE]");
 
-    struct loop l = {.rank = rank, .peer = 1 - rank};
+    struct loop l = {.rank = rank, .nranks = nranks, .peer = 1 - rank};
     l.pattern = parse_pattern(argv[1]);
+    if (l.pattern == FLOOD ? nranks < 2 : nranks != 2)
+        die("%s needs %s 2 ranks, got %d", argv[1], l.pattern == FLOOD ? "at least" : "exactly", nranks);
     int nsizes;
     int *sizes = parse_sizes(argv[2], &nsizes);
     int reps = parse_count(argv[3], "reps");
     int iters = parse_count(argv[4], "iters");
     int warmup = parse_count(argv[5], "warmup");
     l.window = l.pattern == LATENCY ? 1 : parse_count(argv[6], "window");
+    l.validate = argc == 8 && parse_count(argv[7], "validate") != 0;
     if (reps < 1 || l.window < 1)
         die("reps and window must be at least 1");
+    const char *corrupt = getenv("GOTUNE_ANCHOR_CORRUPT");
+    l.corrupt = corrupt != NULL && *corrupt != '\0' && parse_count(corrupt, "GOTUNE_ANCHOR_CORRUPT") == rank;
 
     int max_size = 0;
     for (int i = 0; i < nsizes; i++)
         if (sizes[i] > max_size)
             max_size = sizes[i];
-    l.sbuf = alloc_filled((size_t)max_size, 'a');
-    l.rbuf = alloc_filled((size_t)max_size, 'b');
-    l.reqs = malloc(sizeof *l.reqs * 2 * (size_t)l.window);
-    if (l.reqs == NULL)
+    /* rank 0 of a flood receives a window from every other rank */
+    int inflight = l.pattern == FLOOD && rank == 0 ? l.window * (nranks - 1) : 2 * l.window;
+    l.nbufs = l.validate ? inflight : 1;
+    l.sbufs = malloc(sizeof *l.sbufs * (size_t)l.nbufs);
+    l.rbufs = malloc(sizeof *l.rbufs * (size_t)l.nbufs);
+    l.reqs = malloc(sizeof *l.reqs * (size_t)inflight);
+    l.stats = malloc(sizeof *l.stats * (size_t)inflight);
+    if (l.sbufs == NULL || l.rbufs == NULL || l.reqs == NULL || l.stats == NULL)
         die("out of memory");
+    for (int i = 0; i < l.nbufs; i++) {
+        l.sbufs[i] = alloc_filled((size_t)max_size, 'a');
+        l.rbufs[i] = alloc_filled((size_t)max_size, 'b');
+    }
     double clock_s = clock_cost();
 
     for (int i = 0; i < nsizes; i++) {
@@ -312,9 +479,14 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
+    for (int i = 0; i < l.nbufs; i++) {
+        free(l.rbufs[i]);
+        free(l.sbufs[i]);
+    }
+    free(l.rbufs);
+    free(l.sbufs);
+    free(l.stats);
     free(l.reqs);
-    free(l.rbuf);
-    free(l.sbuf);
     free(sizes);
     MPI_Finalize();
     return 0;
