@@ -3,11 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gotune/gotune/profile"
+	"github.com/gotune/gotune/profile/native"
 )
 
 // Exit statuses of gotune profile diff, as diff(1)'s.
@@ -19,17 +23,17 @@ const (
 func newProfile() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "profile",
-		Short: "Check, show and compare tuned profiles",
+		Short: "Check, show, compare tuned profiles and render their stacks' config files",
 		Long: `A profile is the YAML file the tuner emits and the runtime loads: which transport and
 protocol carry each message size, with thresholds, allocator settings and the hazard
 verdicts they passed, sealed with a hash of the content.
 
 Environment variables GOTUNE_<KEY> (dots and dashes as underscores, upper case)
 override scalar keys when a profile is loaded, e.g. GOTUNE_ALLOCATOR_PURGE=never or
-GOTUNE_DECISIONS_INTRANODE_HOST_HOST_EAGER_LIMIT=8192; validate and show apply them,
-diff compares the files as written.`,
+GOTUNE_DECISIONS_INTRANODE_HOST_HOST_EAGER_LIMIT=8192; validate, show and render apply
+them, diff compares the files as written.`,
 	}
-	cmd.AddCommand(newProfileValidate(), newProfileShow(), newProfileDiff())
+	cmd.AddCommand(newProfileValidate(), newProfileShow(), newProfileDiff(), newProfileRender())
 	return cmd
 }
 
@@ -105,4 +109,132 @@ func newProfileDiff() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func newProfileRender() *cobra.Command {
+	var (
+		stacks []string
+		out    string
+	)
+	cmd := &cobra.Command{
+		Use:   "render --stack STACK PROFILE",
+		Short: "Write the config files the MPI stacks read, from a profile's stacks section",
+		Long: `Render the decisions a profile holds for MPI stacks and allocators as the files
+those stacks read: openmpi-mca-params.conf, mpich.env, ucx.conf, mimalloc.env, and
+mvapich2.conf, derived from the Open MPI and MPICH decisions where a parameter maps
+soundly (unverified: MVAPICH2 is not in Debian). Each file says where it goes, what
+overrides it, and the evidence behind every value (docs/stacks.md).
+
+--stack is repeatable (or comma-separated); "all" is every stack the profile has, with
+mvapich2 where it has openmpi or mpich. Files are written atomically into -o DIR
+(default: native/ beside the profile), or to stdout with -o -.`,
+		Example: `  gotune profile render --stack openmpi results/vm/RUN/profile.yaml
+  gotune profile render --stack all -o /tmp/native results/vm/RUN/profile.yaml
+  gotune profile render --stack ucx -o - profile.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := profile.Load(args[0])
+			if err != nil {
+				return err
+			}
+			which, err := renderStacks(stacks, p)
+			if err != nil {
+				return err
+			}
+			files := make([][]byte, len(which))
+			for i, s := range which {
+				if files[i], err = native.Render(s, p); err != nil {
+					return err
+				}
+			}
+			if out == "-" {
+				for _, b := range files {
+					if _, err := cmd.OutOrStdout().Write(b); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			dir := out
+			if dir == "" {
+				dir = filepath.Join(filepath.Dir(args[0]), "native")
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("profile render: %w", err)
+			}
+			for i, s := range which {
+				name, err := native.FileName(s)
+				if err != nil {
+					return err
+				}
+				path := filepath.Join(dir, name)
+				if err := writeAtomic(path, files[i]); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", s, path)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&stacks, "stack", nil, "stack to render: "+strings.Join(native.Stacks, ", ")+", or all (repeatable)")
+	cmd.Flags().StringVarP(&out, "out", "o", "", `directory to write into (default: native/ beside the profile); "-" for stdout`)
+	if err := cmd.MarkFlagRequired("stack"); err != nil {
+		panic(err)
+	}
+	return cmd
+}
+
+// renderStacks resolves --stack: "all" is every stack p has a file for;
+// each stack once, in the order given.
+func renderStacks(names []string, p *profile.Profile) ([]string, error) {
+	var out []string
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		add := []string{n}
+		if n == "all" {
+			add = native.Available(p)
+			if len(add) == 0 {
+				return nil, fmt.Errorf("--stack all: profile %s has no stacks section", p.Path())
+			}
+		} else if _, err := native.FileName(n); err != nil {
+			return nil, fmt.Errorf("--stack: %w", err)
+		}
+		for _, s := range add {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out, nil
+}
+
+// writeAtomic writes b to path through a temporary file in the same
+// directory and a rename, so that a stack never reads half a file.
+func writeAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	fail := func(err error) error {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }

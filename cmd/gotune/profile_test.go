@@ -122,3 +122,84 @@ func TestProfileDiff(t *testing.T) {
 		}
 	}
 }
+
+func TestProfileRender(t *testing.T) {
+	dir := t.TempDir()
+	path := writeProfile(t, dir, "profile.yaml", func(p *profile.Profile) {
+		p.Stacks = map[string]profile.Stack{
+			"openmpi": {Version: "4.1.4", Params: map[string]string{"btl_vader_single_copy_mechanism": "none"},
+				Evidence: map[string]string{"btl_vader_single_copy_mechanism": "bw 4K-16M geomean 1.42x over cma"}},
+			"ucx": {Version: "1.13.1", Params: map[string]string{"rndv_thresh": "64K"}},
+		}
+	})
+	hash := func(path string) string {
+		p, err := profile.LoadEnv(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Hash
+	}(path)
+	native := filepath.Join(dir, "native")
+
+	// Default directory, one stack.
+	out, errOut, code := run(t, "profile", "render", "--stack", "openmpi", path)
+	if code != 0 || out != "openmpi: "+filepath.Join(native, "openmpi-mca-params.conf")+"\n" {
+		t.Fatalf("render openmpi: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	b, err := os.ReadFile(filepath.Join(native, "openmpi-mca-params.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# Profile " + hash + ".\n", "# btl_vader_single_copy_mechanism: bw 4K-16M geomean 1.42x over cma\nbtl_vader_single_copy_mechanism = none\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("openmpi-mca-params.conf\n%s\nlacks %q", b, want)
+		}
+	}
+
+	// all: every stack the profile has, mvapich2 derived; into -o DIR, with
+	// no temporary file left.
+	outDir := filepath.Join(dir, "out")
+	out, errOut, code = run(t, "profile", "render", "--stack", "all", "-o", outDir, path)
+	if code != 0 {
+		t.Fatalf("render all: exit %d, stderr %q", code, errOut)
+	}
+	entries, err := os.ReadDir(outDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != "mvapich2.conf openmpi-mca-params.conf ucx.conf" {
+		t.Errorf("render all wrote %s (stdout %q)", got, out)
+	}
+
+	// Several stacks to stdout, in the order given, each once.
+	out, errOut, code = run(t, "profile", "render", "--stack", "ucx,openmpi", "--stack", "ucx", "-o", "-", path)
+	if code != 0 || !strings.HasPrefix(out, "# ucx.conf: ") || !strings.Contains(out, "\nUCX_RNDV_THRESH=64K\n# openmpi-mca-params.conf: ") {
+		t.Errorf("render to stdout: exit %d, stderr %q, stdout\n%s", code, errOut, out)
+	}
+	if strings.Count(out, "# ucx.conf: ") != 1 {
+		t.Errorf("ucx rendered %d times", strings.Count(out, "# ucx.conf: "))
+	}
+
+	// Errors name the stack and the profile.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--stack", "mpich", path}, "rendering mpich for profile " + path + ": the profile has no stacks.mpich section (it has stacks openmpi, ucx)"},
+		{[]string{"--stack", "nccl", path}, `--stack: unknown stack "nccl"`},
+		{[]string{path}, `required flag(s) "stack" not set`},
+		{[]string{"--stack", "all", writeProfile(t, dir, "plain.yaml", func(*profile.Profile) {})}, "has no stacks section"},
+	} {
+		_, errOut, code := run(t, append([]string{"profile", "render"}, c.args...)...)
+		if code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("render %v: exit %d, stderr %q; want %q", c.args, code, errOut, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "native", "mpich.env")); err == nil {
+		t.Error("a failed render wrote a file")
+	}
+}
