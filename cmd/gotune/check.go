@@ -38,7 +38,12 @@ Exit status: 0 every value of FILE is used, 1 one is overridden, unknown or not 
 		Example: `  gotune check --stack openmpi results/<host>/<run-id>/native/openmpi-mca-params.conf
   gotune check --stack ucx                   # UCX's values for what gotune tunes
   OMPI_MCA_btl_vader_eager_limit=4096 gotune check --stack openmpi tuned.conf`,
-		Args: cobra.MaximumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
+				return &exitStatus{code: checkTrouble, err: err}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if stack == "" {
 				return &exitStatus{code: checkTrouble, err: fmt.Errorf("--stack: want one of %s", strings.Join(stackcheck.Stacks(), ", "))}
@@ -62,6 +67,7 @@ Exit status: 0 every value of FILE is used, 1 one is overridden, unknown or not 
 			return nil
 		},
 	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitStatus{code: checkTrouble, err: err} })
 	cmd.Flags().StringVar(&stack, "stack", "", "the stack: "+strings.Join(stackcheck.Stacks(), "|"))
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
 	return cmd

@@ -2,6 +2,7 @@ package stackcheck
 
 import (
 	"bufio"
+	"errors"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gotune/gotune/internal/sys"
 )
 
 // mimallocLib is the library users preload; ld.so finds it by this name.
@@ -89,7 +92,7 @@ func checkMimalloc(ctx context.Context, p *Parsed, env []string) (*Report, error
 			return mimallocOptions{}, err
 		}
 		if strings.Contains(out.stderr, "cannot be preloaded") {
-			return mimallocOptions{}, fmt.Errorf("%s: %s", mimallocLib, strings.TrimSpace(out.stderr))
+			return mimallocOptions{}, sys.NotSupported("mimalloc", mimallocLib+" cannot be preloaded", errors.New(strings.TrimSpace(out.stderr)))
 		}
 		return parseMimalloc(strings.NewReader(out.stderr))
 	}
