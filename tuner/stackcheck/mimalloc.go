@@ -2,8 +2,8 @@ package stackcheck
 
 import (
 	"bufio"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
