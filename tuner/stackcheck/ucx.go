@@ -75,12 +75,15 @@ var ucxTuned = []string{
 
 // ucxConfigFiles are the files UCX 1.13 reads, in order, a later one
 // overriding an earlier (strace of ucx_info -c): /etc/ucx/ucx.conf, the
-// library's ../etc/ucx.conf, $HOME/ucx.conf, ./ucx.conf; the environment
-// overrides them all.
+// library's ../etc/ucx.conf (not checked here), $HOME/ucx.conf,
+// $UCX_CONFIG_DIR/ucx.conf, ./ucx.conf; the environment overrides them all.
 func ucxConfigFiles(env map[string]string, cwd string) []string {
 	files := []string{"/etc/ucx/ucx.conf"}
 	if home := env["HOME"]; home != "" {
 		files = append(files, filepath.Join(home, "ucx.conf"))
+	}
+	if dir := env["UCX_CONFIG_DIR"]; dir != "" {
+		files = append(files, filepath.Join(dir, "ucx.conf"))
 	}
 	if cwd != "" {
 		files = append(files, filepath.Join(cwd, "ucx.conf"))
@@ -223,7 +226,7 @@ func judgeUCX(p *Parsed, with, without ucxConfig, unused map[string]bool, env ma
 		for _, f := range sortedKeys(others) {
 			for _, o := range others[f].Settings {
 				if o.Name == s.Name && !strings.EqualFold(o.Value, s.Value) {
-					r.notef("%s: %s=%s differs from %s:%d (%s): of UCX's config files the one read last wins (/etc/ucx/ucx.conf, then $HOME/ucx.conf, then ./ucx.conf)", r.at(s.Line), s.Name, s.Value, f, o.Line, o.Value)
+					r.notef("%s: %s=%s differs from %s:%d (%s): of UCX's config files the one read last wins (/etc/ucx/ucx.conf, $HOME/ucx.conf, $UCX_CONFIG_DIR/ucx.conf, ./ucx.conf)", r.at(s.Line), s.Name, s.Value, f, o.Line, o.Value)
 				}
 			}
 		}
