@@ -27,8 +27,8 @@ type UCX struct {
 	Name     string // label (default "ucx")
 	Perftest string // the tool (default "ucx_perftest", Debian's ucx-utils)
 	// Env is added to both processes' environment: UCX_TLS, UCX_RNDV_THRESH
-	// and the like, or the lines of a tuned ucx.conf. (UCX reads its config
-	// file from UCX_CONFIG_PATH or the install's etc, not from here.)
+	// and the like, or UCX_CONFIG_DIR naming the directory of a tuned
+	// ucx.conf, which UCX 1.13 then loads as a file.
 	Env []string
 	// CPUs pins the server and the client, one core each (nil: the first
 	// two this process may use, as bench.DefaultCPUs).
