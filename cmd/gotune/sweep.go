@@ -14,6 +14,7 @@ import (
 
 func newSweep() *cobra.Command {
 	var planName, out, resume string
+	var stacks []string
 	var budget time.Duration
 	cmd := &cobra.Command{
 		Use:   "sweep",
@@ -22,11 +23,18 @@ func newSweep() *cobra.Command {
 the transport per size range, eager limit, fragments, FIFO depth and allocator
 settings, runs the hazard probes on the result, and writes
 OUT/<host>/<run-id>/{meta.json,measurements.jsonl,measurements.bench,summary,profile.yaml}.
+With --stack openmpi|mpich (repeatable) it also tunes those MPI stacks through
+themselves, each with its own launcher and its tuned values loaded as users
+load them, checks the chosen values with the stacks' hazards (head-to-head
+windows and a many-to-one flood, payloads validated), records the decisions in
+the profile's stacks section and writes each stack's native file under
+OUT/<host>/<run-id>/native/ (gotune profile render writes them again).
 A killed sweep continues with --resume DIR: nothing finished is measured again;
 DIR's store may be compressed (measurements.jsonl.gz, as checked in), and the
 records measured since are appended to a measurements.jsonl beside it.`,
 		Example: `  gotune sweep                      # quick built-in plan, under 5 minutes
   gotune sweep --plan full --budget 30m
+  gotune sweep --stack openmpi --stack mpich
   gotune sweep --resume results/node1/20261121-131500`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -37,9 +45,15 @@ records measured since are appended to a measurements.jsonl beside it.`,
 				if err != nil {
 					return fmt.Errorf("--plan: %w", err)
 				}
+				if len(stacks) > 0 {
+					p.Stacks = stacks
+					if err := p.Check(); err != nil {
+						return fmt.Errorf("--stack: %w", err)
+					}
+				}
 				cfg.Plan = p
-			} else if cmd.Flags().Changed("plan") {
-				return fmt.Errorf("--resume continues the run's own plan; drop --plan")
+			} else if cmd.Flags().Changed("plan") || cmd.Flags().Changed("stack") {
+				return fmt.Errorf("--resume continues the run's own plan; drop --plan and --stack")
 			}
 			if budget < 0 {
 				return fmt.Errorf("--budget %v: must be positive", budget)
@@ -59,6 +73,7 @@ records measured since are appended to a measurements.jsonl beside it.`,
 	fl.DurationVar(&budget, "budget", 0, "time budget (default: the plan's); optional rounds and bisection stop when it runs out")
 	fl.StringVar(&out, "out", "results", "results root: the run goes to OUT/<host>/<run-id>/")
 	fl.StringVar(&resume, "resume", "", "continue the run in this directory")
+	fl.StringSliceVar(&stacks, "stack", nil, "also tune this MPI stack through itself: "+strings.Join(sweep.StackNames(), ", ")+" (repeatable)")
 	return cmd
 }
 

@@ -35,9 +35,9 @@ func layerRule(pkg, imp string) error {
 		if t := top(imp); t == "bench" || t == "tuner" {
 			return fmt.Errorf("transports never import %s", t)
 		}
-	case pkg == "profile":
-		if !under(imp, "internal") {
-			return fmt.Errorf("the profile is a data format below the transports: it imports internal packages only")
+	case under(pkg, "profile"):
+		if !under(imp, "internal") && !under(imp, "profile") {
+			return fmt.Errorf("the profile is a data format below the transports: it and its renderers import internal packages and the profile only")
 		}
 	case under(pkg, "bench"):
 		if under(imp, "tuner") {
@@ -207,6 +207,9 @@ func TestLayerRule(t *testing.T) {
 		{"transports/auto", "internal/hostinfo", true},
 		{"profile", "transports", false},
 		{"profile", "internal/bytesize", true},
+		{"profile/native", "profile", true},
+		{"profile/native", "transports", false},
+		{"profile/native", "tuner/stack", false},
 		{"bench", "transports/sm", true},
 		{"bench/report", "bench", true},
 		{"tuner/sweep", "bench", true},

@@ -55,6 +55,7 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 		}}},
 		Allocator: profile.Allocator{CacheBytes: out.Alloc.Cache, Purge: out.Alloc.Purge, THP: out.Alloc.THP},
 	}
+	p.Stacks = profileStacks(out.Stacks)
 	if g := out.GPU; g != nil {
 		p.GPU = &profile.GPU{GPUs: g.GPUs, IPCThreshold: g.Threshold, Staging: g.Staging,
 			PinnedThreshold: g.PinnedThreshold, Copy: g.Copy, IPCCache: g.Cache, Allocator: g.Alloc, Avoided: g.Stalled}
@@ -174,6 +175,9 @@ func (r *Runner) finish(measure bool) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if out.Stacks, err = r.stackStages(); err != nil {
+		return res, err
+	}
 	res.Outcome = out
 	var rs []string
 	for _, rg := range out.Ranges {
@@ -189,6 +193,9 @@ func (r *Runner) finish(measure bool) (Result, error) {
 	if len(s.Problems) == 0 {
 		p := r.buildProfile(out, s)
 		if err := profile.Write(path, p); err != nil {
+			return res, err
+		}
+		if err := r.writeNative(p); err != nil {
 			return res, err
 		}
 		res.ProfilePath = path

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -148,6 +149,14 @@ func (r *Runner) summary(res Result) string {
 			fmt.Fprintf(&w, "   %s: %s: %s\n", v.Options["gpu.alloc"], v.Outcome, v.Detail)
 		}
 		fmt.Fprintln(&w)
+	}
+
+	for _, st := range out.Stacks {
+		fmt.Fprintf(&w, "## stack %s %s (measured through itself, %d interleaved rounds a parameter; score: geomean of round-paired ratios against the default, > 1 better; * chosen)\n", st.Stack, st.Version, r.plan.StackRounds)
+		for _, l := range st.Lines {
+			fmt.Fprintf(&w, " %s\n", l)
+		}
+		fmt.Fprintf(&w, " file: %s\n hazards (h2h and flood, validated): %s\n\n", cmp.Or(paramsLine(st.Params), "the defaults (nothing to set)"), st.Check)
 	}
 
 	fmt.Fprintf(&w, "## safety (probe deadline %v)\n", r.plan.ProbeDeadline)

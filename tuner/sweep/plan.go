@@ -60,6 +60,10 @@ type Plan struct {
 	FootprintRanks []int    `json:"footprint_ranks" mapstructure:"footprint_ranks" help:"ranks per node at which the summary reports the channels' memory footprint"`
 
 	GPU GPUPlan `json:"gpu" mapstructure:"gpu"`
+
+	Stacks      []string `json:"stacks,omitempty" mapstructure:"stacks" help:"MPI stacks to tune through themselves, each with its own launcher and a native file loaded as users load it: openmpi, mpich (gotune sweep --stack)"`
+	StackRounds int      `json:"stack_rounds,omitempty" mapstructure:"stack_rounds" help:"interleaved rounds per stack parameter and for the tuned file's confirmation against the defaults"`
+	StackIters  int      `json:"stack_iters,omitempty" mapstructure:"stack_iters" help:"iterations per size in a stack's runs (0: OSU's counts)"`
 }
 
 // GPUPlan is the GPU part of a sweep (all of it skipped when GPUs is
@@ -128,6 +132,7 @@ func Quick() Plan {
 		Probes: []string{"H1", "H3", "H5", "H6", "H8"}, ProbeDeadline: 2 * time.Second,
 		VerifySizes: mustSizes("1:16M"), VerifyRounds: 5,
 		FootprintRanks: []int{2, 8, 64},
+		StackRounds:    5,
 	}
 }
 
@@ -244,6 +249,14 @@ func (p Plan) Check() error {
 	}
 	if p.TransportSizes.Empty() {
 		return fmt.Errorf("transport_sizes: empty")
+	}
+	for _, s := range p.Stacks {
+		if _, ok := adapters[s]; !ok {
+			return fmt.Errorf("stacks: %q: want one of %s", s, strings.Join(StackNames(), ", "))
+		}
+	}
+	if len(p.Stacks) > 0 && p.StackRounds < 2 {
+		return fmt.Errorf("stack_rounds: %d: need at least 2 to compare values", p.StackRounds)
 	}
 	return p.GPU.check()
 }

@@ -37,6 +37,7 @@ type Outcome struct {
 	Candidates []candidate // the transport stage's
 	Footprint  string
 	GPU        *GPUParams // nil without GPU stages
+	Stacks     []StackOutcome
 }
 
 // SMParams are the decided channel parameters.

@@ -1,0 +1,70 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/internal/testutil"
+)
+
+// Each adapter weighs a parameter through its real stack, with the values
+// loaded as users load them, confirms the choice against the defaults, and
+// runs the stack hazards; a value that hangs them is caught.
+func TestTuneRealStacks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real MPI ranks")
+	}
+	sizes := []int{4 << 10, 64 << 10}
+	// Hazard runs bounded for a test: a run that must pass gets ample time
+	// (a 3-rank flood on 2 busy cores takes seconds at 1 MiB); a run that
+	// must hang is cut at 5 s, which only a hang reaches.
+	patient := anchor.CheckOptions{Iters: 5, Timeout: 45 * time.Second}
+	quick := anchor.CheckOptions{Iters: 5, Timeout: 5 * time.Second}
+	for _, tc := range []struct {
+		family string
+		a      Adapter
+		hang   map[string]string // values that hang the hazards (nil: none tried)
+	}{
+		{"openmpi", &OpenMPI{Params: []Param{{Name: "btl_vader_single_copy_mechanism", Values: []string{"cma", "none"}, Pattern: bench.Bandwidth, Sizes: sizes}}, Hazards: patient},
+			map[string]string{"btl_vader_fbox_size": "1"}},
+		{"mpich", &MPICH{Params: []Param{{Name: "ch4_shm_posix_iqueue_num_cells", Values: []string{"64", "32"}, Pattern: bench.Bandwidth, Sizes: sizes}}, Hazards: patient}, nil},
+	} {
+		t.Run(tc.family, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			res, err := Tune(ctx, tc.a, Config{Dir: dir, Rounds: 2, Iters: 4, ConfirmSizes: sizes})
+			if errors.Is(err, sys.ErrNotSupported) {
+				testutil.SkipUnless(t, tc.family, err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Version == "" || len(res.Choices) != 1 || len(res.Choices[0].Results) != 2 {
+				t.Fatalf("result %+v", res)
+			}
+			for _, r := range res.Choices[0].Results {
+				if len(r.Points) != len(sizes) || len(r.Points[0].Samples) != 2 {
+					t.Fatalf("%s: %d points, samples %v; want %d sizes of 2 rounds", r.Label, len(r.Points), r.Points[0].Samples, len(sizes))
+				}
+			}
+			if v, set := res.Params[tc.a.Space()[0].Name]; set && v == tc.a.Space()[0].Values[0] {
+				t.Errorf("the default %s is written to the file", v)
+			}
+			if err := tc.a.Check(ctx, dir, res.Params); err != nil {
+				t.Errorf("hazards with %v: %v", res.Params, err)
+			}
+			if tc.hang != nil {
+				tc.a.(*OpenMPI).Hazards = quick
+				if err := tc.a.Check(ctx, dir, tc.hang); !errors.Is(err, anchor.ErrHang) {
+					t.Errorf("hazards with %v: %v, want a hang", tc.hang, err)
+				}
+			}
+			t.Logf("%s %s: chose %v (scores %v); confirm %d", tc.family, res.Version, res.Params, res.Choices[0].Scores, len(res.Confirm))
+		})
+	}
+}

@@ -1,0 +1,225 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/internal/bytesize"
+	"github.com/gotune/gotune/tuner/search"
+)
+
+// Param is one parameter of a stack and how it is weighed.
+type Param struct {
+	// Name is the stack's own name, lower-case and without the stack's
+	// prefix, as the profile stores it (btl_vader_eager_limit).
+	Name string
+	// Values are the candidates; Values[0] is what the stack does without
+	// a file, so the default stands unless another value wins.
+	Values  []string
+	Pattern bench.Pattern
+	Sizes   []int
+}
+
+// Adapter measures one stack.
+type Adapter interface {
+	// Name is the stack's name in profiles: openmpi, mpich, ucx, mimalloc.
+	Name() string
+	// Prepare builds what measuring needs under dir; an error matching
+	// sys.ErrNotSupported when the stack is absent.
+	Prepare(ctx context.Context, dir string) error
+	// Space lists the parameters in the order they are decided.
+	Space() []Param
+	// Contender measures through the stack with params written as its
+	// native file under dir and loaded as a file.
+	Contender(dir, label string, params map[string]string) anchor.Contender
+	// Check runs the stack hazards (head-to-head windows and a many-to-one
+	// flood, payloads validated, under a deadline) with params loaded:
+	// nil, or an error matching anchor.ErrHang, ErrCorrupt or ErrCrash.
+	Check(ctx context.Context, dir string, params map[string]string) error
+}
+
+// Config says how hard Tune tries.
+type Config struct {
+	Dir    string // scratch: the benchmark binary and the candidate files
+	Rounds int    // interleaved rounds per parameter
+	Settle int    // bytes of the discarded point opening every run (0: none)
+	Iters  int    // iterations per size and run (0: OSU's counts); tests keep it small
+	// ConfirmSizes replaces the confirmation's bandwidth ladder (nil:
+	// ConfirmSizes, 4 KiB-16 MiB).
+	ConfirmSizes []int
+	Progress     io.Writer
+}
+
+// Choice is the decision on one parameter.
+type Choice struct {
+	Param  Param
+	Chosen string
+	// Scores are each value's geometric-mean ratio against the default
+	// over the sizes (round-paired; > 1 is better), in Values order.
+	Scores []float64
+	// Verdicts are each value's U-test verdicts against the default, by
+	// size, in Values order (the default's own: nil).
+	Verdicts [][]search.Comparison
+	Results  []bench.Result
+}
+
+// Evidence says in one line what the chosen value rests on.
+func (c Choice) Evidence(rounds int) string {
+	i := slices.Index(c.Param.Values, c.Chosen)
+	sizes := c.Param.Sizes
+	span := fmt.Sprintf("%s %s-%s", c.Param.Pattern, bytesize.Format(sizes[0]), bytesize.Format(sizes[len(sizes)-1]))
+	if i == 0 {
+		var best []string
+		for j, s := range c.Scores[1:] {
+			best = append(best, fmt.Sprintf("%s %.2fx", c.Param.Values[j+1], s))
+		}
+		return fmt.Sprintf("default kept: %s, %d interleaved rounds; the others against it: %s", span, rounds, strings.Join(best, ", "))
+	}
+	won := 0
+	for _, v := range c.Verdicts[i] {
+		if v.Outcome == search.BWins {
+			won++
+		}
+	}
+	return fmt.Sprintf("%s geomean %.2fx over the default %s (%d interleaved rounds; better, settled, at %d of %d sizes, worse at none)",
+		span, c.Scores[i], c.Param.Values[0], rounds, won, len(sizes))
+}
+
+// Result is what Tune decided for a stack.
+type Result struct {
+	Stack   string
+	Version string
+	Params  map[string]string // only the values that differ from the defaults
+	Choices []Choice
+	// Confirm weighs the chosen values together against the defaults
+	// (nil when every default stood): bandwidth over ConfirmSizes and
+	// latency at 8 bytes, as a user would see the file's effect.
+	Confirm []Choice
+	// Note says why chosen values were dropped after the confirmation
+	// ("" when they stand).
+	Note string
+}
+
+// ConfirmSizes is the bandwidth ladder of the confirmation.
+var ConfirmSizes = ladder(4<<10, 16<<20)
+
+// Tune decides a's parameters one at a time, each on top of the values
+// already chosen.
+func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
+	if err := a.Prepare(ctx, cfg.Dir); err != nil {
+		return Result{}, fmt.Errorf("tune %s: %w", a.Name(), err)
+	}
+	res := Result{Stack: a.Name(), Params: map[string]string{}}
+	for _, p := range a.Space() {
+		var cs []anchor.Contender
+		for _, v := range p.Values {
+			params := maps.Clone(res.Params)
+			if v != p.Values[0] {
+				params[p.Name] = v
+			}
+			cs = append(cs, a.Contender(cfg.Dir, p.Name+"="+v, params))
+		}
+		spec := bench.Spec{Pattern: p.Pattern, Sizes: p.Sizes, Reps: 1, Iters: cfg.Iters}
+		results, err := anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, cfg.Progress)
+		if err != nil {
+			return res, fmt.Errorf("tune %s: %s: %w", a.Name(), p.Name, err)
+		}
+		if res.Version == "" && len(results) > 0 {
+			res.Version = results[0].Provenance.Libraries[a.Name()]
+		}
+		c := choose(p, results)
+		res.Choices = append(res.Choices, c)
+		if c.Chosen != p.Values[0] {
+			res.Params[p.Name] = c.Chosen
+		}
+	}
+	if len(res.Params) == 0 {
+		return res, nil
+	}
+	confirmSizes := cfg.ConfirmSizes
+	if confirmSizes == nil {
+		confirmSizes = ConfirmSizes
+	}
+	for _, p := range []Param{
+		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Bandwidth, Sizes: confirmSizes},
+		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Latency, Sizes: []int{8}},
+	} {
+		cs := []anchor.Contender{a.Contender(cfg.Dir, "defaults", nil), a.Contender(cfg.Dir, "tuned", res.Params)}
+		spec := bench.Spec{Pattern: p.Pattern, Sizes: p.Sizes, Reps: 1, Iters: cfg.Iters}
+		results, err := anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, cfg.Progress)
+		if err != nil {
+			return res, fmt.Errorf("tune %s: confirm %s: %w", a.Name(), p.Pattern, err)
+		}
+		res.Confirm = append(res.Confirm, choose(p, results))
+	}
+	bw, lat := res.Confirm[0], res.Confirm[1]
+	latLost := len(lat.Verdicts[1]) > 0 && lat.Verdicts[1][0].Outcome == search.AWins
+	if bw.Scores[1] < 1 || latLost {
+		res.Note = fmt.Sprintf("the chosen values together scored %.2fx the defaults' bandwidth and %.2fx their 8-byte latency (%s): defaults kept",
+			bw.Scores[1], lat.Scores[1], lat.Verdicts[1][0])
+		res.Params = map[string]string{}
+	}
+	return res, nil
+}
+
+// choose keeps the default unless a value scores above it by more than
+// search.Noise and the default beats it at no size (U test over the rounds);
+// among those, the best scorer.
+func choose(p Param, results []bench.Result) Choice {
+	c := Choice{Param: p, Chosen: p.Values[0], Results: results, Scores: make([]float64, len(results)), Verdicts: make([][]search.Comparison, len(results))}
+	higher := p.Pattern.HigherIsBetter()
+	c.Scores[0] = 1
+	best := 1 + search.Noise
+	for i := 1; i < len(results); i++ {
+		score, verdicts, lost := against(results[0], results[i], higher)
+		c.Scores[i], c.Verdicts[i] = score, verdicts
+		if !lost && score > best {
+			best, c.Chosen = score, p.Values[i]
+		}
+	}
+	return c
+}
+
+// against compares b with the reference a size by size: the geometric mean
+// of the per-size medians of round-paired ratios (oriented so > 1 is
+// better), each size's U-test verdict, and whether a wins at some size.
+func against(a, b bench.Result, higher bool) (score float64, verdicts []search.Comparison, lost bool) {
+	logSum, n := 0.0, 0
+	for i, pa := range a.Points {
+		if i >= len(b.Points) || b.Points[i].Size != pa.Size {
+			return 0, nil, true // not measured alike: no basis to depart from the default
+		}
+		sa, sb := pa.Samples, b.Points[i].Samples
+		v := search.Compare(sa, sb, higher)
+		verdicts = append(verdicts, v)
+		if v.Outcome == search.AWins {
+			lost = true
+		}
+		ratios := make([]float64, 0, len(sa))
+		for k := range min(len(sa), len(sb)) {
+			if sa[k] > 0 && sb[k] > 0 {
+				r := sb[k] / sa[k]
+				if !higher {
+					r = 1 / r
+				}
+				ratios = append(ratios, r)
+			}
+		}
+		if len(ratios) == 0 {
+			return 0, verdicts, true
+		}
+		logSum += math.Log(search.Median(ratios))
+		n++
+	}
+	if n == 0 {
+		return 0, verdicts, true
+	}
+	return math.Exp(logSum / float64(n)), verdicts, lost
+}

@@ -1,0 +1,196 @@
+package sweep
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/profile"
+	"github.com/gotune/gotune/profile/native"
+	"github.com/gotune/gotune/tuner/stack"
+	"github.com/gotune/gotune/tuner/store"
+)
+
+// NativeDir is where a run writes the stacks' native config files.
+const NativeDir = "native"
+
+// adapters are the stacks `gotune sweep --stack` tunes.
+var adapters = map[string]func() stack.Adapter{
+	"openmpi": func() stack.Adapter { return &stack.OpenMPI{} },
+	"mpich":   func() stack.Adapter { return &stack.MPICH{} },
+}
+
+// StackNames lists the stacks a plan may name.
+func StackNames() []string { return slices.Sorted(maps.Keys(adapters)) }
+
+// StackOutcome is what the sweep decided for one stack, as stored: a
+// stack's tuning is measured once per run directory and replayed by tune
+// and resume.
+type StackOutcome struct {
+	Stack    string            `json:"stack"`
+	Version  string            `json:"version"`
+	Params   map[string]string `json:"params"`   // the values the file sets (the rest: the stack's defaults)
+	Evidence map[string]string `json:"evidence"` // per value in Params
+	Lines    []string          `json:"lines"`    // the summary's account of every parameter weighed
+	// Check is the stack hazards' verdict on Params: "passed", or why
+	// the values were dropped (the file then keeps the stack's defaults).
+	Check string `json:"check"`
+}
+
+// stackKey is the store key of a stack's outcome.
+func stackKey(name string) string { return "stack:" + name }
+
+// stackStages tunes (or replays) every stack the plan names.
+func (r *Runner) stackStages() ([]StackOutcome, error) {
+	var outs []StackOutcome
+	for _, name := range r.plan.Stacks {
+		if rec, ok := r.store.Get(stackKey(name)); ok {
+			var o StackOutcome
+			if err := json.Unmarshal(rec.Data, &o); err != nil {
+				return outs, fmt.Errorf("stack %s: stored outcome: %w", name, err)
+			}
+			outs = append(outs, o)
+			continue
+		}
+		if r.replayOnly {
+			return outs, fmt.Errorf("stack %s: no stored outcome in %s to replay: tune it with gotune sweep --resume %s", name, r.dir, r.dir)
+		}
+		o, err := r.tuneStack(name)
+		if err != nil {
+			return outs, err
+		}
+		data, _ := json.Marshal(o) // plain data always encodes
+		if err := r.store.Append(store.Record{Key: stackKey(name), Kind: "stack", Time: time.Now().UTC(), Data: data}); err != nil {
+			return outs, err
+		}
+		outs = append(outs, o)
+	}
+	return outs, nil
+}
+
+// tuneStack measures one stack's parameters through itself, then runs the
+// stack hazards on the chosen values; values that fail them are dropped.
+func (r *Runner) tuneStack(name string) (StackOutcome, error) {
+	dir, err := os.MkdirTemp("", "gotune-stack-")
+	if err != nil {
+		return StackOutcome{}, fmt.Errorf("stack %s: %w", name, err)
+	}
+	defer os.RemoveAll(dir)
+	a := adapters[name]()
+	fmt.Fprintf(r.progress, "stack %s: weighing %d parameters through %s, %d interleaved rounds each\n", name, len(a.Space()), name, r.plan.StackRounds)
+	res, err := stack.Tune(r.ctx, a, stack.Config{Dir: dir, Rounds: r.plan.StackRounds, Settle: int(r.plan.Settle), Iters: r.plan.StackIters, Progress: r.progress})
+	if err != nil {
+		return StackOutcome{}, err
+	}
+	o := StackOutcome{Stack: name, Version: res.Version, Params: res.Params, Evidence: map[string]string{}, Check: "passed"}
+	for _, c := range res.Choices {
+		if _, ok := res.Params[c.Param.Name]; ok {
+			o.Evidence[c.Param.Name] = c.Evidence(r.plan.StackRounds)
+		}
+		o.Lines = append(o.Lines, choiceLine(c))
+	}
+	for _, c := range res.Confirm {
+		o.Lines = append(o.Lines, choiceLine(c))
+	}
+	if res.Note != "" {
+		o.Lines = append(o.Lines, "note: "+res.Note)
+		o.Evidence = map[string]string{}
+	}
+	if len(o.Params) > 0 {
+		if err := a.Check(r.ctx, dir, o.Params); err != nil {
+			if !errors.Is(err, anchor.ErrHang) && !errors.Is(err, anchor.ErrCorrupt) && !errors.Is(err, anchor.ErrCrash) {
+				return o, fmt.Errorf("stack %s: hazard check: %w", name, err) // no verdict on the values
+			}
+			o.Check = fmt.Sprintf("stack hazards failed with %v: %v; defaults kept", paramsLine(o.Params), err)
+			o.Params, o.Evidence = map[string]string{}, map[string]string{}
+			r.quarantineStack(name, res.Params, err)
+		}
+	}
+	return o, nil
+}
+
+// choiceLine is one parameter's account: every value's score against the
+// default and the value chosen.
+func choiceLine(c stack.Choice) string {
+	var vs []string
+	for i, v := range c.Param.Values {
+		mark := " "
+		if v == c.Chosen {
+			mark = "*"
+		}
+		vs = append(vs, fmt.Sprintf("%s%s %.3f", mark, v, c.Scores[i]))
+	}
+	return fmt.Sprintf("%s (%s over %d sizes): %s", c.Param.Name, c.Param.Pattern, len(c.Param.Sizes), strings.Join(vs, "  "))
+}
+
+func paramsLine(p map[string]string) string {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		kv = append(kv, k+"="+p[k])
+	}
+	return strings.Join(kv, " ")
+}
+
+// quarantineStack records a stack configuration that failed the stack
+// hazards in the host's quarantine, as a failed probe verdict is.
+func (r *Runner) quarantineStack(name string, params map[string]string, cause error) {
+	rec := ProbeRecord{Probe: "stack-" + name, Config: digest(params), Options: params, Versions: r.versions(),
+		Outcome: "hazard detected", Detail: cause.Error()}
+	data, _ := json.Marshal(rec) // plain data always encodes
+	key := "verdict:stack-" + name + ":" + rec.Config
+	if r.quarantine != nil && !r.quarantine.Has(key) {
+		if err := r.quarantine.Append(store.Record{Key: key, Kind: "verdict", Time: time.Now().UTC(), Data: data}); err != nil {
+			r.notes = append(r.notes, fmt.Sprintf("stack %s: quarantine: %v", name, err))
+		}
+	}
+}
+
+// profileStacks are the outcomes as the profile's stacks section.
+func profileStacks(outs []StackOutcome) map[string]profile.Stack {
+	if len(outs) == 0 {
+		return nil
+	}
+	m := map[string]profile.Stack{}
+	for _, o := range outs {
+		m[o.Stack] = profile.Stack{Version: o.Version, Params: o.Params, Evidence: o.Evidence}
+	}
+	return m
+}
+
+// writeNative renders the native file of every stack in p (and MVAPICH2's
+// where it derives) under the run's native/ directory.
+func (r *Runner) writeNative(p *profile.Profile) error {
+	stacks := native.Available(p)
+	if len(stacks) == 0 {
+		return nil
+	}
+	dir := filepath.Join(r.dir, NativeDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("native files: %w", err)
+	}
+	for _, s := range stacks {
+		b, err := native.Render(s, p)
+		if err != nil {
+			return err
+		}
+		name, err := native.FileName(s)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
+			return fmt.Errorf("native files: %w", err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			return fmt.Errorf("native files: %w", err)
+		}
+	}
+	return nil
+}
