@@ -15,7 +15,7 @@ var specs = map[string]spec{
 		where: "$HOME/.openmpi/mca-params.conf (read by every Open MPI job of the user), the system file " +
 			"$prefix/etc/openmpi-mca-params.conf (Debian: /etc/openmpi/openmpi-mca-params.conf), or any path " +
 			"named by OMPI_MCA_mca_base_param_files=FILE, which replaces that default list: the user's and the " +
-			"system's files are then read only if listed too, colon-separated, the first listed winning.",
+			"system's files are then read only if listed too, comma-separated, the first listed winning.",
 		usage: []string{"OMPI_MCA_mca_base_param_files=$PWD/openmpi-mca-params.conf mpirun -n 2 ./app"},
 		overrides: "--mca NAME VALUE on mpirun's command line beats an OMPI_MCA_NAME environment variable, which " +
 			"beats a parameter file; the user's file beats the system's. `ompi_info --all --parsable` shows the " +

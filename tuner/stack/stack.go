@@ -170,8 +170,9 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 }
 
 // choose keeps the default unless a value scores above it by more than
-// search.Noise and the default beats it at no size (U test over the rounds);
-// among those, the best scorer.
+// search.Noise, beats it (settled, U test over the rounds) at some size and
+// loses at none; among those, the best scorer. A score within the noise of
+// nothing settled is no reason to write a value into a file.
 func choose(p Param, results []bench.Result) Choice {
 	c := Choice{Param: p, Chosen: p.Values[0], Results: results, Scores: make([]float64, len(results)), Verdicts: make([][]search.Comparison, len(results))}
 	higher := p.Pattern.HigherIsBetter()
@@ -180,7 +181,8 @@ func choose(p Param, results []bench.Result) Choice {
 	for i := 1; i < len(results); i++ {
 		score, verdicts, lost := against(results[0], results[i], higher)
 		c.Scores[i], c.Verdicts[i] = score, verdicts
-		if !lost && score > best {
+		won := slices.ContainsFunc(verdicts, func(v search.Comparison) bool { return v.Outcome == search.BWins })
+		if won && !lost && score > best {
 			best, c.Chosen = score, p.Values[i]
 		}
 	}
