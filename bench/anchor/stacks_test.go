@@ -139,7 +139,7 @@ func TestRunCatchesCorruption(t *testing.T) {
 // btl_vader_eager_limit = 1 fails in MPI_Init; UCX_TLS=nosuchtl fails
 // MPICH (ch4:ucx) in MPI_Init.
 func TestCheck(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	sizes := []int{8, 16 << 10, 1 << 20}
 	tests := []struct {
@@ -170,8 +170,15 @@ func TestCheck(t *testing.T) {
 			if tt.env != nil {
 				s.Env = tt.env(t)
 			}
+			// A run that must pass gets ample time (a 3-rank MPICH flood on 2
+			// busy cores takes seconds); one that must hang is cut at 5 s,
+			// which only a hang reaches.
+			timeout := time.Minute
+			if tt.want == ErrHang {
+				timeout = 5 * time.Second
+			}
 			start := time.Now()
-			err := Check(ctx, s, bin, sizes, CheckOptions{Window: 16, Iters: 10, Timeout: 5 * time.Second})
+			err := Check(ctx, s, bin, sizes, CheckOptions{Window: 16, Iters: 10, Timeout: timeout})
 			t.Logf("%v after %v", err, time.Since(start).Round(time.Millisecond))
 			if tt.want == nil {
 				if err != nil {

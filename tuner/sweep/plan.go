@@ -255,8 +255,8 @@ func (p Plan) Check() error {
 			return fmt.Errorf("stacks: %q: want one of %s", s, strings.Join(StackNames(), ", "))
 		}
 	}
-	if len(p.Stacks) > 0 && p.StackRounds < 2 {
-		return fmt.Errorf("stack_rounds: %d: need at least 2 to compare values", p.StackRounds)
+	if len(p.Stacks) > 0 && p.StackRounds < 4 {
+		return fmt.Errorf("stack_rounds: %d: need at least 4 (a U test at alpha 0.05 settles nothing on fewer rounds a side)", p.StackRounds)
 	}
 	return p.GPU.check()
 }
