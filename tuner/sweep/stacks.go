@@ -47,7 +47,8 @@ type StackOutcome struct {
 // stackKey is the store key of a stack's outcome.
 func stackKey(name string) string { return "stack:" + name }
 
-// stackStages tunes (or replays) every stack the plan names.
+// stackStages tunes (or replays) every stack the plan names; the time it
+// takes is added to the budget.
 func (r *Runner) stackStages() ([]StackOutcome, error) {
 	var outs []StackOutcome
 	for _, name := range r.plan.Stacks {
@@ -62,10 +63,14 @@ func (r *Runner) stackStages() ([]StackOutcome, error) {
 		if r.replayOnly {
 			return outs, fmt.Errorf("stack %s: no stored outcome in %s to replay: tune it with gotune sweep --resume %s", name, r.dir, r.dir)
 		}
+		began := time.Now()
 		o, err := r.tuneStack(name)
 		if err != nil {
 			return outs, err
 		}
+		// The plan's budget is gotune's own stages'; a stack's time is
+		// its own, so the verification after it keeps its rounds.
+		r.budget += time.Since(began)
 		data, _ := json.Marshal(o) // plain data always encodes
 		if err := r.store.Append(store.Record{Key: stackKey(name), Kind: "stack", Time: time.Now().UTC(), Data: data}); err != nil {
 			return outs, err
