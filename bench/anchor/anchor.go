@@ -154,7 +154,8 @@ var (
 // result labelled with the stack's name, one point per size summarized by
 // bench.Summarize, and the MPI library's version in the provenance.
 //
-// Of spec it uses Pattern (bench's but alloc, or HeadToHead or Flood),
+// Of spec it uses Pattern (bench's, or HeadToHead or Flood; alloc mallocs
+// and frees every message's buffer in the ranks, see anchor.c),
 // Sizes, Reps (0: bench.DefaultReps), Iters and Warmup (0: OSU's counts for
 // each size), Window (0: bench.DefaultWindow) and Validate (every received
 // byte checked; a bad one is ErrCorrupt); the result's Spec records those,
@@ -249,8 +250,6 @@ var mismatch = regexp.MustCompile(`anchor rank \d+: payload mismatch: [^\n]*`)
 func resolve(s Stack, spec bench.Spec) (bench.Spec, error) {
 	switch spec.Pattern {
 	case HeadToHead, Flood:
-	case bench.AllocChurn:
-		return spec, errors.New("the anchor has no alloc pattern")
 	default:
 		if _, err := bench.ParsePattern(string(spec.Pattern)); err != nil {
 			return spec, err

@@ -127,7 +127,6 @@ func TestRunRejectsBadSpecs(t *testing.T) {
 		{"no sizes", bench.Spec{Pattern: bench.Latency}, "no message sizes"},
 		{"negative size", bench.Spec{Pattern: bench.Latency, Sizes: []int{-1}}, "negative message size"},
 		{"negative iters", bench.Spec{Pattern: bench.Latency, Sizes: []int{8}, Iters: -1}, "negative"},
-		{"alloc", bench.Spec{Pattern: bench.AllocChurn, Sizes: []int{8}}, "no alloc pattern"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

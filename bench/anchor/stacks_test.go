@@ -65,6 +65,8 @@ func TestRunStacks(t *testing.T) {
 				{bench.Latency, true},
 				{bench.BiBandwidth, true},
 				{HeadToHead, true},
+				{bench.AllocChurn, false},
+				{bench.AllocChurn, true},
 			} {
 				name := string(tt.pattern)
 				if tt.validate {
@@ -123,9 +125,12 @@ func TestRunCatchesCorruption(t *testing.T) {
 			bin := buildStackOrSkip(t, ctx, st.capability, st.stack)
 			s := st.stack
 			s.Env = []string{"GOTUNE_ANCHOR_CORRUPT=1"}
-			_, err := Run(ctx, s, bin, bench.Spec{Pattern: bench.Bandwidth, Sizes: []int{4096}, Reps: 1, Iters: 3, Warmup: 1, Window: 4, Validate: true})
-			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "payload mismatch: bw size 4096 iteration 0 window slot 0 from rank 0: byte 2048") {
-				t.Fatalf("got %v, want ErrCorrupt naming byte 2048 of the first message", err)
+			// alloc checks its freshly allocated buffers as bw its fixed ones
+			for _, p := range []bench.Pattern{bench.Bandwidth, bench.AllocChurn} {
+				_, err := Run(ctx, s, bin, bench.Spec{Pattern: p, Sizes: []int{4096}, Reps: 1, Iters: 3, Warmup: 1, Window: 4, Validate: true})
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "payload mismatch: "+string(p)+" size 4096 iteration 0 window slot 0 from rank 0: byte 2048") {
+					t.Fatalf("%s: got %v, want ErrCorrupt naming byte 2048 of the first message", p, err)
+				}
 			}
 		})
 	}

@@ -4,8 +4,8 @@
  *
  *   anchor PATTERN SIZES REPS ITERS WARMUP WINDOW [VALIDATE]
  *
- * PATTERN is latency, bw, bibw or msgrate (2 ranks), or one of the stack
- * hazards h2h (2 ranks) and flood (2 or more); SIZES a comma-separated list
+ * PATTERN is latency, bw, bibw, msgrate or alloc (2 ranks), or one of the
+ * stack hazards h2h (2 ranks) and flood (2 or more); SIZES a comma-separated list
  * of byte counts; ITERS and WARMUP 0 select OSU's counts for each size. The
  * loops are OSU's: blocking ping-pong for latency, a window of non-blocking
  * sends answered by a 4-byte acknowledgement for bw and msgrate, windows in
@@ -17,6 +17,15 @@
  * ompi#12979). flood: every rank but 0 sends a window to rank 0, which
  * receives them all and acknowledges each sender (mpich#7171). Both report
  * the bytes rank 0 moved (h2h: both directions) in MB/s.
+ *
+ * alloc is bw with the allocator in the loop, as gotune's own alloc pattern
+ * (bench/alloc.go): every message gets a buffer of its size from malloc
+ * right before its send (rank 0) or receive (rank 1) is posted, and both
+ * ranks free the window's buffers once it has completed (rank 1 after
+ * checking them); then a 1-byte acknowledgement. Nothing else touches the
+ * buffers unless validating, so what it measures is the stack plus the
+ * malloc in the ranks (a preloaded one and its purge policy included), as
+ * an application that allocates per message sees them. Reported as bw.
  *
  * VALIDATE 1 gives every message its own buffer and a pattern of its own
  * (sender, iteration, window slot, byte offset), poisons every receive
@@ -50,7 +59,9 @@
 #include <string.h>
 #include <unistd.h>
 
-enum pattern { LATENCY, BW, BIBW, MSGRATE, H2H, FLOOD };
+enum pattern { LATENCY, BW, BIBW, MSGRATE, H2H, FLOOD, ALLOC, NPATTERNS };
+
+static const char *const pattern_names[NPATTERNS] = {"latency", "bw", "bibw", "msgrate", "h2h", "flood", "alloc"};
 
 /* OSU's loop constants, as bench.DefaultIters. */
 enum {
@@ -72,8 +83,9 @@ struct loop {
     int size, iters, warmup, window;
     int validate;
     long seq;      /* iteration counter over every pass, the same on every rank */
-    int nbufs;     /* message buffers per direction: 1, or one per message when validating */
+    int nbufs;     /* message buffers per direction: 1, or one per message when validating; alloc: 0 */
     char **sbufs, **rbufs;
+    char **fresh;  /* alloc: the window's buffers, from malloc, in flight */
     char ack[ACK_BYTES];
     MPI_Request *reqs;
     MPI_Status *stats; /* not MPI_STATUSES_IGNORE: gcc 12 warns on MPICH's (MPI_Status *)1 */
@@ -113,9 +125,8 @@ static int parse_count(const char *s, const char *what)
 
 static enum pattern parse_pattern(const char *s)
 {
-    static const char *const names[] = {"latency", "bw", "bibw", "msgrate", "h2h", "flood"};
-    for (int p = LATENCY; p <= FLOOD; p++)
-        if (strcmp(s, names[p]) == 0)
+    for (int p = LATENCY; p < NPATTERNS; p++)
+        if (strcmp(s, pattern_names[p]) == 0)
             return (enum pattern)p;
     die("unknown pattern %s", s);
     return LATENCY; /* not reached */
@@ -218,10 +229,9 @@ static void check(struct loop *l, char *buf, int src, int w)
     for (size_t k = 0; k < (size_t)l->size; k++) {
         unsigned char want = pattern_byte(src, l->seq, w, k), got = (unsigned char)buf[k];
         if (got != want) {
-            static const char *const names[] = {"latency", "bw", "bibw", "msgrate", "h2h", "flood"};
             char msg[256];
             snprintf(msg, sizeof msg, "anchor rank %d: payload mismatch: %s size %d iteration %ld window slot %d from rank %d: byte %zu is 0x%02x, want 0x%02x\n",
-                     l->rank, names[l->pattern], l->size, l->seq, w, src, k, got, want);
+                     l->rank, pattern_names[l->pattern], l->size, l->seq, w, src, k, got, want);
             fputs(msg, stderr);
             fflush(stderr);
             const char *path = getenv("GOTUNE_ANCHOR_REPORT");
@@ -279,6 +289,37 @@ static void stream_window(struct loop *l)
             check(l, rbuf(l, w), 0, w);
         MPI_Send(l->ack, ACK_BYTES, MPI_CHAR, l->peer, TAG_ACK, MPI_COMM_WORLD);
     }
+}
+
+/* churn_window: alloc's iteration. rank 0 allocates and sends a window,
+ * rank 1 allocates and receives it; both free the window's buffers once it
+ * has completed; then a 1-byte acknowledgement, as gotune's alloc. */
+static void churn_window(struct loop *l)
+{
+    for (int w = 0; w < l->window; w++) {
+        char *b = malloc(l->size > 0 ? (size_t)l->size : 1);
+        if (b == NULL)
+            die("cannot allocate a %d-byte message buffer", l->size);
+        l->fresh[w] = b;
+        if (l->rank == 0) {
+            fill(l, b, 0, w, 0);
+            MPI_Isend(b, l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[w]);
+        } else {
+            fill(l, b, 0, w, 0xff);
+            MPI_Irecv(b, l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[w]);
+        }
+    }
+    MPI_Waitall(l->window, l->reqs, l->stats);
+    for (int w = 0; w < l->window; w++) {
+        if (l->rank == 1)
+            check(l, l->fresh[w], 0, w);
+        free(l->fresh[w]);
+        l->fresh[w] = NULL;
+    }
+    if (l->rank == 0)
+        MPI_Recv(l->ack, 1, MPI_CHAR, l->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else
+        MPI_Send(l->ack, 1, MPI_CHAR, l->peer, TAG_ACK, MPI_COMM_WORLD);
 }
 
 static void post_recvs(struct loop *l)
@@ -359,6 +400,9 @@ static double run(struct loop *l)
             break;
         case FLOOD:
             flood(l);
+            break;
+        case ALLOC:
+            churn_window(l);
             break;
         default:
             stream_window(l);
@@ -452,12 +496,15 @@ int main(int argc, char **argv)
             max_size = sizes[i];
     /* rank 0 of a flood receives a window from every other rank */
     int inflight = l.pattern == FLOOD && rank == 0 ? l.window * (nranks - 1) : 2 * l.window;
-    l.nbufs = l.validate ? inflight : 1;
-    l.sbufs = malloc(sizeof *l.sbufs * (size_t)l.nbufs);
-    l.rbufs = malloc(sizeof *l.rbufs * (size_t)l.nbufs);
+    /* alloc holds no buffer between windows: the allocator sees only the
+     * churn (and the pointer array, allocated before any message) */
+    l.nbufs = l.pattern == ALLOC ? 0 : l.validate ? inflight : 1;
+    l.sbufs = malloc(sizeof *l.sbufs * (size_t)(l.nbufs + 1));
+    l.rbufs = malloc(sizeof *l.rbufs * (size_t)(l.nbufs + 1));
+    l.fresh = calloc((size_t)l.window, sizeof *l.fresh);
     l.reqs = malloc(sizeof *l.reqs * (size_t)inflight);
     l.stats = malloc(sizeof *l.stats * (size_t)inflight);
-    if (l.sbufs == NULL || l.rbufs == NULL || l.reqs == NULL || l.stats == NULL)
+    if (l.sbufs == NULL || l.rbufs == NULL || l.fresh == NULL || l.reqs == NULL || l.stats == NULL)
         die("out of memory");
     for (int i = 0; i < l.nbufs; i++) {
         l.sbufs[i] = alloc_filled((size_t)max_size, 'a');
@@ -483,6 +530,7 @@ int main(int argc, char **argv)
         free(l.rbufs[i]);
         free(l.sbufs[i]);
     }
+    free(l.fresh);
     free(l.rbufs);
     free(l.sbufs);
     free(l.stats);
