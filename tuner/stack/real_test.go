@@ -29,10 +29,15 @@ func TestTuneRealStacks(t *testing.T) {
 		family string
 		a      Adapter
 		hang   map[string]string // values that hang the hazards (nil: none tried)
+		crash  map[string]string // values the stack refuses at start (nil: none tried)
 	}{
 		{"openmpi", &OpenMPI{Params: []Param{{Name: "btl_vader_single_copy_mechanism", Values: []string{"cma", "none"}, Pattern: bench.Bandwidth, Sizes: sizes}}, Hazards: patient},
-			map[string]string{"btl_vader_fbox_size": "1"}},
-		{"mpich", &MPICH{Params: []Param{{Name: "ch4_shm_posix_iqueue_num_cells", Values: []string{"64", "32"}, Pattern: bench.Bandwidth, Sizes: sizes}}, Hazards: patient}, nil},
+			map[string]string{"btl_vader_fbox_size": "1"}, nil},
+		{"mpich", &MPICH{Params: []Param{{Name: "ch4_shm_posix_iqueue_num_cells", Values: []string{"64", "32"}, Pattern: bench.Bandwidth, Sizes: sizes}}, Hazards: patient}, nil, nil},
+		// UCX's hazards run MPICH over UCX: a file whose transports cannot
+		// reach the peer must fail them, which shows the file is loaded.
+		{"ucx", &UCX{Params: []Param{{Name: "tls", Values: []string{"all", "posix,cma,self"}, Pattern: bench.Bandwidth, Sizes: sizes}}, Hazards: patient},
+			nil, map[string]string{"tls": "self"}},
 	} {
 		t.Run(tc.family, func(t *testing.T) {
 			ctx := context.Background()
@@ -62,6 +67,11 @@ func TestTuneRealStacks(t *testing.T) {
 				tc.a.(*OpenMPI).Hazards = quick
 				if err := tc.a.Check(ctx, dir, tc.hang); !errors.Is(err, anchor.ErrHang) {
 					t.Errorf("hazards with %v: %v, want a hang", tc.hang, err)
+				}
+			}
+			if tc.crash != nil {
+				if err := tc.a.Check(ctx, dir, tc.crash); !errors.Is(err, anchor.ErrCrash) {
+					t.Errorf("hazards with %v: %v, want a crash", tc.crash, err)
 				}
 			}
 			t.Logf("%s %s: chose %v (scores %v); confirm %d", tc.family, res.Version, res.Params, res.Choices[0].Scores, len(res.Confirm))
