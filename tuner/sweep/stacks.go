@@ -25,6 +25,7 @@ const NativeDir = "native"
 var adapters = map[string]func() stack.Adapter{
 	"openmpi": func() stack.Adapter { return &stack.OpenMPI{} },
 	"mpich":   func() stack.Adapter { return &stack.MPICH{} },
+	"ucx":     func() stack.Adapter { return &stack.UCX{} },
 }
 
 // StackNames lists the stacks a plan may name.
