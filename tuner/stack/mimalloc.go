@@ -70,8 +70,8 @@ func (m *Mimalloc) Prepare(ctx context.Context, dir string) error {
 // (large_os_pages), the counterparts of gotune's alloc.purge, alloc.delay
 // and alloc.thp. Values[0] is 2.0.9's default (MIMALLOC_VERBOSE=1 prints
 // them). Not weighed: a purge at every free (decommit_delay=0, MADV_DONTNEED
-// on each: 2-5x slower on this churn in a spot check here), page_reset
-// (MADV_FREE on every freed page, the same cost) and eager_commit (commit
+// on each: 2-6x slower on this churn in a spot check here), page_reset
+// (MADV_FREE on every freed page: 1.6-4.6x slower) and eager_commit (commit
 // is an mprotect, paid once: the churn reuses committed memory).
 func (m *Mimalloc) Space() []Param {
 	if m.Params != nil {

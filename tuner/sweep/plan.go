@@ -61,7 +61,7 @@ type Plan struct {
 
 	GPU GPUPlan `json:"gpu" mapstructure:"gpu"`
 
-	Stacks      []string `json:"stacks,omitempty" mapstructure:"stacks" help:"MPI stacks to tune through themselves, each with its own launcher and a native file loaded as users load it: openmpi, mpich, ucx (gotune sweep --stack)"`
+	Stacks      []string `json:"stacks,omitempty" mapstructure:"stacks" help:"MPI stacks to tune through themselves, each with its own launcher and a native file loaded as users load it: openmpi, mpich, ucx, mimalloc (gotune sweep --stack)"`
 	StackRounds int      `json:"stack_rounds,omitempty" mapstructure:"stack_rounds" help:"interleaved rounds per stack parameter and for the tuned file's confirmation against the defaults"`
 	StackIters  int      `json:"stack_iters,omitempty" mapstructure:"stack_iters" help:"iterations per size in a stack's runs (0: OSU's counts)"`
 }

@@ -23,9 +23,10 @@ const NativeDir = "native"
 
 // adapters are the stacks `gotune sweep --stack` tunes.
 var adapters = map[string]func() stack.Adapter{
-	"openmpi": func() stack.Adapter { return &stack.OpenMPI{} },
-	"mpich":   func() stack.Adapter { return &stack.MPICH{} },
-	"ucx":     func() stack.Adapter { return &stack.UCX{} },
+	"openmpi":  func() stack.Adapter { return &stack.OpenMPI{} },
+	"mpich":    func() stack.Adapter { return &stack.MPICH{} },
+	"ucx":      func() stack.Adapter { return &stack.UCX{} },
+	"mimalloc": func() stack.Adapter { return &stack.Mimalloc{} },
 }
 
 // StackNames lists the stacks a plan may name.
