@@ -176,3 +176,7 @@ func mimallocVersion(ctx context.Context, cc, dir, lib string) (string, error) {
 	}
 	return v, nil
 }
+
+// ConfirmPattern: mimalloc's settings act where buffers are allocated per
+// message, so its file is confirmed on that churn, not on plain bandwidth.
+func (*Mimalloc) ConfirmPattern() bench.Pattern { return bench.AllocChurn }

@@ -109,6 +109,21 @@ type Result struct {
 	Note string
 }
 
+// Confirmer is an Adapter whose file is confirmed on a pattern of its own
+// rather than bandwidth (an allocator's on the allocation churn, where its
+// settings act).
+type Confirmer interface {
+	ConfirmPattern() bench.Pattern
+}
+
+// confirmPattern is the pattern a's file is confirmed on.
+func confirmPattern(a Adapter) bench.Pattern {
+	if c, ok := a.(Confirmer); ok {
+		return c.ConfirmPattern()
+	}
+	return bench.Bandwidth
+}
+
 // ConfirmSizes is the bandwidth ladder of the confirmation.
 var ConfirmSizes = ladder(4<<10, 16<<20)
 
@@ -150,7 +165,7 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 		confirmSizes = ConfirmSizes
 	}
 	for _, p := range []Param{
-		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Bandwidth, Sizes: confirmSizes},
+		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: confirmPattern(a), Sizes: confirmSizes},
 		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Latency, Sizes: []int{8}},
 	} {
 		cs := []anchor.Contender{a.Contender(cfg.Dir, "defaults", nil), a.Contender(cfg.Dir, "tuned", res.Params)}
