@@ -264,12 +264,18 @@ func parsePerftest(out []byte, column string) (float64, error) {
 			continue
 		}
 		header := strings.Split(strings.TrimSpace(l), ",")
-		if i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) == "" {
+		// UCX's own log lines ("[1732611234.123456] [host:pid:0] ... UCX
+		// WARN ...") may land between the header and its values.
+		next := i + 1
+		for next < len(lines) && ucxLogLine.MatchString(lines[next]) {
+			next++
+		}
+		if next >= len(lines) || strings.TrimSpace(lines[next]) == "" {
 			return 0, fmt.Errorf("ucx_perftest output: CSV header without values: %q", l)
 		}
-		values := strings.Split(strings.TrimSpace(lines[i+1]), ",")
+		values := strings.Split(strings.TrimSpace(lines[next]), ",")
 		if len(values) != len(header) {
-			return 0, fmt.Errorf("ucx_perftest output: %d values for %d columns: %q", len(values), len(header), lines[i+1])
+			return 0, fmt.Errorf("ucx_perftest output: %d values for %d columns: %q", len(values), len(header), lines[next])
 		}
 		for j, h := range header {
 			if h == column {
@@ -286,6 +292,10 @@ func parsePerftest(out []byte, column string) (float64, error) {
 }
 
 var ucxVersionLine = regexp.MustCompile(`(?m)^# Version (\S+)`)
+
+// ucxLogLine matches a line of UCX's own log: a bracketed timestamp, then
+// the bracketed host and process.
+var ucxLogLine = regexp.MustCompile(`^\s*\[\d+\.\d+\]\s+\[[^\]]*\]`)
 
 // ucxVersion is the UCX version ucx_info reports, or "" without it.
 func ucxVersion(ctx context.Context) string {

@@ -37,6 +37,7 @@ func TestParsePerftest(t *testing.T) {
 		{"short line", "iterations,overall_lat\n200\n", "overall_lat", 0, "1 values for 2 columns"},
 		{"not a number", "iterations,overall_lat\n200,fast\n", "overall_lat", 0, "invalid syntax"},
 		{"negative", "iterations,overall_lat\n200,-1\n", "overall_lat", 0, "non-negative"},
+		{"a UCX warning between header and values", "iterations,overall_lat\n[1732611234.123456] [vm:4242 :0]     parser.c:2036 UCX  WARN  unused env variable: UCX_CONFIG_DIR\n200,2.5\n", "overall_lat", 2.5, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
