@@ -3,7 +3,9 @@ package stack
 import (
 	"context"
 	"maps"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -11,15 +13,23 @@ import (
 	"github.com/gotune/gotune/bench/anchor"
 )
 
-// MPICH tunes MPICH's CH4 shared-memory path (the POSIX iqueue, Debian's
-// 4.0 build) through MPIR_CVAR_ variables, which is how MPICH reads its
-// control variables: an env file sourced before mpiexec.
+// MPICH tunes MPICH's control variables that act on messages between
+// ranks of one node, through MPIR_CVAR_ variables, which is how MPICH
+// reads them: an env file sourced before mpiexec.
+//
+// Which ones act depends on the build. With a ch4:ucx device (Debian's
+// 4.0.2) intranode messages go through UCX, not CH4's POSIX shared memory:
+// an absurd iqueue cell size changes nothing, UCX_TLS=tcp makes 8-byte
+// latency 10x (results/vm/README.md, 2026-11-26); there only the progress
+// loop's knob is weighed, and UCX's own file (gotune sweep --stack ucx)
+// tunes the path.
 type MPICH struct {
 	// Params replaces the built-in space when set (tests weigh less).
 	Params []Param
 	// Hazards bounds the hazard runs (zero: anchor's defaults).
 	Hazards anchor.CheckOptions
 	binary  string // anchor.c built with mpicc.mpich by Prepare
+	device  string // MPICH's device, from mpichversion ("ch4:ucx")
 }
 
 // Name is the profile's name for the stack.
@@ -32,20 +42,37 @@ func (m *MPICH) Prepare(ctx context.Context, dir string) error {
 		return err
 	}
 	m.binary = bin
+	m.device = mpichDevice(ctx)
 	return nil
 }
 
-// Space: the iqueue's cell size carries every message (small ones in one
-// cell, large ones cell by cell), then its depth, then how long a waiting
-// rank spins before it yields.
+var mpichDeviceLine = regexp.MustCompile(`(?m)^MPICH Device:\s*(\S+)`)
+
+// mpichDevice is the device mpichversion reports ("" when it cannot tell).
+func mpichDevice(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "mpichversion").Output()
+	if m := mpichDeviceLine.FindSubmatch(out); err == nil && m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+// Space: where CH4's POSIX shared memory carries intranode messages, the
+// iqueue's cell size (small messages in one cell, large ones cell by cell)
+// and its depth; then, for every device, how long a waiting rank spins
+// before it yields.
 func (m *MPICH) Space() []Param {
 	if m.Params != nil {
 		return m.Params
 	}
+	polls := Param{Name: "polls_before_yield", Values: []string{"1000", "0", "10000"}, Pattern: bench.Latency, Sizes: []int{8, 512, 4096}}
+	if strings.HasSuffix(m.device, ":ucx") {
+		return []Param{polls}
+	}
 	return []Param{
 		{Name: "ch4_shm_posix_iqueue_cell_size", Values: []string{"69632", "16384", "32768", "139264"}, Pattern: bench.Bandwidth, Sizes: ladder(4<<10, 16<<20)},
 		{Name: "ch4_shm_posix_iqueue_num_cells", Values: []string{"64", "32", "128"}, Pattern: bench.Bandwidth, Sizes: ladder(4<<10, 16<<20)},
-		{Name: "polls_before_yield", Values: []string{"1000", "0", "10000"}, Pattern: bench.Latency, Sizes: []int{8, 512, 4096}},
+		polls,
 	}
 }
 

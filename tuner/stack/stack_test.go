@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/gotune/gotune/bench"
@@ -71,5 +72,26 @@ func TestEvidence(t *testing.T) {
 	c = choose(p, []bench.Result{def, def})
 	if got, want := c.Evidence(5), "default kept: bw 4K-1M, 5 interleaved rounds; the others against it: b 1.00x"; got != want {
 		t.Errorf("evidence %q, want %q", got, want)
+	}
+}
+
+// MPICH weighs the CH4 POSIX iqueue only where it carries intranode
+// messages; over a ch4:ucx device only the progress loop's knob acts.
+func TestMPICHSpaceByDevice(t *testing.T) {
+	for _, tc := range []struct {
+		device string
+		want   []string
+	}{
+		{"ch4:ucx", []string{"polls_before_yield"}},
+		{"ch4:ofi", []string{"ch4_shm_posix_iqueue_cell_size", "ch4_shm_posix_iqueue_num_cells", "polls_before_yield"}},
+		{"", []string{"ch4_shm_posix_iqueue_cell_size", "ch4_shm_posix_iqueue_num_cells", "polls_before_yield"}},
+	} {
+		var got []string
+		for _, p := range (&MPICH{device: tc.device}).Space() {
+			got = append(got, p.Name)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("device %q: space %v, want %v", tc.device, got, tc.want)
+		}
 	}
 }
