@@ -1,6 +1,7 @@
 package stackcheck
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"slices"
@@ -100,22 +101,19 @@ func (r *Report) at(line int) string { return r.File + ":" + strconv.Itoa(line) 
 // Write prints the report: a title, the table, then warnings and notes, and
 // a last line saying whether the file stands.
 func (r *Report) Write(w io.Writer) error {
-	ew := &errWriter{w: w}
+	var b bytes.Buffer // writes to it cannot fail: one error to check, at the end
 	title := "gotune check --stack " + r.Stack
 	if r.Version != "" {
 		title += " (" + r.Version + ")"
 	}
-	ew.printf("%s\n", title)
+	fmt.Fprintf(&b, "%s\n", title)
 	if r.File != "" {
-		ew.printf("file: %s\n", r.File)
-		ew.printf("loaded: %s\n", r.Loaded)
+		fmt.Fprintf(&b, "file: %s\n", r.File)
+		fmt.Fprintf(&b, "loaded: %s\n", r.Loaded)
 	} else {
-		ew.printf("no file: the values in use for the parameters gotune tunes\n")
+		fmt.Fprintf(&b, "no file: the values in use for the parameters gotune tunes\n")
 	}
-	if ew.err != nil {
-		return ew.err
-	}
-	t := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
+	t := tablewriter.NewTable(&b, tablewriter.WithHeaderAutoFormat(tw.Off))
 	if r.File != "" {
 		t.Header("Parameter", "Line", "In file", "Used", "From", "Status")
 	} else {
@@ -136,19 +134,20 @@ func (r *Report) Write(w io.Writer) error {
 		return fmt.Errorf("check table: %w", err)
 	}
 	for _, s := range r.Warnings {
-		ew.printf("warning: %s\n", s)
+		fmt.Fprintf(&b, "warning: %s\n", s)
 	}
 	for _, s := range r.Notes {
-		ew.printf("note: %s\n", s)
+		fmt.Fprintf(&b, "note: %s\n", s)
 	}
 	switch {
 	case r.File == "":
 	case r.Problems():
-		ew.printf("%d warning(s): %s will not use every value of %s as written\n", len(r.Warnings), r.Stack, r.File)
+		fmt.Fprintf(&b, "%d warning(s): %s will not use every value of %s as written\n", len(r.Warnings), r.Stack, r.File)
 	default:
-		ew.printf("ok: %s uses every value of %s\n", r.Stack, r.File)
+		fmt.Fprintf(&b, "ok: %s uses every value of %s\n", r.Stack, r.File)
 	}
-	return ew.err
+	_, err := w.Write(b.Bytes())
+	return err
 }
 
 func orDash(s string) string {
@@ -156,18 +155,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// errWriter keeps the first write error.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, args ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, args...)
-	}
 }
 
 // judge says whether the stack took a file's value: used is what it uses
