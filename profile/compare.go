@@ -2,6 +2,7 @@ package profile
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -71,8 +72,8 @@ func Compare(a, b *Profile, sizes []int) Agreement {
 			ag.Differences = append(ag.Differences, fmt.Sprintf(format, args...))
 		}
 	}
-	for _, loc := range union(sortedKeys(a.Decisions), sortedKeys(b.Decisions)) {
-		for _, pair := range union(sortedKeys(a.Decisions[loc]), sortedKeys(b.Decisions[loc])) {
+	for _, loc := range union(slices.Sorted(maps.Keys(a.Decisions)), slices.Sorted(maps.Keys(b.Decisions))) {
+		for _, pair := range union(slices.Sorted(maps.Keys(a.Decisions[loc])), slices.Sorted(maps.Keys(b.Decisions[loc]))) {
 			key := "decisions." + loc + "." + pair
 			da, inA := a.Decisions[loc][pair]
 			db, inB := b.Decisions[loc][pair]
@@ -98,9 +99,9 @@ func Compare(a, b *Profile, sizes []int) Agreement {
 			}
 		}
 	}
-	for _, name := range union(sortedKeys(a.Stacks), sortedKeys(b.Stacks)) {
+	for _, name := range union(slices.Sorted(maps.Keys(a.Stacks)), slices.Sorted(maps.Keys(b.Stacks))) {
 		pa, pb := a.Stacks[name].Params, b.Stacks[name].Params
-		for _, param := range union(sortedKeys(pa), sortedKeys(pb)) {
+		for _, param := range union(slices.Sorted(maps.Keys(pa)), slices.Sorted(maps.Keys(pb))) {
 			x, inA := pa[param]
 			y, inB := pb[param]
 			count(inA && inB && x == y, "stacks.%s.params.%s: %s vs %s", name, param, paramLabel(x, inA), paramLabel(y, inB))

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -490,7 +492,7 @@ func overrides(p *Profile, environ []string) ([]override, problems) {
 		ovs []override
 		ps  problems
 	)
-	for _, name := range sortedKeys(env) {
+	for _, name := range slices.Sorted(maps.Keys(env)) {
 		raw := env[name]
 		keys := byName[name]
 		if len(keys) == 0 || raw == "" {
@@ -548,24 +550,24 @@ func settableKeys(p *Profile) []settable {
 			out = append(out, s)
 		}
 	}
-	for _, name := range sortedKeys(p.Libraries) {
+	for _, name := range slices.Sorted(maps.Keys(p.Libraries)) {
 		out = append(out, settable{"libraries." + name, reflect.String})
 	}
 	decision := scalarFields(reflect.TypeFor[Decision](), "")
-	for _, loc := range sortedKeys(p.Decisions) {
-		for _, pair := range sortedKeys(p.Decisions[loc]) {
+	for _, loc := range slices.Sorted(maps.Keys(p.Decisions)) {
+		for _, pair := range slices.Sorted(maps.Keys(p.Decisions[loc])) {
 			for _, s := range decision {
 				out = append(out, settable{"decisions." + loc + "." + pair + "." + s.key, s.kind})
 			}
 		}
 	}
-	for _, name := range sortedKeys(p.Stacks) {
+	for _, name := range slices.Sorted(maps.Keys(p.Stacks)) {
 		st := p.Stacks[name]
 		out = append(out, settable{"stacks." + name + ".version", reflect.String})
-		for _, param := range sortedKeys(st.Params) {
+		for _, param := range slices.Sorted(maps.Keys(st.Params)) {
 			out = append(out, settable{"stacks." + name + ".params." + param, reflect.String})
 		}
-		for _, param := range sortedKeys(st.Evidence) {
+		for _, param := range slices.Sorted(maps.Keys(st.Evidence)) {
 			out = append(out, settable{"stacks." + name + ".evidence." + param, reflect.String})
 		}
 	}

@@ -3,6 +3,7 @@ package profile
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,7 +39,7 @@ func Show(w io.Writer, p *Profile) error {
 	f := p.Fingerprint
 	line("measured", "on %s: %s, %d cores, %d NUMA nodes, kernel %s", orNone(f.Host), orNone(f.CPUModel), f.Cores, f.NUMANodes, orNone(f.Kernel))
 	var libs []string
-	for _, name := range sortedKeys(p.Libraries) {
+	for _, name := range slices.Sorted(maps.Keys(p.Libraries)) {
 		libs = append(libs, name+" "+p.Libraries[name])
 	}
 	line("libraries", "%s", orNone(strings.Join(libs, ", ")))
@@ -46,8 +47,8 @@ func Show(w io.Writer, p *Profile) error {
 	line("evidence", "run %s: %d records in %s; plan %s", orNone(e.Run), e.Records, orNone(e.Measurements), orNone(e.Plan))
 	line("overrides", "%s", orNone(strings.Join(p.Overrides, " ")))
 
-	for _, loc := range sortedKeys(p.Decisions) {
-		for _, pair := range sortedKeys(p.Decisions[loc]) {
+	for _, loc := range slices.Sorted(maps.Keys(p.Decisions)) {
+		for _, pair := range slices.Sorted(maps.Keys(p.Decisions[loc])) {
 			d := p.Decisions[loc][pair]
 			ew.printf("\n%s %s\n", loc, pair)
 			if ew.err == nil {
@@ -84,10 +85,10 @@ func Show(w io.Writer, p *Profile) error {
 // showStacks writes each stack's version, then its parameters, each with
 // the evidence it rests on on the line below.
 func showStacks(ew *errWriter, stacks map[string]Stack) {
-	for _, name := range sortedKeys(stacks) {
+	for _, name := range slices.Sorted(maps.Keys(stacks)) {
 		st := stacks[name]
 		ew.printf("%-10s %s %s\n", "stack", name, orNone(st.Version))
-		for _, param := range sortedKeys(st.Params) {
+		for _, param := range slices.Sorted(maps.Keys(st.Params)) {
 			ew.printf("%-10s   %s = %s\n", "", param, st.Params[param])
 			if e, ok := st.Evidence[param]; ok {
 				ew.printf("%-10s     %s\n", "", e)
@@ -207,7 +208,7 @@ func flatten(p *Profile) []keyValue {
 	add("fingerprint.cores", f.Cores)
 	add("fingerprint.numa_nodes", f.NUMANodes)
 	add("fingerprint.kernel", strconv.Quote(f.Kernel))
-	for _, name := range sortedKeys(p.Libraries) {
+	for _, name := range slices.Sorted(maps.Keys(p.Libraries)) {
 		add("libraries."+name, strconv.Quote(p.Libraries[name]))
 	}
 	e := p.Evidence
@@ -215,8 +216,8 @@ func flatten(p *Profile) []keyValue {
 	add("evidence.measurements", strconv.Quote(e.Measurements))
 	add("evidence.records", e.Records)
 	add("evidence.plan", strconv.Quote(e.Plan))
-	for _, loc := range sortedKeys(p.Decisions) {
-		for _, pair := range sortedKeys(p.Decisions[loc]) {
+	for _, loc := range slices.Sorted(maps.Keys(p.Decisions)) {
+		for _, pair := range slices.Sorted(maps.Keys(p.Decisions[loc])) {
 			d := p.Decisions[loc][pair]
 			key := "decisions." + loc + "." + pair + "."
 			var ranges []string
@@ -242,14 +243,14 @@ func flatten(p *Profile) []keyValue {
 	add("allocator.cache_bytes", p.Allocator.CacheBytes)
 	add("allocator.purge", strconv.Quote(p.Allocator.Purge))
 	add("allocator.thp", p.Allocator.THP)
-	for _, name := range sortedKeys(p.Stacks) {
+	for _, name := range slices.Sorted(maps.Keys(p.Stacks)) {
 		st := p.Stacks[name]
 		key := "stacks." + name + "."
 		add(key+"version", strconv.Quote(st.Version))
-		for _, param := range sortedKeys(st.Params) {
+		for _, param := range slices.Sorted(maps.Keys(st.Params)) {
 			add(key+"params."+param, strconv.Quote(st.Params[param]))
 		}
-		for _, param := range sortedKeys(st.Evidence) {
+		for _, param := range slices.Sorted(maps.Keys(st.Evidence)) {
 			add(key+"evidence."+param, strconv.Quote(st.Evidence[param]))
 		}
 	}

@@ -3,12 +3,12 @@ package profile
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -100,7 +100,7 @@ func validate(p *Profile) problems {
 	nonNegative(&ps, "fingerprint.cores", p.Fingerprint.Cores)
 	nonNegative(&ps, "fingerprint.numa_nodes", p.Fingerprint.NUMANodes)
 
-	for _, name := range sortedKeys(p.Libraries) {
+	for _, name := range slices.Sorted(maps.Keys(p.Libraries)) {
 		key := "libraries." + name
 		checkKey(&ps, key, name)
 		if p.Libraries[name] == "" {
@@ -116,12 +116,12 @@ func validate(p *Profile) problems {
 	if len(p.Decisions) == 0 {
 		ps.add("decisions", "none")
 	}
-	for _, loc := range sortedKeys(p.Decisions) {
+	for _, loc := range slices.Sorted(maps.Keys(p.Decisions)) {
 		checkKey(&ps, "decisions."+loc, loc)
 		if len(p.Decisions[loc]) == 0 {
 			ps.add("decisions."+loc, "no memory pairs")
 		}
-		for _, pair := range sortedKeys(p.Decisions[loc]) {
+		for _, pair := range slices.Sorted(maps.Keys(p.Decisions[loc])) {
 			key := "decisions." + loc + "." + pair
 			checkKey(&ps, key, pair)
 			validateDecision(&ps, key, p.Decisions[loc][pair])
@@ -145,7 +145,7 @@ func validate(p *Profile) problems {
 		nonNegative(&ps, "gpu.ipc_cache", g.IPCCache)
 	}
 
-	for _, name := range sortedKeys(p.Stacks) {
+	for _, name := range slices.Sorted(maps.Keys(p.Stacks)) {
 		validateStack(&ps, "stacks."+name, name, p.Stacks[name])
 	}
 
@@ -232,14 +232,14 @@ func validateStack(ps *problems, key, name string, st Stack) {
 	if st.Version == "" {
 		ps.add(key+".version", "empty: say which version of %s the decisions were measured on", name)
 	}
-	for _, param := range sortedKeys(st.Params) {
+	for _, param := range slices.Sorted(maps.Keys(st.Params)) {
 		pk := key + ".params." + param
 		checkKey(ps, pk, param)
 		if strings.ContainsAny(st.Params[param], "\n\r") {
 			ps.add(pk, "%s holds a line break: the stacks' config files are one value a line", quote(st.Params[param]))
 		}
 	}
-	for _, param := range sortedKeys(st.Evidence) {
+	for _, param := range slices.Sorted(maps.Keys(st.Evidence)) {
 		ek := key + ".evidence." + param
 		checkKey(ps, ek, param)
 		if _, ok := st.Params[param]; !ok {
@@ -269,15 +269,6 @@ func oneOf(ps *problems, key, v string, set []string) bool {
 	names := slices.DeleteFunc(slices.Clone(set), func(s string) bool { return s == "" })
 	ps.add(key, "%q is not one of %s", v, strings.Join(names, "|"))
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // rangeLabel is "0–4K", "4K+1–64K", "1M–∞".

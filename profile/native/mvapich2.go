@@ -2,6 +2,8 @@ package native
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gotune/gotune/profile"
@@ -132,7 +134,7 @@ func renderMVAPICH2(p *profile.Profile) ([]byte, error) {
 
 	var rest []string
 	for _, s := range []string{"openmpi", "mpich"} {
-		for _, param := range sortedKeys(p.Stacks[s].Params) {
+		for _, param := range slices.Sorted(maps.Keys(p.Stacks[s].Params)) {
 			key := s + "." + param
 			if used[key] {
 				continue

@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -80,7 +81,7 @@ func Render(stack string, p *profile.Profile) ([]byte, error) {
 	w.blank()
 	provenance(&w, p)
 	w.comment(fmt.Sprintf("Measured with %s %s.", s.display, st.Version))
-	for _, param := range sortedKeys(st.Params) {
+	for _, param := range slices.Sorted(maps.Keys(st.Params)) {
 		name, value := s.name(param), st.Params[param]
 		line, err := s.line(name, value)
 		if err != nil {
@@ -125,7 +126,7 @@ func has(p *profile.Profile) string {
 	if len(p.Stacks) == 0 {
 		return "no stacks section"
 	}
-	return "stacks " + strings.Join(sortedKeys(p.Stacks), ", ")
+	return "stacks " + strings.Join(slices.Sorted(maps.Keys(p.Stacks)), ", ")
 }
 
 // hashOf is p's hash, or, for a profile never sealed, the hash of its content.
@@ -253,13 +254,4 @@ func orNone(s string) string {
 		return "(unknown)"
 	}
 	return s
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -201,7 +203,7 @@ func judgeOpenMPI(p *Parsed, with, without ompiInfo, env map[string]string) *Rep
 		fileNames[s.Name] = s
 	}
 	var dropped []string
-	for _, name := range sortedKeys(without.Params) {
+	for _, name := range slices.Sorted(maps.Keys(without.Params)) {
 		prm := without.Params[name]
 		path, line, ok := fileSource(prm.Source)
 		if !ok || path == p.Path {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -194,14 +193,4 @@ func duplicates(r *Report, settings []Setting, laterWins bool) map[int]bool {
 		seen[s.Name] = winner
 	}
 	return lost
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -223,7 +225,7 @@ func judgeUCX(p *Parsed, with, without ucxConfig, unused map[string]bool, env ma
 		case row.Status == NotTaken:
 			r.warnf("%s: %s=%s: UCX keeps %s", r.at(s.Line), s.Name, s.Value, used)
 		}
-		for _, f := range sortedKeys(others) {
+		for _, f := range slices.Sorted(maps.Keys(others)) {
 			for _, o := range others[f].Settings {
 				if o.Name == s.Name && !strings.EqualFold(o.Value, s.Value) {
 					r.notef("%s: %s=%s differs from %s:%d (%s): of UCX's config files the one read last wins (/etc/ucx/ucx.conf, $HOME/ucx.conf, $UCX_CONFIG_DIR/ucx.conf, ./ucx.conf)", r.at(s.Line), s.Name, s.Value, f, o.Line, o.Value)
