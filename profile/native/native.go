@@ -82,8 +82,7 @@ func Render(stack string, p *profile.Profile) ([]byte, error) {
 	provenance(&w, p)
 	w.comment(fmt.Sprintf("Measured with %s %s.", s.display, st.Version))
 	for _, param := range slices.Sorted(maps.Keys(st.Params)) {
-		name, value := s.name(param), st.Params[param]
-		line, err := s.line(name, value)
+		line, err := s.line(s.name(param), st.Params[param])
 		if err != nil {
 			return nil, fmt.Errorf("rendering %s for profile %s: stacks.%s.params.%s: %w", stack, profileName(p), stack, param, err)
 		}
@@ -92,6 +91,36 @@ func Render(stack string, p *profile.Profile) ([]byte, error) {
 		w.line(line)
 	}
 	return w.bytes(), nil
+}
+
+// Lines are the value lines of stack's file for params, sorted by
+// parameter, exactly as Render writes them: the tuner measures candidates
+// through the lines users will install. Not for mvapich2, which derives.
+func Lines(stack string, params map[string]string) ([]string, error) {
+	s, ok := specs[stack]
+	if !ok {
+		return nil, unknownStack(stack)
+	}
+	var lines []string
+	for _, param := range slices.Sorted(maps.Keys(params)) {
+		line, err := s.line(s.name(param), params[param])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", s.file, param, err)
+		}
+		lines = append(lines, line)
+	}
+	return lines, nil
+}
+
+// Var is the name stack's file (and, for the environment-file stacks, the
+// environment) gives param: MPIR_CVAR_ for MPICH, UCX_, MIMALLOC_, Open
+// MPI's own. Not for mvapich2.
+func Var(stack, param string) (string, error) {
+	s, ok := specs[stack]
+	if !ok {
+		return "", unknownStack(stack)
+	}
+	return s.name(param), nil
 }
 
 // spec is how one stack's file looks.

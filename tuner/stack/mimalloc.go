@@ -5,12 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/gotune/gotune/bench"
@@ -93,9 +91,7 @@ func (m *Mimalloc) Space() []Param {
 func (m *Mimalloc) loaded(label string, params map[string]string) anchor.Stack {
 	st := anchor.OpenMPI("mimalloc " + label)
 	st.Env = append(st.Env, "LD_PRELOAD="+MimallocLib)
-	for _, k := range slices.Sorted(maps.Keys(params)) {
-		st.Env = append(st.Env, "MIMALLOC_"+strings.ToUpper(k)+"="+params[k])
-	}
+	st.Env = append(st.Env, envLines("mimalloc", params)...)
 	return st
 }
 

@@ -2,11 +2,9 @@ package stack
 
 import (
 	"context"
-	"maps"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/gotune/gotune/bench"
@@ -83,9 +81,7 @@ func (m *MPICH) stack(label string) anchor.Stack { return anchor.MPICH("mpich " 
 // the tuned mpich.env sets them.
 func (m *MPICH) loaded(label string, params map[string]string) anchor.Stack {
 	st := m.stack(label)
-	for _, k := range slices.Sorted(maps.Keys(params)) {
-		st.Env = append(st.Env, "MPIR_CVAR_"+strings.ToUpper(k)+"="+params[k])
-	}
+	st.Env = append(st.Env, envLines("mpich", params)...)
 	return st
 }
 

@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/anchor"
@@ -63,7 +60,11 @@ func (o *OpenMPI) loaded(dir, label string, params map[string]string) (anchor.St
 	if len(params) == 0 {
 		return st, nil
 	}
-	file, err := writeParamsFile(dir, "openmpi", openMPIFile(params))
+	content, err := fileLines("openmpi", params)
+	if err != nil {
+		return st, err
+	}
+	file, err := writeParamsFile(dir, "openmpi", content)
 	if err != nil {
 		return st, err
 	}
@@ -94,15 +95,6 @@ func (o *OpenMPI) Check(ctx context.Context, dir string, params map[string]strin
 // checkSizes cover every message class of the stacks tuned here: eager,
 // copy-in/copy-out, and single copy or its pipeline.
 var checkSizes = []int{8, 4 << 10, 64 << 10, 1 << 20}
-
-// openMPIFile is params as Open MPI's params-file lines, sorted.
-func openMPIFile(params map[string]string) []byte {
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(params)) {
-		fmt.Fprintf(&b, "%s = %s\n", k, params[k])
-	}
-	return []byte(b.String())
-}
 
 // writeParamsFile writes content under dir, named by its content so that a
 // contender's file never changes under a run.

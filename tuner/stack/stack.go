@@ -12,6 +12,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/anchor"
 	"github.com/gotune/gotune/internal/bytesize"
+	"github.com/gotune/gotune/profile/native"
 	"github.com/gotune/gotune/tuner/search"
 )
 
@@ -242,4 +243,29 @@ func against(a, b bench.Result, higher bool) (score float64, verdicts []search.C
 		return 0, verdicts, true
 	}
 	return math.Exp(logSum / float64(n)), verdicts, lost
+}
+
+// fileLines is params as the value lines of stack's native file, one a
+// line, as profile/native renders them for users.
+func fileLines(stack string, params map[string]string) ([]byte, error) {
+	lines, err := native.Lines(stack, params)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+	return []byte(b.String()), nil
+}
+
+// envLines is params as NAME=value environment lines under stack's names
+// (for the stacks whose file is an environment file: MPICH, mimalloc).
+func envLines(stack string, params map[string]string) []string {
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		name, _ := native.Var(stack, k) // callers pass their own, known stack
+		env = append(env, name+"="+params[k])
+	}
+	return env
 }

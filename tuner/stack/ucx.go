@@ -5,16 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/anchor"
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/profile/native"
 )
 
 // UCX tunes UCX's intra-node path (UCP tag matching over shared memory and
@@ -109,16 +108,9 @@ func (u *UCX) Space() []Param {
 }
 
 // ucxVar is the environment and ucx.conf name of a parameter.
-func ucxVar(param string) string { return "UCX_" + strings.ToUpper(param) }
-
-// ucxFile is params as ucx.conf lines (UCX_NAME=value), sorted: the lines
-// profile/native renders, without its comments.
-func ucxFile(params map[string]string) []byte {
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(params)) {
-		fmt.Fprintf(&b, "%s=%s\n", ucxVar(k), params[k])
-	}
-	return []byte(b.String())
+func ucxVar(param string) string {
+	name, _ := native.Var("ucx", param) // ucx is a stack native knows
+	return name
 }
 
 // configDir writes params as ucx.conf into a directory under dir named by
@@ -129,7 +121,10 @@ func ucxFile(params map[string]string) []byte {
 // field), which would break the parsing of ucx_perftest's and the ranks'
 // output: UCX_WARN_UNUSED_ENV_VARS=n silences that warning only.
 func configDir(dir string, params map[string]string) ([]string, error) {
-	content := ucxFile(params)
+	content, err := fileLines("ucx", params)
+	if err != nil {
+		return nil, err
+	}
 	cd := filepath.Join(dir, fmt.Sprintf("ucx-%x", contentHash(content)))
 	file := filepath.Join(cd, "ucx.conf")
 	env := []string{"UCX_CONFIG_DIR=" + cd, "UCX_WARN_UNUSED_ENV_VARS=n"}
