@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -141,14 +140,12 @@ mvapich2 where it has openmpi or mpich. Files are written atomically into -o DIR
 			if err != nil {
 				return err
 			}
-			files := make([][]byte, len(which))
-			for i, s := range which {
-				if files[i], err = native.Render(s, p); err != nil {
-					return err
-				}
-			}
 			if out == "-" {
-				for _, b := range files {
+				for _, st := range which {
+					b, err := native.Render(st, p)
+					if err != nil {
+						return err
+					}
 					if _, err := cmd.OutOrStdout().Write(b); err != nil {
 						return err
 					}
@@ -159,19 +156,12 @@ mvapich2 where it has openmpi or mpich. Files are written atomically into -o DIR
 			if dir == "" {
 				dir = filepath.Join(filepath.Dir(args[0]), "native")
 			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return fmt.Errorf("profile render: %w", err)
+			paths, err := native.Write(dir, which, p)
+			if err != nil {
+				return err
 			}
-			for i, s := range which {
-				name, err := native.FileName(s)
-				if err != nil {
-					return err
-				}
-				path := filepath.Join(dir, name)
-				if err := writeAtomic(path, files[i]); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", s, path)
+			for i, st := range which {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", st, paths[i])
 			}
 			return nil
 		},
@@ -206,35 +196,4 @@ func renderStacks(names []string, p *profile.Profile) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// writeAtomic writes b to path through a temporary file in the same
-// directory and a rename, so that a stack never reads half a file.
-func writeAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	fail := func(err error) error {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := tmp.Write(b); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }

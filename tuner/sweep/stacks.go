@@ -174,30 +174,9 @@ func profileStacks(outs []StackOutcome) map[string]profile.Stack {
 // writeNative renders the native file of every stack in p (and MVAPICH2's
 // where it derives) under the run's native/ directory.
 func (r *Runner) writeNative(p *profile.Profile) error {
-	stacks := native.Available(p)
-	if len(stacks) == 0 {
-		return nil
-	}
-	dir := filepath.Join(r.dir, NativeDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("native files: %w", err)
-	}
-	for _, s := range stacks {
-		b, err := native.Render(s, p)
-		if err != nil {
-			return err
-		}
-		name, err := native.FileName(s)
-		if err != nil {
-			return err
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
-			return fmt.Errorf("native files: %w", err)
-		}
-		if err := os.Rename(path+".tmp", path); err != nil {
-			return fmt.Errorf("native files: %w", err)
-		}
+	if stacks := native.Available(p); len(stacks) > 0 {
+		_, err := native.Write(filepath.Join(r.dir, NativeDir), stacks, p)
+		return err
 	}
 	return nil
 }
