@@ -1,0 +1,172 @@
+package importer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/bench"
+)
+
+// The -update flag rewrites golden files. Another test file of this
+// package may define it first (a second flag.Bool of one name panics), so
+// it is registered only if missing and read through flag.Lookup.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite the golden files under testdata")
+	}
+}
+
+// updating reports whether -update was given.
+func updating() bool {
+	g, ok := flag.Lookup("update").Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	b, _ := g.Get().(bool)
+	return b
+}
+
+// checkGolden parses the fixture at path with Parse, wants tool, and
+// compares the Results as indented JSON with path's NAME.golden.json
+// (rewritten under -update).
+func checkGolden(t *testing.T, path, tool string) []bench.Result {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, results, err := Parse(filepath.Base(path), data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if got != tool {
+		t.Fatalf("%s: detected as %q, want %q", path, got, tool)
+	}
+	out, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = append(out, '\n')
+	golden := strings.TrimSuffix(path, ".txt") + ".golden.json"
+	if updating() {
+		if err := os.WriteFile(golden, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return results
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if !bytes.Equal(out, want) {
+		t.Errorf("%s: results differ from %s (go test -update rewrites it after review):\n%s", path, golden, out)
+	}
+	return results
+}
+
+// fixtures lists the text fixtures of dir that parse ("broken" and
+// "truncated" ones are error cases).
+func fixtures(t *testing.T, dir string) (good, bad []string) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", dir, "*.txt"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no fixtures under testdata/%s (%v)", dir, err)
+	}
+	for _, p := range paths {
+		if strings.Contains(p, "truncated") || strings.Contains(p, "broken") {
+			bad = append(bad, p)
+		} else {
+			good = append(good, p)
+		}
+	}
+	return good, bad
+}
+
+// checkLineError checks that err is a *LineError of file at line (-1: any
+// line) whose text contains each of words.
+func checkLineError(t *testing.T, err error, file string, line int, words ...string) {
+	t.Helper()
+	var le *LineError
+	if !errors.As(err, &le) {
+		t.Fatalf("error %v (%T): want a *LineError", err, err)
+	}
+	if le.File != file || (line >= 0 && le.Line != line) {
+		t.Errorf("error %q: at %s:%d, want %s:%d", err, le.File, le.Line, file, line)
+	}
+	for _, w := range words {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q: want it to say %q", err, w)
+		}
+	}
+}
+
+// checkFuzzed is the contract every parser keeps on any input: no panic;
+// an error is a *LineError naming the file. With points, each point of the
+// results must be one finite, non-negative sample (the OSU and IMB
+// parsers' shape).
+func checkFuzzed(t *testing.T, name string, results []bench.Result, err error, points bool) {
+	t.Helper()
+	if err != nil {
+		var le *LineError
+		if !errors.As(err, &le) || le.File != name || !strings.HasPrefix(err.Error(), name+":") {
+			t.Fatalf("error %q (%T): want a *LineError naming %s", err, err, name)
+		}
+		return
+	}
+	if !points {
+		return
+	}
+	for _, r := range results {
+		if len(r.Points) == 0 {
+			t.Fatalf("result %q without points", r.Label)
+		}
+		for _, p := range r.Points {
+			if len(p.Samples) != 1 || p.Median != p.Samples[0] || p.Median < 0 || p.Unit == "" {
+				t.Fatalf("result %q: bad point %+v", r.Label, p)
+			}
+		}
+	}
+}
+
+func TestParseUtil(t *testing.T) {
+	for _, s := range []string{"-1", "1.5", "", "x", "99999999999999999999999"} {
+		if _, err := parseBytes(s); err == nil {
+			t.Errorf("parseBytes(%q): want an error", s)
+		}
+	}
+	for _, s := range []string{"NaN", "inf", "-0.5", "1e999", "", "1,5"} {
+		if _, err := parseMeasure(s); err == nil {
+			t.Errorf("parseMeasure(%q): want an error", s)
+		}
+	}
+	if v, err := parseMeasure("24519.72"); err != nil || v != 24519.72 {
+		t.Errorf("parseMeasure(24519.72) = %v, %v", v, err)
+	}
+}
+
+// Random bytes fail clearly, naming the file, whichever parser claims them.
+func FuzzParse(f *testing.F) {
+	for _, dir := range []string{"osu", "imb"} {
+		paths, _ := filepath.Glob(filepath.Join("testdata", dir, "*.txt"))
+		for _, p := range paths {
+			if b, err := os.ReadFile(p); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Add([]byte("\x00\x01binary"))
+	f.Add([]byte("# OSU MPI Latency Test v7.4\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, results, err := Parse("fuzz.txt", data)
+		checkFuzzed(t, "fuzz.txt", results, err, false)
+		if err == nil && len(results) == 0 {
+			t.Fatal("no error and no results")
+		}
+	})
+}
