@@ -186,7 +186,7 @@ func newLoop(t transports.Transport, rank int, spec Spec, size int, a *arena) *l
 		l.window = 1
 	}
 	if spec.RepBytes > 0 && spec.Iters <= 0 {
-		l.iters, l.warmup = capIterations(spec.RepBytes, size, l.window, l.iters, l.warmup)
+		l.iters, l.warmup = CapIterations(spec.RepBytes, size, l.window, l.iters, l.warmup)
 	}
 	for k := range a.send {
 		l.sbuf = append(l.sbuf, a.send[k][:size])
@@ -200,10 +200,10 @@ func newLoop(t transports.Transport, rank int, spec Spec, size int, a *arena) *l
 	return l
 }
 
-// capIterations lowers iters so that iters windows of size-byte messages
+// CapIterations lowers iters so that iters windows of size-byte messages
 // move about budget bytes, keeping at least 2 iterations and a warm-up of
 // about a tenth.
-func capIterations(budget, size, window, iters, warmup int) (int, int) {
+func CapIterations(budget, size, window, iters, warmup int) (int, int) {
 	per := max(size, 1) * max(window, 1)
 	n := min(max(budget/per, 2), iters)
 	return n, min(warmup, max(n/10, 1))

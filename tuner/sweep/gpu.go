@@ -256,15 +256,20 @@ func (r *Runner) gpuOptionStage(stage, key string, values []string, cost func(i 
 func (r *Runner) loadedStage(stage string, cands []candidate, pattern bench.Pattern, sizes []int, buffers int, gp *GPUParams, out *Outcome) (*candidate, error) {
 	g := r.plan.GPU
 	left := cands // a candidate out at one load is not measured at the next
-	for _, l := range g.Loads {
-		tg := &TrialGPU{Mem: "device,device", GPUs: g.GPUs, Load: l.Fraction, Buffers: buffers}
-		if l.Fraction > 0 {
-			tg.LoadBound = g.LoadBound
+	// Round by round across the loads: every load's first round is
+	// required, and the budget's estimate of what must still run
+	// (requiredAfter) counts the stages after this one only.
+	for round := 1; round <= r.plan.Rounds; round++ {
+		for _, l := range g.Loads {
+			tg := &TrialGPU{Mem: "device,device", GPUs: g.GPUs, Load: l.Fraction, Buffers: buffers}
+			if l.Fraction > 0 {
+				tg.LoadBound = g.LoadBound
+			}
+			if err := r.measureRounds(stage+"/"+l.Name, left, []bench.Pattern{pattern}, sizes, round, round, tg); err != nil {
+				return nil, err
+			}
+			left = slices.DeleteFunc(slices.Clone(left), func(c candidate) bool { return failedWhy(r.trials, stage+"/"+l.Name, c.name) != "" })
 		}
-		if err := r.measureOn(stage+"/"+l.Name, left, []bench.Pattern{pattern}, sizes, r.plan.Rounds, tg); err != nil {
-			return nil, err
-		}
-		left = slices.DeleteFunc(slices.Clone(left), func(c candidate) bool { return failedWhy(r.trials, stage+"/"+l.Name, c.name) != "" })
 	}
 	perLoad, d, avoided, keep := decideLoaded(r.trials, stage, pattern, g.Loads, cands)
 	out.Stages = append(out.Stages, perLoad...)

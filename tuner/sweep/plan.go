@@ -95,7 +95,7 @@ type GPUPlan struct {
 // the GPU stages and the probes H2 and H4, on GPUs 0 and 1.
 func GPU() Plan {
 	p := Quick()
-	p.Name, p.Budget, p.Rounds, p.MaxRound = "gpu", 8*time.Minute, 2, 5
+	p.Name, p.Budget, p.Rounds, p.MaxRound = "gpu", 4*time.Minute+30*time.Second, 2, 5
 	p.Eager, p.Fragments, p.Depths, p.Transports = parseText[Size]("4K"), parseText[Fragment]("64Kx16"), []int{64}, []string{"sm"}
 	p.TransportSizes, p.Bisect, p.ConfirmSizes = mustSizes("64K"), false, SizeList{}
 	p.AllocPurges, p.AllocTHP, p.AllocCaches = []string{"immediate"}, []bool{false}, parseText[Size]("64M")

@@ -96,7 +96,12 @@ func (r *Runner) measure(stage string, cands []candidate, patterns []bench.Patte
 // A GPU candidate out of the stage (it stalled or failed) is not measured
 // again: each stalled trial costs the load kernel's bound per pass.
 func (r *Runner) measureOn(stage string, cands []candidate, patterns []bench.Pattern, sizes []int, rounds int, tg *TrialGPU) error {
-	for round := 1; round <= rounds; round++ {
+	return r.measureRounds(stage, cands, patterns, sizes, 1, rounds, tg)
+}
+
+// measureRounds is measureOn for rounds first to last only.
+func (r *Runner) measureRounds(stage string, cands []candidate, patterns []bench.Pattern, sizes []int, first, last int, tg *TrialGPU) error {
+	for round := first; round <= last; round++ {
 		for _, c := range candidateOrder(cands, round) {
 			if tg != nil && failedWhy(r.trials, stage, c.name) != "" {
 				continue

@@ -214,24 +214,13 @@ func (r *Runner) Close() error {
 // remaining is the measuring time left.
 func (r *Runner) remaining() time.Duration { return r.budget - time.Since(r.start) }
 
-// reserve is kept for the safety phase, the verification rounds and the
-// outputs: about four probe deadlines per probe (unsafe and safe forms,
-// H8's computing receiver) and two seconds per verification trial.
-func (r *Runner) reserve() time.Duration {
-	probes := time.Duration(len(r.plan.Probes)) * 4 * r.plan.ProbeDeadline
-	verify := time.Duration(0)
-	if !r.plan.VerifySizes.Empty() {
-		verify = time.Duration(r.plan.VerifyRounds*(len(r.plan.Transports)+1)) * 2 * time.Second
-	}
-	return probes + verify + 10*time.Second
-}
-
 // budgetStopKey is the record that says the trial keyed key was skipped
 // for the budget.
 func budgetStopKey(key string) string { return "budget-stop:" + strings.TrimPrefix(key, "trial:") }
 
 // run measures t (or returns its stored record). Optional trials are
-// skipped with ErrBudget when the budget, less the safety reserve, is spent.
+// skipped with ErrBudget when the budget, less the estimate of the required
+// work after t's stage (requiredAfter), is spent.
 func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 	key := t.key()
 	if rec, ok := r.store.Get(key); ok {
@@ -252,7 +241,7 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		return Trial{}, fmt.Errorf("tune: %s has no stored trial %s %s round %d (was the sweep finished? resume it with --resume %s)",
 			r.dir, t.Stage, t.Candidate, t.Round, r.dir)
 	}
-	keep := r.reserve()
+	keep := r.requiredAfter(t.Stage)
 	if t.Stage == stageVerify { // the reserve was kept for it
 		keep = 0
 	}

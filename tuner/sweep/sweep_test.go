@@ -111,6 +111,7 @@ func TestSweepEmitsAndTuneRedecides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	plannedCovers(t, res.Dir, tinyPlan())
 	for _, f := range []string{MetaFile, MeasurementsFile, BenchFile, SummaryFile, ProfileFile} {
 		if st, err := os.Stat(filepath.Join(res.Dir, f)); err != nil || st.Size() == 0 {
 			t.Fatalf("%s: missing or empty (%v)", f, err)

@@ -1,0 +1,209 @@
+package sweep
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gotune/gotune/bench"
+)
+
+// The budget holds back time for the work a sweep cannot skip: the first
+// round of every stage still to come, the safety phase and the
+// verification. That work is estimated from the plan and priced at the pace
+// of this run's own trials, so that a loaded machine cuts optional rounds
+// earlier instead of running past the budget with required ones.
+
+// plannedTrial is a kind of trial the plan will run: count of them, each
+// with pattern over sizes (GPU trials: at load).
+type plannedTrial struct {
+	stage   string
+	count   int
+	pattern bench.Pattern
+	sizes   []int
+	gpu     bool
+	loaded  bool
+}
+
+// stageOrder is the order decide runs the stages in; GPU stages are named
+// stage/LOAD and ordered by their prefix.
+var stageOrder = []string{stageEager, stageFragment, stageDepth, stageConfirm, stageTransport,
+	stageAllocPol, stageAllocSize, stageReplicate, stageGPUPath, stageGPUCopy, stageGPUCache, stageGPUPinned, stageVerify}
+
+// stageIndex places stage in stageOrder (-1: before every stage).
+func stageIndex(stage string) int {
+	stage, _, _ = strings.Cut(stage, "/")
+	return slices.Index(stageOrder, stage)
+}
+
+// requiredTrials lists the first rounds of the plan's stages, and every
+// verification round (the reserve keeps them: optional rounds of stages
+// give way to the check of what they decided). Counts follow the
+// candidate builders with the built-in parameters; a stage that may skip
+// itself (confirmation, replication) is counted as measuring.
+func requiredTrials(p Plan) []plannedTrial {
+	sm := defaultSM()
+	var out []plannedTrial
+	add := func(stage string, cands int, patterns []bench.Pattern, sizes []int) {
+		for _, pat := range patterns {
+			if cands > 0 && len(sizes) > 0 {
+				out = append(out, plannedTrial{stage: stage, count: cands, pattern: pat, sizes: sizes})
+			}
+		}
+	}
+	add(stageEager, len(eagerCandidates(p, sm)), eagerPatterns, p.EagerSizes.Sizes())
+	add(stageFragment, len(fragmentCandidates(p, sm)), fragmentPatterns, p.FragmentSizes.Sizes())
+	add(stageDepth, len(depthCandidates(p, sm)), depthPatterns, withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager))
+	add(stageConfirm, 3, confirmPatterns, p.ConfirmSizes.Sizes())
+	add(stageTransport, len(p.Transports), transportPatterns, p.TransportSizes.Every(p.LadderStep))
+	if len(p.AllocPurges) > 0 {
+		add(stageAllocPol, len(allocPolicyCandidates(p, sm)), allocPatterns, p.AllocSizes.Sizes())
+		add(stageAllocSize, len(p.AllocCaches), allocPatterns, p.AllocSizes.Sizes())
+	}
+	if g := p.GPU; g.GPUs != "" {
+		loaded := func(stage string, cands int, sizes []int) {
+			for _, l := range g.Loads {
+				out = append(out, plannedTrial{stage: stage, count: cands, pattern: bench.Latency, sizes: sizes, gpu: true, loaded: l.Fraction > 0})
+			}
+		}
+		loaded(stageGPUPath, len(g.Thresholds)*len(g.Staging), g.Sizes.Sizes())
+		loaded(stageGPUCopy, len(g.Copies), g.CopySizes.Sizes())
+		loaded(stageGPUCache, len(g.IPCCaches), g.CacheSizes.Sizes())
+		if len(g.PinnedThresholds) > 0 {
+			out = append(out, plannedTrial{stage: stageGPUPinned, count: len(g.PinnedThresholds), pattern: bench.Bandwidth, sizes: g.PinnedSizes.Sizes(), gpu: true})
+		}
+	}
+	if vs := p.VerifySizes.Sizes(); len(vs) > 0 {
+		add(stageVerify, p.VerifyRounds*(len(p.Transports)+1), []bench.Pattern{bench.Bandwidth}, vs)
+	}
+	return out
+}
+
+// trialWork is what a host trial moves, in bytes: every warm-up and timed
+// iteration's payload as the plan caps it (bench's RepBytes rule), and the
+// settling pass. A latency round trip counts latencyTripBytes besides its
+// payload: ranks wait on each other, which moving data does not show.
+func trialWork(p Plan, pattern bench.Pattern, sizes []int) float64 {
+	window := p.Window
+	if pattern == bench.Latency || window < 1 {
+		window = 1
+	}
+	reps := max(p.Reps, 1)
+	one := func(size, reps int) float64 {
+		iters, warmup := bench.DefaultIters(pattern, size)
+		if p.RepBytes > 0 {
+			iters, warmup = bench.CapIterations(int(p.RepBytes), size, window, iters, warmup)
+		}
+		msgs := float64(reps*iters+warmup) * float64(window)
+		w := msgs * float64(size)
+		if pattern == bench.Latency {
+			w = msgs * (2*float64(size) + latencyTripBytes)
+		}
+		return w
+	}
+	total := 0.0
+	if p.Settle > 0 {
+		total += one(int(p.Settle), 1)
+	}
+	for _, n := range sizes {
+		total += one(n, reps)
+	}
+	return total
+}
+
+// latencyTripBytes is a ping-pong round trip's cost in bytes moved: on the
+// development VM a round trip took about what 10 KiB of bandwidth traffic
+// did (results/vm/20261126-084213: eager latency trials 0.48 s against 0.2
+// s for their payload at the pace of the bandwidth trials).
+const latencyTripBytes = 10 << 10
+
+// pace is seconds per byte of trialWork, learnt from this run's host
+// trials; alloc trials (allocation churn) and GPU trials keep their own.
+type pace struct {
+	hostSec, hostWork   float64
+	allocSec, allocWork float64
+	gpuSec              [2]float64 // by loaded
+	gpuN                [2]int
+}
+
+// Fallbacks before a run has measured anything of a kind, from the quick
+// plan's runs of record: host trials 0.15 s per GiB moved and alloc trials
+// 3.6 times that (results/vm/20261126-084213); a GPU trial 1.4 s without
+// load and 10 s beside the load kernel (results/gpu/h200x2-20261126).
+const (
+	hostSecPerByte = 0.15 / (1 << 30)
+	allocFactor    = 3.6
+	gpuIdleSec     = 1.4
+	gpuLoadedSec   = 10
+)
+
+func (r *Runner) pace() pace {
+	var pc pace
+	for _, t := range r.trials {
+		if t.Failed != "" || t.Seconds <= 0 {
+			continue
+		}
+		switch {
+		case t.GPU != nil:
+			i := 0
+			if t.GPU.Load > 0 {
+				i = 1
+			}
+			pc.gpuSec[i] += t.Seconds
+			pc.gpuN[i]++
+		case t.Pattern == allocPattern:
+			pc.allocSec += t.Seconds
+			pc.allocWork += trialWork(r.plan, t.Pattern, t.Sizes)
+		default:
+			pc.hostSec += t.Seconds
+			pc.hostWork += trialWork(r.plan, t.Pattern, t.Sizes)
+		}
+	}
+	return pc
+}
+
+// seconds estimates one planned trial at pace pc.
+func (pc pace) seconds(p Plan, t plannedTrial) float64 {
+	host := hostSecPerByte
+	if pc.hostWork > 0 {
+		host = pc.hostSec / pc.hostWork
+	}
+	switch {
+	case t.gpu:
+		i, fallback := 0, gpuIdleSec
+		if t.loaded {
+			i, fallback = 1, gpuLoadedSec
+		}
+		if pc.gpuN[i] > 0 {
+			return pc.gpuSec[i] / float64(pc.gpuN[i])
+		}
+		return fallback
+	case t.pattern == allocPattern:
+		if pc.allocWork > 0 {
+			return pc.allocSec / pc.allocWork * trialWork(p, t.pattern, t.sizes)
+		}
+		return allocFactor * host * trialWork(p, t.pattern, t.sizes)
+	default:
+		return host * trialWork(p, t.pattern, t.sizes)
+	}
+}
+
+// requiredAfter estimates the required work after stage: the first rounds
+// of the stages that follow it and the verification rounds, at this run's
+// pace, and the safety phase (about four probe deadlines a probe: unsafe
+// and safe forms, H8's computing receiver; GPU mode probes one per mode).
+func (r *Runner) requiredAfter(stage string) time.Duration {
+	at := stageIndex(stage)
+	pc := r.pace()
+	sec := 0.0
+	for _, t := range requiredTrials(r.plan) {
+		if stageIndex(t.stage) > at {
+			sec += float64(t.count) * pc.seconds(r.plan, t)
+		}
+	}
+	probes := len(r.plan.Probes) * 4
+	if at < stageIndex(stageGPUPath) {
+		probes += len(r.plan.GPU.Staging) + len(r.plan.GPU.AllocModes)
+	}
+	return time.Duration(sec*float64(time.Second)) + time.Duration(probes)*r.plan.ProbeDeadline + 10*time.Second
+}

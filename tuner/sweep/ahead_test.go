@@ -1,0 +1,123 @@
+package sweep
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/tuner/store"
+)
+
+func TestTrialWork(t *testing.T) {
+	p := Plan{Reps: 3, Window: 64, RepBytes: 64 << 20}
+	tests := []struct {
+		name    string
+		plan    Plan
+		pattern bench.Pattern
+		sizes   []int
+		want    float64
+	}{
+		// 16 MiB: the cap leaves 2 iterations (and 1 warm-up) of 64 messages.
+		{"bw capped", p, bench.Bandwidth, []int{16 << 20}, (3*2 + 1) * 64 * (16 << 20)},
+		// 4 KiB: OSU's 100 iterations and 10 warm-up windows fit the cap.
+		{"bw small", p, bench.Bandwidth, []int{4 << 10}, (3*100 + 10) * 64 * (4 << 10)},
+		// Latency: a window of 1, each round trip twice the payload and
+		// latencyTripBytes.
+		{"latency", p, bench.Latency, []int{8}, (3*10000 + 100) * (2*8 + latencyTripBytes)},
+		// The settling pass: one repetition of the capped 2 iterations.
+		{"settle", Plan{Reps: 3, Window: 64, RepBytes: 64 << 20, Settle: 4 << 20}, bench.Bandwidth, nil, (1*2 + 1) * 64 * (4 << 20)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := trialWork(tc.plan, tc.pattern, tc.sizes); got != tc.want {
+				t.Fatalf("trialWork = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The estimate of required work shrinks as a sweep goes through its
+// stages, and a run measured slower than the fallback pace reserves
+// proportionally more.
+func TestRequiredAfterFollowsPace(t *testing.T) {
+	r := &Runner{plan: Quick()}
+	var last time.Duration = 1 << 62
+	for _, st := range stageOrder {
+		got := r.requiredAfter(st)
+		if got > last {
+			t.Fatalf("required after %s = %v, more than after the stage before (%v)", st, got, last)
+		}
+		last = got
+	}
+	quiet := r.requiredAfter(stageEager)
+	tr := Trial{Stage: stageEager, Pattern: bench.Bandwidth, Sizes: []int{1 << 20}, Round: 1}
+	tr.Seconds = 3 * hostSecPerByte * trialWork(r.plan, tr.Pattern, tr.Sizes) // three times the fallback pace
+	r.trials = []Trial{tr}
+	loaded := r.requiredAfter(stageEager)
+	probes := time.Duration(len(r.plan.Probes)*4)*r.plan.ProbeDeadline + 10*time.Second
+	if ratio := float64(loaded-probes) / float64(quiet-probes); ratio < 2.5 || ratio > 3.5 {
+		t.Fatalf("trials at 3x the pace: required work %v against %v (ratio %.2f of the measured part), want about 3", loaded, quiet, ratio)
+	}
+}
+
+// plannedCovers fails unless the required trials the budget reserves for
+// include every stage and pattern the run measured a first round of, at
+// the sizes it measured them, at least as many times.
+func plannedCovers(t *testing.T, dir string, plan Plan) {
+	t.Helper()
+	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	type kind struct {
+		stage   string
+		pattern bench.Pattern
+	}
+	ran := map[kind]int{}
+	sizes := map[kind][]int{}
+	for _, rec := range s.Records() {
+		if rec.Kind != "trial" {
+			continue
+		}
+		var tr Trial
+		if err := json.Unmarshal(rec.Data, &tr); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Round != 1 || tr.Stage == stageReplicate {
+			continue
+		}
+		k := kind{tr.Stage, tr.Pattern}
+		if sizes[k] == nil {
+			sizes[k] = tr.Sizes
+		}
+		if slices.Equal(sizes[k], tr.Sizes) { // bisection's first rounds are optional
+			ran[k]++
+		}
+	}
+	planned := map[kind]plannedTrial{}
+	for _, pt := range requiredTrials(plan) {
+		planned[kind{pt.stage, pt.pattern}] = pt
+	}
+	for k, n := range ran {
+		pt, ok := planned[k]
+		switch {
+		case !ok:
+			t.Errorf("stage %s measured %s, which the budget's estimate does not plan", k.stage, k.pattern)
+		case pt.count < n:
+			t.Errorf("stage %s %s: %d first-round trials, %d planned", k.stage, k.pattern, n, pt.count)
+		case k.stage == stageDepth && len(pt.sizes) != len(sizes[k]):
+			// Depth adds the eager limit chosen and its double; the
+			// estimate takes the built-in one.
+			t.Errorf("stage %s %s: measured at %v, planned at %v", k.stage, k.pattern, sizes[k], pt.sizes)
+		case k.stage != stageDepth && !slices.Equal(pt.sizes, sizes[k]):
+			t.Errorf("stage %s %s: measured at %v, planned at %v", k.stage, k.pattern, sizes[k], pt.sizes)
+		}
+	}
+	if len(ran) == 0 {
+		t.Fatal("no first-round trial stored")
+	}
+}
