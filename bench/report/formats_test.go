@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -183,6 +184,44 @@ func TestJSONLines(t *testing.T) {
 	}
 	if len(results) > 0 {
 		t.Errorf("%d results missing", len(results))
+	}
+}
+
+// ReadJSON reads back what the json format wrote, field for field, also
+// when two writes were appended to one file (gotune import --out).
+func TestReadJSONRoundTrip(t *testing.T) {
+	data := render(t, "json")
+	twice := append(append(slices.Clone(data), '\n'), data...) // a blank line between appends is skipped
+	got, err := ReadJSON("runs.jsonl", bytes.NewReader(twice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(fixture(), fixture()...)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func TestReadJSONErrors(t *testing.T) {
+	run := `{"type":"run","label":"a","spec":{"transport":"sm","pattern":"latency"}}`
+	point := `{"type":"point","label":"a","size":8,"unit":"us","samples":[1]}`
+	cases := []struct {
+		name, input, want string
+	}{
+		{"empty", "\n\n", "f.jsonl: no results"},
+		{"not json", run + "\nsize 8 1.0\n", "f.jsonl:2: not a gotune JSON line"},
+		{"point first", point + "\n", "f.jsonl:1: a point before any run line"},
+		{"other label", run + "\n" + strings.Replace(point, `"a"`, `"b"`, 1) + "\n", `f.jsonl:2: point of "b" inside run "a"`},
+		{"bad type", run + "\n\n" + `{"type":"summary"}` + "\n", `f.jsonl:3: line type "summary"`},
+		{"bad field", run + "\n" + `{"type":"point","label":"a","size":"eight"}`, "f.jsonl:2: point: "},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ReadJSON("f.jsonl", strings.NewReader(c.input))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one containing %q", err, c.want)
+			}
+		})
 	}
 }
 

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,4 +45,63 @@ func writeJSON(w io.Writer, results []bench.Result) error {
 		}
 	}
 	return nil
+}
+
+// maxJSONLine bounds one line of ReadJSON's input: a point with many
+// samples and warnings stays far below it.
+const maxJSONLine = 16 << 20
+
+// ReadJSON reads results in the JSON lines format writeJSON writes: a
+// "run" line opens a result, and each "point" line after it adds a point
+// to that result. Blank lines are skipped. name is the input's name for
+// errors, which give the line. Fields it does not know are ignored, so a
+// newer gotune's files still read.
+func ReadJSON(name string, r io.Reader) ([]bench.Result, error) {
+	var results []bench.Result
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxJSONLine)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 {
+			continue
+		}
+		var kind struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(text, &kind); err != nil {
+			return nil, fmt.Errorf("%s:%d: not a gotune JSON line: %w", name, line, err)
+		}
+		switch kind.Type {
+		case "run":
+			var run runLine
+			if err := json.Unmarshal(text, &run); err != nil {
+				return nil, fmt.Errorf("%s:%d: run: %w", name, line, err)
+			}
+			results = append(results, bench.Result{Label: run.Label, Provenance: run.Provenance, Spec: run.Spec})
+		case "point":
+			if len(results) == 0 {
+				return nil, fmt.Errorf("%s:%d: a point before any run line", name, line)
+			}
+			var p pointLine
+			if err := json.Unmarshal(text, &p); err != nil {
+				return nil, fmt.Errorf("%s:%d: point: %w", name, line, err)
+			}
+			open := &results[len(results)-1]
+			if p.Label != open.Label {
+				return nil, fmt.Errorf("%s:%d: point of %q inside run %q", name, line, p.Label, open.Label)
+			}
+			open.Points = append(open.Points, p.Point)
+		default:
+			return nil, fmt.Errorf("%s:%d: line type %q (want run or point)", name, line, kind.Type)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", name, line+1, err)
+	}
+	if len(results) == 0 {
+		return nil, fmt.Errorf("%s: no results", name)
+	}
+	return results, nil
 }
