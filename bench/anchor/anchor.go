@@ -72,17 +72,50 @@ func OpenMPIVader(singleCopy string) Stack {
 // Env override a param file's (Open MPI's precedence: command line, then
 // environment, then files), so a tuned file cannot change pml or btl here.
 func OpenMPI(name string, args ...string) Stack {
+	s := OpenMPIFile(name)
+	s.Args = append(append([]string{"--mca", "pml", "ob1"}, s.Args...), args...)
+	return s
+}
+
+// OpenMPIFile is OpenMPI as a tuned params file configures it: the self
+// and vader BTLs pinned (the node's network BTLs are not what is tuned
+// here), the pml left to the file and to Open MPI's own selection.
+func OpenMPIFile(name string) Stack {
 	return Stack{
 		Name:   name,
 		Family: "openmpi",
 		MPICC:  "mpicc.openmpi",
 		MPIRun: "mpirun.openmpi",
-		Args: append([]string{
-			"--mca", "pml", "ob1",
+		Args: []string{
 			"--mca", "btl", "self,vader",
 			"--oversubscribe", "--map-by", "core", "--bind-to", "core:overload-allowed",
-		}, args...),
+		},
 	}
+}
+
+// selectedPML is pml_base_verbose's line naming the pml a rank selected.
+var selectedPML = regexp.MustCompile(`select: component (\S+) selected`)
+
+// SelectedPML runs one 8-byte ping-pong through Open MPI stack s and
+// returns the pml its ranks selected (ob1, ucx, cm).
+func SelectedPML(ctx context.Context, s Stack, binary string) (string, error) {
+	launcher, err := exec.LookPath(s.mpirun())
+	if err != nil {
+		return "", sys.NotSupported(s.family(), s.mpirun()+" not found in PATH", err)
+	}
+	args := append([]string{"-np", "2"}, s.Args...)
+	args = append(args, "--mca", "pml_base_verbose", "10", binary, string(bench.Latency), "8", "1", "1", "1", "1")
+	cmd := launcherCommand(ctx, s, launcher, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := runGroup(cmd); err != nil {
+		return "", fmt.Errorf("which pml %s selects: %s: %w%s", s.Name, strings.Join(cmd.Args, " "), err, indentOutput(tail(out.Bytes())))
+	}
+	m := selectedPML.FindSubmatch(out.Bytes())
+	if m == nil {
+		return "", fmt.Errorf("which pml %s selects: no \"component ... selected\" line in its verbose output%s", s.Name, indentOutput(tail(out.Bytes())))
+	}
+	return string(m[1]), nil
 }
 
 // MPICH returns MPICH by its Debian names (mpicc.mpich, mpirun.mpich):

@@ -14,9 +14,15 @@ var specs = map[string]spec{
 		file: "openmpi-mca-params.conf", title: "Open MPI MCA parameters", display: "Open MPI",
 		where: "$HOME/.openmpi/mca-params.conf (read by every Open MPI job of the user), the system file " +
 			"$prefix/etc/openmpi-mca-params.conf (Debian: /etc/openmpi/openmpi-mca-params.conf), or any path " +
-			"named by OMPI_MCA_mca_base_param_files=FILE, which replaces that default list: the user's and the " +
-			"system's files are then read only if listed too, comma-separated, the first listed winning.",
-		usage: []string{"OMPI_MCA_mca_base_param_files=$PWD/openmpi-mca-params.conf mpirun -n 2 ./app"},
+			"named by OMPI_MCA_mca_base_param_files, which replaces that default list: list the user's and the " +
+			"system's files after it (comma-separated, the first listed winning), or settings the system file " +
+			"holds are lost (Debian's pml = ^ucx: without it Open MPI 4.1 picks pml cm).",
+		usage: []string{
+			"mkdir -p ~/.openmpi && cp openmpi-mca-params.conf ~/.openmpi/mca-params.conf",
+			"# or, for one job, ahead of the default list:",
+			"f=$PWD/openmpi-mca-params.conf,$HOME/.openmpi/mca-params.conf",
+			"OMPI_MCA_mca_base_param_files=$f,/etc/openmpi/openmpi-mca-params.conf mpirun -n 2 ./app",
+		},
 		overrides: "--mca NAME VALUE on mpirun's command line beats an OMPI_MCA_NAME environment variable, which " +
 			"beats a parameter file; the user's file beats the system's. `ompi_info --all --parsable` shows the " +
 			"value in effect and where it came from.",

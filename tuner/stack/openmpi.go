@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/anchor"
@@ -19,6 +22,11 @@ type OpenMPI struct {
 	// Hazards bounds the hazard runs (zero: anchor's defaults).
 	Hazards anchor.CheckOptions
 	binary  string // anchor.c built with mpicc.openmpi by Prepare
+	pmlUCX  bool   // this Open MPI has the ucx pml (Prepare asks ompi_info)
+	// files is Open MPI's default mca_base_param_files (the user's and
+	// the system's), read after the tuned file: naming a file replaces the
+	// list, and Debian's system file holds settings a job needs (pml = ^ucx).
+	files string
 }
 
 // Name is the profile's name for the stack.
@@ -31,29 +39,75 @@ func (o *OpenMPI) Prepare(ctx context.Context, dir string) error {
 		return err
 	}
 	o.binary = bin
+	if o.files, err = defaultParamFiles(ctx); err != nil {
+		return err
+	}
+	// The space is ob1's over vader: where Open MPI picks another pml by
+	// itself (ucx on a node with an HCA it supports), none of it applies.
+	pml, err := anchor.SelectedPML(ctx, o.stack("defaults"), bin)
+	if err != nil {
+		return err
+	}
+	if pml != "ob1" {
+		return fmt.Errorf("open mpi selects pml %s here without a file; gotune tunes ob1 over vader (and weighs pml ucx against it) only where ob1 is the default", pml)
+	}
+	o.pmlUCX = hasComponent(ctx, "pml", "ucx")
 	return nil
 }
 
-// Space: single copy first (it decides what large messages do), then the
-// limits that shape copy-in/copy-out around it, then the fast boxes.
+// defaultParamFiles is Open MPI's built-in mca_base_param_files.
+func defaultParamFiles(ctx context.Context) (string, error) {
+	cmd := exec.CommandContext(ctx, "ompi_info", "--all", "--parsable")
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OMPI_MCA_mca_base_param_files=") })
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("open mpi's default params files: ompi_info: %w", err)
+	}
+	const key = "mca:mca:base:param:mca_base_param_files:value:"
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("open mpi's default params files: ompi_info lists no mca_base_param_files")
+}
+
+// hasComponent reports whether ompi_info lists Open MPI's component
+// framework:name.
+func hasComponent(ctx context.Context, framework, name string) bool {
+	out, err := exec.CommandContext(ctx, "ompi_info", "--parsable").Output()
+	return err == nil && strings.Contains(string(out), "mca:"+framework+":"+name+":version:")
+}
+
+// Space: the pml first where UCX's is built in (under it the vader knobs
+// are moot), then single copy (it decides what large messages do), the
+// limits that shape copy-in/copy-out around it, and the fast boxes.
 func (o *OpenMPI) Space() []Param {
 	if o.Params != nil {
 		return o.Params
 	}
 	large := ladder(4<<10, 16<<20)
-	return []Param{
-		{Name: "btl_vader_single_copy_mechanism", Values: []string{"cma", "none"}, Pattern: bench.Bandwidth, Sizes: large},
-		{Name: "btl_vader_max_send_size", Values: []string{"32768", "65536", "131072"}, Pattern: bench.Bandwidth, Sizes: ladder(32<<10, 16<<20)},
-		{Name: "btl_vader_eager_limit", Values: []string{"4096", "8192", "16384"}, Pattern: bench.Bandwidth, Sizes: ladder(1<<10, 64<<10)},
-		{Name: "btl_vader_rndv_eager_limit", Values: []string{"32768", "65536", "131072"}, Pattern: bench.Bandwidth, Sizes: ladder(32<<10, 1<<20)},
-		{Name: "btl_vader_fbox_threshold", Values: []string{"16", "4", "64"}, Pattern: bench.Latency, Sizes: []int{8, 64, 512, 4096}},
+	var space []Param
+	if o.pmlUCX {
+		// pml ucx selects itself only for the HCAs its defaults name
+		// (mlx*); on a node without them it must be told any device.
+		space = append(space, Param{Name: "pml", Values: []string{"ob1", "ucx"}, Pattern: bench.Bandwidth, Sizes: large,
+			With: map[string]map[string]string{"ucx": {"pml_ucx_tls": "any", "pml_ucx_devices": "any"}}})
 	}
+	underUCX := map[string]string{"pml": "ucx"}
+	return append(space,
+		Param{Name: "btl_vader_single_copy_mechanism", Values: []string{"cma", "none"}, Pattern: bench.Bandwidth, Sizes: large, Unless: underUCX},
+		Param{Name: "btl_vader_max_send_size", Values: []string{"32768", "65536", "131072"}, Pattern: bench.Bandwidth, Sizes: ladder(32<<10, 16<<20), Unless: underUCX},
+		Param{Name: "btl_vader_eager_limit", Values: []string{"4096", "8192", "16384"}, Pattern: bench.Bandwidth, Sizes: ladder(1<<10, 64<<10), Unless: underUCX},
+		Param{Name: "btl_vader_rndv_eager_limit", Values: []string{"32768", "65536", "131072"}, Pattern: bench.Bandwidth, Sizes: ladder(32<<10, 1<<20), Unless: underUCX},
+		Param{Name: "btl_vader_fbox_threshold", Values: []string{"16", "4", "64"}, Pattern: bench.Latency, Sizes: []int{8, 64, 512, 4096}, Unless: underUCX},
+	)
 }
 
 // stack is Open MPI as the adapter runs it: params written as an Open MPI
 // params file (name = value) under dir and named by
 // OMPI_MCA_mca_base_param_files, as a user installs the tuned file.
-func (o *OpenMPI) stack(label string) anchor.Stack { return anchor.OpenMPI("openmpi " + label) }
+func (o *OpenMPI) stack(label string) anchor.Stack { return anchor.OpenMPIFile("openmpi " + label) }
 
 func (o *OpenMPI) loaded(dir, label string, params map[string]string) (anchor.Stack, error) {
 	st := o.stack(label)
@@ -68,7 +122,7 @@ func (o *OpenMPI) loaded(dir, label string, params map[string]string) (anchor.St
 	if err != nil {
 		return st, err
 	}
-	st.Env = append(st.Env, "OMPI_MCA_mca_base_param_files="+file)
+	st.Env = append(st.Env, "OMPI_MCA_mca_base_param_files="+file+","+o.files)
 	return st, nil
 }
 

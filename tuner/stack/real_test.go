@@ -82,3 +82,44 @@ func TestTuneRealStacks(t *testing.T) {
 		})
 	}
 }
+
+// Open MPI's pml ucx runs the hazards when the file opens its device list
+// up (the candidate's With), and refuses to start without it: so the file
+// is what selects it.
+func TestOpenMPIPMLUCX(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real MPI ranks")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	o := &OpenMPI{Hazards: anchor.CheckOptions{Iters: 5, Timeout: 45 * time.Second}}
+	if err := o.Prepare(ctx, dir); err != nil {
+		testutil.SkipUnless(t, "openmpi", err)
+		t.Fatal(err)
+	}
+	if !o.pmlUCX {
+		t.Skip("this Open MPI has no ucx pml")
+	}
+	var pml Param
+	for _, p := range o.Space() {
+		if p.Name == "pml" {
+			pml = p
+		}
+	}
+	if pml.Name == "" {
+		t.Fatal("the space has no pml parameter though ompi_info lists pml ucx")
+	}
+	params := map[string]string{}
+	pml.set(params, "ucx")
+	if err := o.Check(ctx, dir, params); err != nil {
+		t.Errorf("hazards with %v: %v", params, err)
+	}
+	if err := o.Check(ctx, dir, map[string]string{"pml": "ucx"}); !errors.Is(err, anchor.ErrCrash) {
+		t.Errorf("hazards with pml ucx alone: %v, want a refusal to start", err)
+	}
+	for _, p := range o.Space()[1:] {
+		if !p.moot(params) {
+			t.Errorf("%s is weighed under pml ucx", p.Name)
+		}
+	}
+}

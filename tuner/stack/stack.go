@@ -26,6 +26,28 @@ type Param struct {
 	Values  []string
 	Pattern bench.Pattern
 	Sizes   []int
+	// With are the settings a value needs besides itself, measured and
+	// written with it (Open MPI's pml ucx needs pml_ucx_tls opened up).
+	With map[string]map[string]string
+	// Unless names values chosen before that make this parameter moot
+	// (btl_vader_* under pml ucx): it is then not weighed.
+	Unless map[string]string
+}
+
+// moot reports whether chosen makes p moot.
+func (p Param) moot(chosen map[string]string) bool {
+	for k, v := range p.Unless {
+		if chosen[k] == v {
+			return true
+		}
+	}
+	return false
+}
+
+// set writes value v of p, with what it needs, into params.
+func (p Param) set(params map[string]string, v string) {
+	params[p.Name] = v
+	maps.Copy(params, p.With[v])
 }
 
 // Adapter measures one stack.
@@ -136,11 +158,14 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 	}
 	res := Result{Stack: a.Name(), Params: map[string]string{}}
 	for _, p := range a.Space() {
+		if p.moot(res.Params) {
+			continue
+		}
 		var cs []anchor.Contender
 		for _, v := range p.Values {
 			params := maps.Clone(res.Params)
 			if v != p.Values[0] {
-				params[p.Name] = v
+				p.set(params, v)
 			}
 			cs = append(cs, a.Contender(cfg.Dir, p.Name+"="+v, params))
 		}
@@ -155,7 +180,7 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 		c := choose(p, results)
 		res.Choices = append(res.Choices, c)
 		if c.Chosen != p.Values[0] {
-			res.Params[p.Name] = c.Chosen
+			p.set(res.Params, c.Chosen)
 		}
 	}
 	if len(res.Params) == 0 {
