@@ -134,7 +134,12 @@ func (p Point) Stalled() bool { return p.LoadStalled }
 
 // Result is a run: provenance, what was asked, and a point per size.
 type Result struct {
-	Label      string              `json:"label"` // e.g. "gotune sm", "openmpi vader cma"
+	Label string `json:"label"` // e.g. "gotune sm", "openmpi vader cma"
+	// Metric names which of a tool's measures the points hold where it
+	// reports several per pattern and size (nccl-tests: "float/sum
+	// out-of-place busbw"); empty for the pattern's own measure. Results
+	// compare only with results of the same metric.
+	Metric     string              `json:"metric,omitempty"`
 	Provenance hostinfo.Provenance `json:"provenance"`
 	Spec       Spec                `json:"spec"`
 	Points     []Point             `json:"points"`

@@ -40,6 +40,7 @@ type Side struct {
 // Table compares the sides at one (pattern, unit).
 type Table struct {
 	Pattern        bench.Pattern
+	Metric         string // bench.Result.Metric of the results compared ("": the pattern's own)
 	Unit           string
 	HigherIsBetter bool
 	Sides          []SideSummary // in argument order; Sides[0] is the reference
@@ -98,9 +99,19 @@ func HigherIsBetter(unit string) (bool, error) {
 	return false, fmt.Errorf("unknown unit %q: cannot tell whether higher is better (want a time: ns, us, ms, s; or a rate: MB/s, GB/s, msg/s)", unit)
 }
 
-// groupKey is what pools: one pattern measured in one unit.
+// Measure names what t compares: the pattern, and the metric where the
+// results name one ("all_reduce float/sum out-of-place busbw").
+func (t Table) Measure() string {
+	if t.Metric == "" {
+		return string(t.Pattern)
+	}
+	return string(t.Pattern) + " " + t.Metric
+}
+
+// groupKey is what pools: one pattern's metric measured in one unit.
 type groupKey struct {
 	pattern bench.Pattern
+	metric  string // bench.Result.Metric: "" for the pattern's own
 	unit    string
 }
 
@@ -131,7 +142,7 @@ func pool(s Side) (groups map[groupKey]*group, order []groupKey, err error) {
 			if len(p.Samples) == 0 {
 				continue // nothing measured at this size
 			}
-			k := groupKey{r.Spec.Pattern, unit}
+			k := groupKey{r.Spec.Pattern, r.Metric, unit}
 			g := groups[k]
 			if g == nil {
 				g = &group{samples: map[int][]float64{}}
@@ -205,7 +216,7 @@ func build(k groupKey, names []string, pooled []map[groupKey]*group) (Table, err
 	if err != nil {
 		return Table{}, err
 	}
-	t := Table{Pattern: k.pattern, Unit: k.unit, HigherIsBetter: higher}
+	t := Table{Pattern: k.pattern, Metric: k.metric, Unit: k.unit, HigherIsBetter: higher}
 	ref := pooled[0][k]
 	var sizes []int
 	for size := range ref.samples {

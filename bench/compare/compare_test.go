@@ -293,3 +293,27 @@ func TestPatternUnitAndSizes(t *testing.T) {
 		t.Errorf("tables %+v, want one msg/s row at 8 with ratio 1.5", tables)
 	}
 }
+
+// Results of one pattern but different metrics (nccl-tests' algbw and
+// busbw) are compared apart, never pooled.
+func TestMetricsStayApart(t *testing.T) {
+	res := func(metric string, v float64) bench.Result {
+		return bench.Result{Label: "nccl " + metric, Metric: metric, Spec: bench.Spec{Pattern: "all_reduce"},
+			Points: []bench.Point{{Size: 1 << 20, Unit: "MB/s", Samples: []float64{v}}}}
+	}
+	tables, err := compare.Build([]compare.Side{
+		{Name: "a", Results: []bench.Result{res("algbw", 100), res("busbw", 175)}},
+		{Name: "b", Results: []bench.Result{res("algbw", 200), res("busbw", 350)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tables) != 2 {
+		t.Fatalf("%d tables, want one per metric", len(tables))
+	}
+	for _, tb := range tables {
+		if c := tb.Rows[0].Cells[1]; c.N != 1 || c.Ratio != 2 {
+			t.Errorf("%s: cell %+v, want one sample at ratio 2", tb.Measure(), c)
+		}
+	}
+}

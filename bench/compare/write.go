@@ -58,7 +58,7 @@ func title(t Table) string {
 	if t.HigherIsBetter {
 		dir = "higher is better"
 	}
-	return fmt.Sprintf("%s (%s, %s); reference: %s", t.Pattern, t.Unit, dir, t.Sides[0].Name)
+	return fmt.Sprintf("%s (%s, %s); reference: %s", t.Measure(), t.Unit, dir, t.Sides[0].Name)
 }
 
 // header is the columns of the table and markdown formats: the size, the
@@ -232,7 +232,7 @@ func writeCSV(w io.Writer, tables []Table) error {
 	for _, t := range tables {
 		for _, r := range t.Rows {
 			for i, c := range r.Cells {
-				rec := []string{string(t.Pattern), t.Unit, strconv.FormatBool(t.HigherIsBetter), t.Sides[0].Name,
+				rec := []string{t.Measure(), t.Unit, strconv.FormatBool(t.HigherIsBetter), t.Sides[0].Name,
 					strconv.Itoa(r.Size), t.Sides[i].Name, strconv.Itoa(c.N), "", "", "", "", "", "", ""}
 				if c.N > 0 {
 					rec[7], rec[8], rec[9] = num(c.Median), num(c.CILow), num(c.CIHigh)
@@ -279,7 +279,7 @@ func writeBench(w io.Writer, tables []Table) error {
 						v, unit = v*ns, "ns/op"
 					}
 					fmt.Fprintf(w, "BenchmarkCompare/pattern=%s/side=%s/size=%d 1 %s %s\n",
-						benchValue(string(t.Pattern)), benchValue(t.Sides[i].Name), r.Size, strconv.FormatFloat(v, 'g', 12, 64), unit)
+						benchValue(t.Measure()), benchValue(t.Sides[i].Name), r.Size, strconv.FormatFloat(v, 'g', 12, 64), unit)
 				}
 			}
 		}

@@ -328,6 +328,7 @@ func ncclResults(coll string, k ncclKey, t ncclTable, rows []ncclRow, prov hosti
 		for _, metric := range []string{timeName, "algbw", "busbw"} {
 			res := bench.Result{
 				Label:      fmt.Sprintf("nccl-tests %s %s %s %s", coll, series, placement, metric),
+				Metric:     fmt.Sprintf("%s %s %s", series, placement, metric),
 				Provenance: ncclCloneProv(prov),
 				Spec: bench.Spec{Transport: ncclTool, Pattern: bench.Pattern(coll), Sizes: sizes,
 					Reps: 1, Iters: iters, Warmup: warmup, Validate: validation == 1},
@@ -336,11 +337,11 @@ func ncclResults(coll string, k ncclKey, t ncclTable, rows []ncclRow, prov hosti
 				var p bench.Point
 				switch metric {
 				case "algbw":
-					p = onePointOfRun(r.size, "MB/s", r.alg[g]*ncclBytesPerGB/1e6)
+					p = singleRunPoint(r.size, "MB/s", r.alg[g]*ncclBytesPerGB/1e6)
 				case "busbw":
-					p = onePointOfRun(r.size, "MB/s", r.bus[g]*ncclBytesPerGB/1e6)
+					p = singleRunPoint(r.size, "MB/s", r.bus[g]*ncclBytesPerGB/1e6)
 				default:
-					p = onePointOfRun(r.size, "us", r.time[g])
+					p = singleRunPoint(r.size, "us", r.time[g])
 					p.P99 = r.p99[g]
 				}
 				p.Iters, p.Warmup = iters, warmup
@@ -357,12 +358,6 @@ func ncclResults(coll string, k ncclKey, t ncclTable, rows []ncclRow, prov hosti
 		}
 	}
 	return out
-}
-
-// onePointOfRun is a size's point of a file holding one run: the tool's
-// one value is the only sample and the median.
-func onePointOfRun(size int, unit string, v float64) bench.Point {
-	return bench.Point{Size: size, Unit: unit, Samples: []float64{v}, Median: v}
 }
 
 // ncclCollective turns "all_reduce_perf" (or a path to it) into

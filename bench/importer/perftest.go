@@ -232,20 +232,20 @@ func ptRow(tb *ptTable, f []string, add func(string, bench.Pattern, string, benc
 	}
 	switch tb.kind {
 	case "bw": // bytes iters peak avg mpps
-		p := onePointOfRun(size, "MB/s", v[3]*tb.bwFactor)
+		p := singleRunPoint(size, "MB/s", v[3]*tb.bwFactor)
 		p.Iters = iters
 		if err := add(tb.label, tb.pattern, "MB/s", p); err != nil {
 			return err
 		}
-		q := onePointOfRun(size, "msg/s", v[4]*1e6)
+		q := singleRunPoint(size, "msg/s", v[4]*1e6)
 		q.Iters = iters
 		return add(tb.label+" msgrate", bench.MsgRate, "msg/s", q)
 	case "lat": // bytes iters min max typical avg stdev p99 p99.9
-		p := onePointOfRun(size, "us", v[5])
+		p := singleRunPoint(size, "us", v[5])
 		p.P50, p.P99, p.Iters = v[4], v[7], iters
 		return add(tb.label, bench.Latency, "us", p)
 	default: // bytes iters t_avg tps
-		p := onePointOfRun(size, "us", v[2])
+		p := singleRunPoint(size, "us", v[2])
 		p.Iters = iters
 		return add(tb.label, bench.Latency, "us", p)
 	}

@@ -405,7 +405,7 @@ func ucxResults(s *ucxSeries) []bench.Result {
 	for _, r := range s.runs {
 		sizes = append(sizes, r.size)
 		iters := int(r.vals[0])
-		p := onePointOfRun(r.size, "us", r.vals[3])
+		p := singleRunPoint(r.size, "us", r.vals[3])
 		if r.vals[1] > 0 {
 			switch r.rank {
 			case 50:
@@ -416,8 +416,8 @@ func ucxResults(s *ucxSeries) []bench.Result {
 				p.P99 = r.vals[1]
 			}
 		}
-		b := onePointOfRun(r.size, "MB/s", r.vals[5]*ucxMiB/1e6)
-		m := onePointOfRun(r.size, "msg/s", r.vals[7])
+		b := singleRunPoint(r.size, "MB/s", r.vals[5]*ucxMiB/1e6)
+		m := singleRunPoint(r.size, "msg/s", r.vals[7])
 		p.Iters, b.Iters, m.Iters = iters, iters, iters
 		lat, bw, mr = append(lat, p), append(bw, b), append(mr, m)
 	}

@@ -15,6 +15,7 @@ import (
 type runLine struct {
 	Type       string              `json:"type"` // "run"
 	Label      string              `json:"label"`
+	Metric     string              `json:"metric,omitempty"`
 	Provenance hostinfo.Provenance `json:"provenance"`
 	Spec       bench.Spec          `json:"spec"`
 }
@@ -35,7 +36,7 @@ func writeJSON(w io.Writer, results []bench.Result) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // keep "<", ">" and "&" in labels and warnings readable
 	for _, r := range results {
-		if err := enc.Encode(runLine{"run", r.Label, r.Provenance, r.Spec}); err != nil {
+		if err := enc.Encode(runLine{"run", r.Label, r.Metric, r.Provenance, r.Spec}); err != nil {
 			return fmt.Errorf("result %q: %w", r.Label, err)
 		}
 		for _, p := range r.Points {
@@ -79,7 +80,7 @@ func ReadJSON(name string, r io.Reader) ([]bench.Result, error) {
 			if err := json.Unmarshal(text, &run); err != nil {
 				return nil, fmt.Errorf("%s:%d: run: %w", name, line, err)
 			}
-			results = append(results, bench.Result{Label: run.Label, Provenance: run.Provenance, Spec: run.Spec})
+			results = append(results, bench.Result{Label: run.Label, Metric: run.Metric, Provenance: run.Provenance, Spec: run.Spec})
 		case "point":
 			if len(results) == 0 {
 				return nil, fmt.Errorf("%s:%d: a point before any run line", name, line)
