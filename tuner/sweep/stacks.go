@@ -21,13 +21,17 @@ import (
 // NativeDir is where a run writes the stacks' native config files.
 const NativeDir = "native"
 
-// adapters are the stacks `gotune sweep --stack` tunes.
-var adapters = map[string]func() stack.Adapter{
-	"openmpi":  func() stack.Adapter { return &stack.OpenMPI{} },
-	"mpich":    func() stack.Adapter { return &stack.MPICH{} },
-	"ucx":      func() stack.Adapter { return &stack.UCX{} },
-	"mimalloc": func() stack.Adapter { return &stack.Mimalloc{} },
-}
+// adapters are the stacks `gotune sweep --stack` tunes (tests replace one).
+var adapters = func() map[string]func() stack.Adapter {
+	m := map[string]func() stack.Adapter{}
+	for _, name := range stack.Names() {
+		m[name] = func() stack.Adapter {
+			a, _ := stack.New(name) // a name from stack.Names
+			return a
+		}
+	}
+	return m
+}()
 
 // StackNames lists the stacks a plan may name.
 func StackNames() []string { return slices.Sorted(maps.Keys(adapters)) }

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/compare"
+	"github.com/gotune/gotune/bench/report"
+	"github.com/gotune/gotune/internal/hostinfo"
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/profile"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/tuner/stack"
+)
+
+// stacksMeasured are the stacks gotune stacks puts beside gotune's sm: the
+// MPI paths (mimalloc is an allocator, weighed on its own pattern).
+var stacksMeasured = []string{"openmpi", "mpich", "ucx"}
+
+func newStacks() *cobra.Command {
+	var (
+		latSizes, bwSizes, settleSize, profilePath, format, outDir string
+		only                                                       []string
+		rounds                                                     int
+		timeout                                                    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "stacks",
+		Short: "Measure gotune sm, Open MPI, MPICH and UCX (defaults, and tuned files from a profile) on this node, interleaved, in one comparison",
+		Long: `stacks runs the same latency and bandwidth ladder through gotune's sm
+transport and through every MPI stack installed here, each as its own launcher
+and benchmark run it: Open MPI and MPICH with gotune's reference benchmark built
+by their compiler wrappers, UCX with ucx_perftest. With --profile, each stack the
+profile has decisions for (its stacks: section, from gotune sweep --stack) is
+measured twice: with its defaults, and with the tuned values loaded as its
+native file. Every round runs each configuration once, back to back, in a
+rotating order, so that a machine whose speed drifts is compared with itself.
+
+The comparison takes gotune sm as the reference: a ratio > 1 means that side is
+better. A stack that is not installed is left out with a note.`,
+		Example: `  gotune stacks
+  gotune stacks --profile results/node1/20261126-101500/profile.yaml --reps 8 --out results/stacks`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !slices.Contains(compare.Formats, format) {
+				return fmt.Errorf("--format %q: want one of %s", format, strings.Join(compare.Formats, ", "))
+			}
+			for _, s := range only {
+				if !slices.Contains(stacksMeasured, s) {
+					return fmt.Errorf("--stack %q: want one of %s", s, strings.Join(stacksMeasured, ", "))
+				}
+			}
+			if len(only) == 0 {
+				only = stacksMeasured
+			}
+			settle, err := transports.ParseSize(settleSize)
+			if err != nil {
+				return fmt.Errorf("--settle: %w", err)
+			}
+			var tuned map[string]profile.Stack
+			if profilePath != "" {
+				p, err := profile.Load(profilePath)
+				if err != nil {
+					return err
+				}
+				tuned = p.Stacks
+			}
+			ctx, cancel := jobContext(timeout)
+			defer cancel()
+			dir, err := os.MkdirTemp("", "gotune-stacks-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			cs, err := stackContenders(ctx, dir, only, tuned, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			results := map[string][]bench.Result{}
+			for _, pc := range []struct {
+				pattern bench.Pattern
+				sizes   string
+				settle  int
+			}{{bench.Latency, latSizes, 0}, {bench.Bandwidth, bwSizes, settle}} {
+				sizes, err := bench.ParseSizes(pc.sizes)
+				if err != nil {
+					return err
+				}
+				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, CPUs: bench.DefaultCPUs(2)}
+				res, err := anchor.Interleave(ctx, cs, spec, rounds, pc.settle, 0, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				for _, r := range res {
+					results[r.Label] = append(results[r.Label], r)
+				}
+			}
+			var sides []compare.Side
+			var all []bench.Result
+			for _, c := range cs {
+				sides = append(sides, compare.Side{Name: c.Label, Results: results[c.Label]})
+				all = append(all, results[c.Label]...)
+			}
+			tables, err := compare.Build(sides)
+			if err != nil {
+				return err
+			}
+			var text bytes.Buffer
+			fmt.Fprintf(&text, "# gotune %s stacks, %d interleaved rounds, medians; reference gotune sm\n# command: gotune %s\n",
+				hostinfo.GotuneVersion(), rounds, strings.Join(os.Args[1:], " "))
+			if err := compare.Write(&text, format, tables); err != nil {
+				return err
+			}
+			if _, err := cmd.OutOrStdout().Write(text.Bytes()); err != nil {
+				return err
+			}
+			if outDir == "" {
+				return nil
+			}
+			return saveStacks(outDir, text.Bytes(), all)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&latSizes, "latency-sizes", "8", "latency message sizes")
+	fl.StringVar(&bwSizes, "bw-sizes", "4K:16M", "bandwidth message sizes")
+	fl.StringVar(&settleSize, "settle", "4M", "size of one discarded bandwidth point opening every bw run (0: none)")
+	fl.IntVar(&rounds, "reps", 8, "interleaved rounds: each configuration once per round")
+	fl.StringVar(&profilePath, "profile", "", "also measure each stack with the tuned values of this profile's stacks: section")
+	fl.StringSliceVar(&only, "stack", nil, "stacks to measure ("+strings.Join(stacksMeasured, ",")+"; default all installed)")
+	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(compare.Formats, "|"))
+	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/stacks-<host>-<time>.txt (the comparison) and .jsonl (every run)")
+	fl.DurationVar(&timeout, "timeout", time.Hour, "give up after this long")
+	return cmd
+}
+
+// stackContenders is gotune sm, then each named stack with its defaults
+// and, where tuned has values for it, with those loaded as its file. A
+// stack that is not installed is left out, with a note on stderr.
+func stackContenders(ctx context.Context, dir string, names []string, tuned map[string]profile.Stack, stderr io.Writer) ([]anchor.Contender, error) {
+	cs := []anchor.Contender{{Label: "gotune sm", Ours: true, Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
+		s.Transport = "sm"
+		return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
+	}}}
+	for _, name := range names {
+		a, err := stack.New(name)
+		if err != nil {
+			return nil, err
+		}
+		sdir := filepath.Join(dir, name)
+		if err := os.MkdirAll(sdir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := a.Prepare(ctx, sdir); err != nil {
+			if errors.Is(err, sys.ErrNotSupported) {
+				fmt.Fprintf(stderr, "stacks: %s left out: %v\n", name, err)
+				continue
+			}
+			return nil, err
+		}
+		cs = append(cs, a.Contender(sdir, "defaults", nil))
+		if t, ok := tuned[name]; ok && len(t.Params) > 0 {
+			cs = append(cs, a.Contender(sdir, "tuned", t.Params))
+		}
+	}
+	return cs, nil
+}
+
+// saveStacks writes the comparison and every run beside it.
+func saveStacks(dir string, text []byte, results []bench.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	host, _ := os.Hostname()
+	base := filepath.Join(dir, fmt.Sprintf("stacks-%s-%s", host, time.Now().UTC().Format("20060102-150405")))
+	if err := os.WriteFile(base+".txt", text, 0o644); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	var b bytes.Buffer
+	if err := report.Write(&b, "json", results); err != nil {
+		return err
+	}
+	if err := os.WriteFile(base+".jsonl", b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	return nil
+}
