@@ -85,7 +85,11 @@ func table(w io.Writer, r bench.Result) error {
 	if len(r.Points) > 0 {
 		ci = strconv.FormatFloat(r.Points[0].Confidence*100, 'g', 6, 64) + "% CI"
 	}
-	header := []any{"Size", "Median (" + r.Spec.Pattern.Unit() + ")", ci, "p50", "p90", "p99", "Reps"}
+	unit := r.Spec.Pattern.Unit()
+	if len(r.Points) > 0 && r.Points[0].Unit != "" {
+		unit = r.Points[0].Unit // imported results carry theirs (nccl-tests' times are µs)
+	}
+	header := []any{"Size", "Median (" + unit + ")", ci, "p50", "p90", "p99", "Reps"}
 	loaded := r.Spec.GPULoad > 0
 	if loaded {
 		header = append(header, "Beside kernel")
