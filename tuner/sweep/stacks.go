@@ -95,7 +95,7 @@ func (r *Runner) tuneStack(name string) (StackOutcome, error) {
 	}
 	defer os.RemoveAll(dir)
 	a := adapters[name]()
-	fmt.Fprintf(r.progress, "stack %s: weighing %d parameters through %s, %d interleaved rounds each\n", name, len(a.Space()), name, r.plan.StackRounds)
+	fmt.Fprintf(r.progress, "stack %s: tuned through itself, %d interleaved rounds a parameter\n", name, r.plan.StackRounds) // its space is known after Prepare
 	res, err := stack.Tune(r.ctx, a, stack.Config{Dir: dir, Rounds: r.plan.StackRounds, Settle: int(r.plan.Settle), Iters: r.plan.StackIters, Progress: r.progress})
 	if err != nil {
 		return StackOutcome{}, err
