@@ -11,7 +11,7 @@ TESTFLAGS ?= -count=1 -timeout 20m
 BUILD_PKGS := gcc libc6-dev
 DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev mpich libmpich-dev ucx-utils libmimalloc2.0 python3
 
-.PHONY: all build build-deps deps test race bench sweep anchors lint clean
+.PHONY: all build build-deps deps test fuzz race bench sweep anchors lint clean
 
 all: build
 
@@ -38,6 +38,20 @@ deps:
 test: deps
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
+	$(MAKE) --no-print-directory fuzz
+
+# fuzz runs every fuzz target briefly (FUZZTIME each; the parsers of other
+# tools' output and the profile loader): go test -fuzz takes one target of
+# one package per run.
+FUZZTIME ?= 5s
+FUZZ_PKGS := ./bench/importer ./profile
+fuzz:
+	@set -e; for p in $(FUZZ_PKGS); do \
+		for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
+			echo "fuzz $$p $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p; exit 1; }; \
+		done; \
+	done
 
 race: deps
 	$(GO) test -race $(TESTFLAGS) ./...

@@ -123,6 +123,9 @@ func ncclParseHeader(f []string) (ncclTable, error) {
 	}
 	for g := range t.groups {
 		at := t.groups[g]
+		if at+3 >= len(f) {
+			return t, fmt.Errorf("table header ends inside a placement's columns, want time algbw busbw #wrong")
+		}
 		if f[at+1] != "algbw" || f[at+2] != "busbw" || (f[at+3] != "#wrong" && f[at+3] != "error") {
 			return t, fmt.Errorf("table header columns %q, want time algbw busbw #wrong", f[at:at+4])
 		}
