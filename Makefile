@@ -49,7 +49,9 @@ fuzz:
 	@set -e; for p in $(FUZZ_PKGS); do \
 		for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
 			echo "fuzz $$p $$f ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p; exit 1; }; \
+			log=$$(mktemp); \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p >$$log 2>&1 || { grep -v '^fuzz: elapsed' $$log; rm -f $$log; exit 1; }; \
+			rm -f $$log; \
 		done; \
 	done
 
