@@ -167,7 +167,7 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 		doneCh:     make(chan struct{}), failed: make(chan error, 1)}
 	for r := range j.exited {
 		j.exited[r] = make(chan struct{})
-		j.stderrTail[r] = &tailBuffer{max: 256 << 10}
+		j.stderrTail[r] = newTailBuffer(256 << 10)
 	}
 	if err := j.start(exe, sock, extra, syncWriter(stderr)); err != nil {
 		j.kill()

@@ -149,7 +149,9 @@ func (r *Rank) run(shmPath string) (any, error) {
 }
 
 // dumpStacksOnQuit makes the watchdog's SIGQUIT print every goroutine's
-// stack and exit. The runtime's own SIGQUIT traceback cannot unwind a
+// stack, then stacksEnd, then wait for the watchdog to kill the job: a rank
+// that exited after its dump would let its peers see it gone and exit
+// before printing theirs. The runtime's own SIGQUIT traceback cannot unwind a
 // goroutine that is running on another thread, or inside the race
 // detector's C code, at the moment of the signal: a spinning rank's stack
 // came out empty. runtime.Stack stops the world first, which preempts the
@@ -168,10 +170,14 @@ func dumpStacksOnQuit() {
 			}
 			buf = make([]byte, 2*len(buf))
 		}
-		fmt.Fprintf(os.Stderr, "SIGQUIT: gotune rank %s, every goroutine:\n%s\n", os.Getenv(envRank), buf)
-		os.Exit(2)
+		rank := os.Getenv(envRank)
+		fmt.Fprintf(os.Stderr, "SIGQUIT: gotune rank %s, every goroutine:\n%s\n%s", rank, buf, stacksEnd(rank))
+		select {} // the watchdog kills the job once every stalled rank has printed
 	}()
 }
+
+// stacksEnd is the line that ends a rank's stack dump.
+func stacksEnd(rank string) string { return "end of stacks of gotune rank " + rank + "\n" }
 
 // Barrier returns once every rank of the job has called it.
 func (r *Rank) Barrier() error {

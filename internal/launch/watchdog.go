@@ -3,6 +3,8 @@ package launch
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -119,28 +121,45 @@ func (j *running) stall(ranks []int, quiet time.Duration) {
 	grace := time.After(stackGrace)
 	stacks := map[int]string{}
 	for _, r := range ranks {
-		select {
-		case <-j.exited[r]:
-		case <-grace:
+		end := stacksEnd(strconv.Itoa(r))
+	wait:
+		for !strings.Contains(j.stderrTail[r].String(), end) {
+			select {
+			case <-j.stderrTail[r].changed:
+			case <-j.exited[r]:
+				break wait
+			case <-grace:
+				break wait
+			}
 		}
 		stacks[r] = j.stderrTail[r].String()
 	}
 	j.report(&StallError{Kind: j.job.Kind, Ranks: ranks, Quiet: quiet, Stacks: stacks})
 }
 
-// tailBuffer keeps the last max bytes written to it.
+// tailBuffer keeps the last max bytes written to it; changed gets a token
+// after every write (the watchdog waits on it for a rank's stack dump).
 type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
+	mu      sync.Mutex
+	max     int
+	b       []byte
+	changed chan struct{}
+}
+
+func newTailBuffer(max int) *tailBuffer {
+	return &tailBuffer{max: max, changed: make(chan struct{}, 1)}
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.b = append(t.b, p...)
 	if over := len(t.b) - t.max; over > 0 {
 		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	t.mu.Unlock()
+	select {
+	case t.changed <- struct{}{}:
+	default: // a token is already waiting
 	}
 	return len(p), nil
 }
