@@ -2,7 +2,9 @@ package importer
 
 import (
 	"fmt"
+	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,6 +36,23 @@ import (
 // print_report_lat), and reports read and atomic latency as the whole
 // round trip, since the operation is one: the values are kept as printed.
 // Duration mode (-D: "t_avg[usec]    tps average") gives t_avg alone.
+//
+// Rows without a clock: perftest times in CPU cycles and converts them
+// with get_cpu_mhz (src/get_clock.c), which returns 0 when its sampling
+// fits badly and says so on stderr ("Correlation coefficient r^2: 0.81 <
+// 0.9"). With -F (cpu_freq_f) perftest still prints that size's row,
+// computed with 0 cycles per microsecond: bandwidth, peak and message rate
+// all 0, latencies inf, stdev -nan (seen in real runs under emulation,
+// testdata/perftest/real_*). Such a row measured nothing: its size stays in
+// Spec.Sizes without a Point, and the series' last point says which sizes
+// went unmeasured and why; a series with no measured row is refused. A NaN
+// or inf in a column not imported (a stdev of -nan) is accepted.
+//
+// stderr in the file: perftest flushes stdout after each bandwidth row
+// before the row's newline, so with 2>&1 (or on a terminal) the stderr
+// message lands at the row's end: "... 0.012639Correlation coefficient r^2:
+// 0.815 < 0.9", the newline following alone. Such a message is cut from
+// its line and the line joined with the next, which restores the row.
 
 const ptTool = "perftest"
 
@@ -48,6 +67,8 @@ var (
 	ptRule    = regexp.MustCompile(`^-{20,}$`)
 	ptBinary  = regexp.MustCompile(`\bib_(write|read|send|atomic)_(bw|lat)\b`)
 	ptMiBToMB = float64(1<<20) / 1e6
+	// ptStderr: perftest's stderr messages that can land inside a table.
+	ptStderr = regexp.MustCompile(`Correlation coefficient r\^2: \S+ < 0\.9\s*$`)
 )
 
 // ptGbToMB: --report_gbits' Gb/s is 10^9 bits/s, 125 MB/s.
@@ -79,11 +100,17 @@ type ptTable struct {
 }
 
 type ptSeries struct {
-	label   string
-	pattern bench.Pattern
-	unit    string
-	points  []bench.Point
+	label      string
+	pattern    bench.Pattern
+	unit       string
+	sizes      []int // every row's size, measured or not, in order
+	points     []bench.Point
+	unmeasured []int // sizes printed without a clock
+	firstLine  int   // index of the first unmeasured row
 }
+
+// ptUnmeasured: a row perftest printed without a clock (see above).
+const ptUnmeasured = "perftest printed it without a clock (get_cpu_mhz failed: \"Correlation coefficient r^2 < 0.9\"; bandwidth 0, latency inf)"
 
 func parsePerftest(name string, lines []string) ([]bench.Result, error) {
 	fail := func(i int, format string, args ...any) error {
@@ -95,7 +122,9 @@ func parsePerftest(name string, lines []string) ([]bench.Result, error) {
 		series                            []*ptSeries
 		rowsIn, lastRow                   int // rows of the open table, the last row's index
 	)
-	add := func(label string, pat bench.Pattern, unit string, p bench.Point) error {
+	lines = ptCutStderr(lines)
+	// add records a row's point; p == nil for a row measured without a clock.
+	add := func(i int, label string, pat bench.Pattern, unit string, size int, p *bench.Point) error {
 		var s *ptSeries
 		for _, x := range series {
 			if x.label == label {
@@ -106,12 +135,18 @@ func parsePerftest(name string, lines []string) ([]bench.Result, error) {
 			s = &ptSeries{label: label, pattern: pat, unit: unit}
 			series = append(series, s)
 		}
-		for _, q := range s.points {
-			if q.Size == p.Size {
-				return fmt.Errorf("size %d of %s measured twice: one run per size", p.Size, label)
-			}
+		if slices.Contains(s.sizes, size) {
+			return fmt.Errorf("size %d of %s measured twice: one run per size", size, label)
 		}
-		s.points = append(s.points, p)
+		s.sizes = append(s.sizes, size)
+		if p == nil {
+			if len(s.unmeasured) == 0 {
+				s.firstLine = i
+			}
+			s.unmeasured = append(s.unmeasured, size)
+			return nil
+		}
+		s.points = append(s.points, *p)
 		return nil
 	}
 	for i, l := range lines {
@@ -155,7 +190,9 @@ func parsePerftest(name string, lines []string) ([]bench.Result, error) {
 			tb.label = ptLabel(binary, verb, title, conn, device)
 			table, rowsIn = tb, 0
 		case table != nil && t != "" && t[0] >= '0' && t[0] <= '9':
-			if err := ptRow(table, strings.Fields(t), add); err != nil {
+			if err := ptRow(table, strings.Fields(t), func(label string, pat bench.Pattern, unit string, size int, p *bench.Point) error {
+				return add(i, label, pat, unit, size, p)
+			}); err != nil {
 				return nil, fail(i, "%w", err)
 			}
 			rowsIn, lastRow = rowsIn+1, i
@@ -176,14 +213,56 @@ func parsePerftest(name string, lines []string) ([]bench.Result, error) {
 	}
 	var out []bench.Result
 	for _, s := range series {
-		r := bench.Result{Label: s.label,
-			Spec: bench.Spec{Transport: ptTool, Pattern: s.pattern, Reps: 1}, Points: s.points}
-		for _, p := range s.points {
-			r.Spec.Sizes = append(r.Spec.Sizes, p.Size)
+		if len(s.points) == 0 {
+			return nil, fail(s.firstLine, "%s: no row measured: %s", s.label, ptUnmeasured)
 		}
-		out = append(out, r)
+		if len(s.unmeasured) > 0 {
+			last := &s.points[len(s.points)-1]
+			rows := "the row of size " + ptSizeList(s.unmeasured) + " has"
+			if len(s.unmeasured) > 1 {
+				rows = "the rows of sizes " + ptSizeList(s.unmeasured) + " have"
+			}
+			last.Warnings = append(last.Warnings, fmt.Sprintf("%s no value: %s", rows, ptUnmeasured))
+		}
+		out = append(out, bench.Result{Label: s.label,
+			Spec: bench.Spec{Transport: ptTool, Pattern: s.pattern, Sizes: s.sizes, Reps: 1}, Points: s.points})
 	}
 	return out, nil
+}
+
+// ptCutStderr returns lines with perftest's stderr messages cut out: the
+// rest of a line that ends in one continues on the next line (the stdout
+// text the message interrupted), so the two are joined and the next left
+// empty, keeping every line's number.
+func ptCutStderr(lines []string) []string {
+	out := lines
+	for i := range out {
+		// next: the line that continues line i, past those already joined
+		// (a line can end in a message again, the next line another).
+		for next := i + 1; ; next++ {
+			loc := ptStderr.FindStringIndex(out[i])
+			if loc == nil {
+				break
+			}
+			if &out[0] == &lines[0] {
+				out = slices.Clone(lines)
+			}
+			out[i] = out[i][:loc[0]]
+			if next < len(out) {
+				out[i] += out[next]
+				out[next] = ""
+			}
+		}
+	}
+	return out
+}
+
+func ptSizeList(sizes []int) string {
+	s := make([]string, len(sizes))
+	for i, n := range sizes {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // ptLabel names a series: "perftest ib_write_bw RC mlx5_0", or from the
@@ -204,7 +283,7 @@ func ptLabel(binary, verb, title, conn, device string) string {
 }
 
 // ptRow reads one row of a table into its series' points.
-func ptRow(tb *ptTable, f []string, add func(string, bench.Pattern, string, bench.Point) error) error {
+func ptRow(tb *ptTable, f []string, add func(string, bench.Pattern, string, int, *bench.Point) error) error {
 	n := map[string]int{"bw": 5, "lat": 9, "dur": 4}[tb.kind] // values a row holds
 	want := n
 	if tb.qos {
@@ -226,27 +305,57 @@ func ptRow(tb *ptTable, f []string, add func(string, bench.Pattern, string, benc
 	}
 	v := make([]float64, n)
 	for j := 2; j < len(v) && j < len(f); j++ {
-		if v[j], err = strconv.ParseFloat(f[j], 64); err != nil || v[j] < 0 {
+		if v[j], err = ptFloat(f[j]); err != nil || v[j] < 0 {
 			return fmt.Errorf("value %d %q: not a non-negative number", j+1, f[j])
 		}
 	}
+	// finite reports whether the imported columns are numbers.
+	finite := func(cols ...int) bool {
+		for _, c := range cols {
+			if math.IsInf(v[c], 0) || math.IsNaN(v[c]) {
+				return false
+			}
+		}
+		return true
+	}
 	switch tb.kind {
 	case "bw": // bytes iters peak avg mpps
+		if !finite(3, 4) || v[2] == 0 && v[3] == 0 && v[4] == 0 {
+			if err := add(tb.label, tb.pattern, "MB/s", size, nil); err != nil {
+				return err
+			}
+			return add(tb.label+" msgrate", bench.MsgRate, "msg/s", size, nil)
+		}
 		p := singleRunPoint(size, "MB/s", v[3]*tb.bwFactor)
 		p.Iters = iters
-		if err := add(tb.label, tb.pattern, "MB/s", p); err != nil {
+		if err := add(tb.label, tb.pattern, "MB/s", size, &p); err != nil {
 			return err
 		}
 		q := singleRunPoint(size, "msg/s", v[4]*1e6)
 		q.Iters = iters
-		return add(tb.label+" msgrate", bench.MsgRate, "msg/s", q)
+		return add(tb.label+" msgrate", bench.MsgRate, "msg/s", size, &q)
 	case "lat": // bytes iters min max typical avg stdev p99 p99.9
+		if !finite(4, 5, 7) {
+			return add(tb.label, bench.Latency, "us", size, nil)
+		}
 		p := singleRunPoint(size, "us", v[5])
 		p.P50, p.P99, p.Iters = v[4], v[7], iters
-		return add(tb.label, bench.Latency, "us", p)
+		return add(tb.label, bench.Latency, "us", size, &p)
 	default: // bytes iters t_avg tps
+		if !finite(2) {
+			return add(tb.label, bench.Latency, "us", size, nil)
+		}
 		p := singleRunPoint(size, "us", v[2])
 		p.Iters = iters
-		return add(tb.label, bench.Latency, "us", p)
+		return add(tb.label, bench.Latency, "us", size, &p)
 	}
+}
+
+// ptFloat reads a printed value; glibc prints NaN as "nan" or "-nan",
+// which strconv refuses with the sign.
+func ptFloat(s string) (float64, error) {
+	if strings.EqualFold(s, "-nan") {
+		return math.NaN(), nil
+	}
+	return strconv.ParseFloat(s, 64)
 }
