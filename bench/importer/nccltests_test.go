@@ -1,10 +1,7 @@
 package importer
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,25 +9,6 @@ import (
 
 	"github.com/gotune/gotune/bench"
 )
-
-// -update rewrites the golden files. Other test files of the package may
-// register the flag too (a second flag.Bool of one name panics), so it is
-// registered only if missing, before the test binary parses its flags.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite the golden files under testdata")
-	}
-}
-
-// impUpdating reports whether -update was given.
-func impUpdating() bool {
-	g, ok := flag.Lookup("update").Value.(flag.Getter)
-	if !ok {
-		return false
-	}
-	b, _ := g.Get().(bool)
-	return b
-}
 
 // checkGoldens parses every fixture (*.txt) of testdata/<dir>, asserts it is
 // detected as tool, and compares its results, as indented JSON, with
@@ -60,25 +38,7 @@ func impGoldens(t *testing.T, dir, tool string) {
 					t.Errorf("%s's detector claims this %s output too", p.Tool, tool)
 				}
 			}
-			js, err := json.MarshalIndent(results, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			js = append(js, '\n')
-			golden := strings.TrimSuffix(f, ".txt") + ".golden.json"
-			if impUpdating() {
-				if err := os.WriteFile(golden, js, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to write it)", err)
-			}
-			if !bytes.Equal(js, want) {
-				t.Errorf("results differ from %s (go test -update rewrites it after review):\n%s", golden, js)
-			}
+			matchGolden(t, strings.TrimSuffix(f, ".txt")+".golden.json", results)
 		})
 	}
 }

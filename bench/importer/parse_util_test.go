@@ -13,14 +13,8 @@ import (
 	"github.com/gotune/gotune/bench"
 )
 
-// The -update flag rewrites golden files. Another test file of this
-// package may define it first (a second flag.Bool of one name panics), so
-// it is registered only if missing and read through flag.Lookup.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite the golden files under testdata")
-	}
-}
+// The -update flag rewrites golden files.
+var _ = flag.Bool("update", false, "rewrite the golden files under testdata")
 
 // updating reports whether -update was given.
 func updating() bool {
@@ -48,26 +42,32 @@ func checkGolden(t *testing.T, path, tool string) []bench.Result {
 	if got != tool {
 		t.Fatalf("%s: detected as %q, want %q", path, got, tool)
 	}
+	matchGolden(t, strings.TrimSuffix(path, ".txt")+".golden.json", results)
+	return results
+}
+
+// matchGolden compares results, as indented JSON, with the golden file
+// (rewritten under -update).
+func matchGolden(t *testing.T, golden string, results []bench.Result) {
+	t.Helper()
 	out, err := json.MarshalIndent(results, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	out = append(out, '\n')
-	golden := strings.TrimSuffix(path, ".txt") + ".golden.json"
 	if updating() {
 		if err := os.WriteFile(golden, out, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return results
+		return
 	}
 	want, err := os.ReadFile(golden)
 	if err != nil {
 		t.Fatalf("%v (run go test -update to write it)", err)
 	}
 	if !bytes.Equal(out, want) {
-		t.Errorf("%s: results differ from %s (go test -update rewrites it after review):\n%s", path, golden, out)
+		t.Errorf("results differ from %s (go test -update rewrites it after review):\n%s", golden, out)
 	}
-	return results
 }
 
 // fixtures lists the text fixtures of dir that parse ("broken" and

@@ -88,7 +88,7 @@ seconds apart (at the cost of more launches). Ratios > 1 mean gotune is better.`
 			if outDir == "" {
 				return nil
 			}
-			return saveAnchors(outDir, text.Bytes(), all)
+			return saveComparison(outDir, "", text.Bytes(), all)
 		},
 	}
 	fl := cmd.Flags()
@@ -122,12 +122,14 @@ func contenders(anchorBin string, stderr io.Writer) []anchor.Contender {
 	return []anchor.Contender{gotune("sm"), gotune("cma"), ompi("cma"), ompi("none")}
 }
 
-func saveAnchors(dir string, tables []byte, results []bench.Result) error {
+// saveComparison writes DIR/PREFIX<host>-<time>.txt (the tables as
+// printed) and .jsonl (every run as JSON lines) for anchors and stacks.
+func saveComparison(dir, prefix string, tables []byte, results []bench.Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 	host, _ := os.Hostname()
-	base := filepath.Join(dir, fmt.Sprintf("%s-%s", host, time.Now().UTC().Format("20060102-150405")))
+	base := filepath.Join(dir, fmt.Sprintf("%s%s-%s", prefix, host, time.Now().UTC().Format("20060102-150405")))
 	if err := os.WriteFile(base+".txt", tables, 0o644); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/anchor"
 	"github.com/gotune/gotune/bench/compare"
-	"github.com/gotune/gotune/bench/report"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
@@ -130,7 +129,7 @@ better. A stack that is not installed is left out with a note.`,
 			if outDir == "" {
 				return nil
 			}
-			return saveStacks(outDir, text.Bytes(), all)
+			return saveComparison(outDir, "stacks-", text.Bytes(), all)
 		},
 	}
 	fl := cmd.Flags()
@@ -176,24 +175,4 @@ func stackContenders(ctx context.Context, dir string, names []string, tuned map[
 		}
 	}
 	return cs, nil
-}
-
-// saveStacks writes the comparison and every run beside it.
-func saveStacks(dir string, text []byte, results []bench.Result) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	host, _ := os.Hostname()
-	base := filepath.Join(dir, fmt.Sprintf("stacks-%s-%s", host, time.Now().UTC().Format("20060102-150405")))
-	if err := os.WriteFile(base+".txt", text, 0o644); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	var b bytes.Buffer
-	if err := report.Write(&b, "json", results); err != nil {
-		return err
-	}
-	if err := os.WriteFile(base+".jsonl", b.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	return nil
 }
