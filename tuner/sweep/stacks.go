@@ -108,6 +108,12 @@ func (r *Runner) tuneStack(name string) (StackOutcome, error) {
 		o.Lines = append(o.Lines, choiceLine(c))
 	}
 	for _, c := range res.Confirm {
+		// The confirmation's rule is not a parameter's: the file stands
+		// unless it loses (Tune's Note says when it did), so * marks that.
+		c.Chosen = "tuned"
+		if res.Note != "" {
+			c.Chosen = "defaults"
+		}
 		o.Lines = append(o.Lines, choiceLine(c))
 	}
 	if res.Note != "" {

@@ -109,6 +109,11 @@ func TestSweepTunesAStack(t *testing.T) {
 			if !strings.Contains(string(summary), "## stack openmpi 9.9.9") {
 				t.Errorf("summary lacks the stack:\n%s", summary)
 			}
+			// The confirmation's * marks the file that stands (the tuned
+			// one here, since the values passed the confirmation).
+			if !strings.Contains(string(summary), "*tuned") || strings.Contains(string(summary), "*defaults") {
+				t.Errorf("the confirmation lines do not mark the tuned file as standing:\n%s", summary)
+			}
 			q, err := store.Open(filepath.Join(filepath.Dir(res.Dir), QuarantineFile))
 			if err != nil {
 				t.Fatal(err)
