@@ -22,6 +22,7 @@ import (
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/auto"
 	"github.com/gotune/gotune/tuner/stack"
 )
 
@@ -42,10 +43,11 @@ func newStacks() *cobra.Command {
 		Long: `stacks runs the same latency and bandwidth ladder through gotune's sm
 transport and through every MPI stack installed here, each as its own launcher
 and benchmark run it: Open MPI and MPICH with gotune's reference benchmark built
-by their compiler wrappers, UCX with ucx_perftest. With --profile, each stack the
-profile has decisions for (its stacks: section, from gotune sweep --stack) is
-measured twice: with its defaults, and with the tuned values loaded as its
-native file. Every round runs each configuration once, back to back, in a
+by their compiler wrappers, UCX with ucx_perftest. With --profile, gotune's own
+runtime routed by the profile's decisions (transport auto) joins gotune sm, and
+each stack the profile has decisions for (its stacks: section, from gotune sweep
+--stack) is measured twice: with its defaults, and with the tuned values loaded
+as its native file. Every round runs each configuration once, back to back, in a
 rotating order, so that a machine whose speed drifts is compared with itself.
 
 The comparison takes gotune sm as the reference: a ratio > 1 means that side is
@@ -69,13 +71,15 @@ better. A stack that is not installed is left out with a note.`,
 			if err != nil {
 				return fmt.Errorf("--settle: %w", err)
 			}
-			var tuned map[string]profile.Stack
+			var prof *profile.Profile
 			if profilePath != "" {
-				p, err := profile.Load(profilePath)
+				abs, err := filepath.Abs(profilePath) // the ranks load it by this path
 				if err != nil {
 					return err
 				}
-				tuned = p.Stacks
+				if prof, err = profile.Load(abs); err != nil {
+					return err
+				}
 			}
 			ctx, cancel := jobContext(timeout)
 			defer cancel()
@@ -84,7 +88,7 @@ better. A stack that is not installed is left out with a note.`,
 				return err
 			}
 			defer os.RemoveAll(dir)
-			cs, err := stackContenders(ctx, dir, only, tuned, cmd.ErrOrStderr())
+			cs, err := stackContenders(ctx, dir, only, prof, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -145,14 +149,27 @@ better. A stack that is not installed is left out with a note.`,
 	return cmd
 }
 
-// stackContenders is gotune sm, then each named stack with its defaults
-// and, where tuned has values for it, with those loaded as its file. A
-// stack that is not installed is left out, with a note on stderr.
-func stackContenders(ctx context.Context, dir string, names []string, tuned map[string]profile.Stack, stderr io.Writer) ([]anchor.Contender, error) {
-	cs := []anchor.Contender{{Label: "gotune sm", Ours: true, Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
-		s.Transport = "sm"
-		return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
-	}}}
+// stackContenders is gotune sm, gotune auto routed by prof's decisions
+// (when there is a profile), then each named stack with its defaults and,
+// where prof has values for it, with those loaded as its file. A stack
+// that is not installed is left out, with a note on stderr.
+func stackContenders(ctx context.Context, dir string, names []string, prof *profile.Profile, stderr io.Writer) ([]anchor.Contender, error) {
+	gotune := func(transport string, opts transports.Options) anchor.Contender {
+		return anchor.Contender{Label: "gotune " + transport, Ours: true, Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
+			s.Transport, s.Options = transport, opts
+			return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
+		}}
+	}
+	cs := []anchor.Contender{gotune("sm", nil)}
+	var tuned map[string]profile.Stack
+	if prof != nil {
+		opts := transports.Options{"auto.profile": prof.Path(), "auto.hash": prof.Hash}
+		if ov := auto.Overrides(prof); ov != "" {
+			opts["auto.overrides"] = ov
+		}
+		cs = append(cs, gotune("auto", opts))
+		tuned = prof.Stacks
+	}
 	for _, name := range names {
 		a, err := stack.New(name)
 		if err != nil {

@@ -35,7 +35,7 @@ func TestStacks(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"latency (us, lower is better); reference: gotune sm", "bw (MB/s, higher is better)",
-		"openmpi defaults", "openmpi tuned", "n=2"} {
+		"gotune auto", "openmpi defaults", "openmpi tuned", "n=2"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
@@ -57,7 +57,7 @@ func TestStacks(t *testing.T) {
 	for _, r := range results {
 		labels[r.Label]++
 	}
-	for _, l := range []string{"gotune sm", "openmpi defaults", "openmpi tuned"} {
+	for _, l := range []string{"gotune sm", "gotune auto", "openmpi defaults", "openmpi tuned"} {
 		if labels[l] != 2 { // latency and bw
 			t.Errorf("%s: %d results stored, want 2 (%v)", l, labels[l], labels)
 		}
