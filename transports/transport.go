@@ -70,6 +70,10 @@ type Env struct {
 	PIDs       []int   // process id of every rank, by rank
 	Segment    []byte  // the job's shared segment, mapped by every rank
 	Options    Options // transport parameters
+	// Token is the job's secret (the launcher's per-job random token):
+	// transports that accept connections (tcp) refuse any that does not
+	// present it. Empty when the starter offers none.
+	Token string
 }
 
 // Options are transport parameters as key=value strings ("sm.depth=64").

@@ -40,6 +40,7 @@ type Rank struct {
 	ID, Size int
 	PIDs     []int
 	Segment  []byte // nil when the job has none
+	Token    string // the job's secret: every bootstrap connection presents it, and so does every tcp transport connection
 	Job      Job
 	enc      *json.Encoder
 	dec      *json.Decoder
@@ -74,7 +75,7 @@ func runRank() error {
 		return fmt.Errorf("connect to launcher: %w", err)
 	}
 	defer c.Close()
-	r := &Rank{ID: id, enc: json.NewEncoder(c), dec: json.NewDecoder(bufio.NewReader(c))}
+	r := &Rank{ID: id, Token: os.Getenv(envToken), enc: json.NewEncoder(c), dec: json.NewDecoder(bufio.NewReader(c))}
 	if err := r.enc.Encode(message{Op: "hello", Token: os.Getenv(envToken), Rank: id, PID: os.Getpid()}); err != nil {
 		return fmt.Errorf("bootstrap hello: %w", err)
 	}
