@@ -99,22 +99,25 @@ func Recv(fd uintptr, buf []byte) (int, error) {
 	}
 }
 
-// ZeroCopyCompletions reads one notification from the socket's error queue:
-// MSG_ZEROCOPY sends number lo through hi (counted from 0 per socket) are
-// done with their pages; copied says the kernel copied them after all (as it
-// does over loopback). ok is false when the queue is empty.
-func ZeroCopyCompletions(fd uintptr, oob []byte) (lo, hi uint32, copied, ok bool, err error) {
+// Completions reads one notification from the socket's error queue
+// without allocating: MSG_ZEROCOPY sends number lo through hi (counted from
+// 0 per socket) are done with their pages; copied says the kernel copied
+// them after all (as it does over loopback). ok is false when the queue is
+// empty.
+func (s *Sender) Completions() (lo, hi uint32, copied, ok bool, err error) {
 	for {
-		_, oobn, _, _, rerr := unix.Recvmsg(int(fd), nil, oob, unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
+		s.emsg = unix.Msghdr{Control: &s.oob[0]}
+		s.emsg.SetControllen(len(s.oob))
+		_, _, e := unix.Syscall(unix.SYS_RECVMSG, s.fd, uintptr(unsafe.Pointer(&s.emsg)), unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
 		switch {
-		case rerr == unix.EINTR:
+		case e == unix.EINTR:
 			continue
-		case rerr == unix.EAGAIN:
+		case e == unix.EAGAIN:
 			return 0, 0, false, false, nil
-		case rerr != nil:
-			return 0, 0, false, false, fmt.Errorf("recvmsg MSG_ERRQUEUE: %w", rerr)
+		case e != 0:
+			return 0, 0, false, false, fmt.Errorf("recvmsg MSG_ERRQUEUE: %w", e)
 		}
-		b := oob[:oobn]
+		b := s.oob[:s.emsg.Controllen]
 		for len(b) >= unix.SizeofCmsghdr {
 			h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
 			if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(b) {
@@ -163,9 +166,11 @@ func Poll(fds []PollFD, timeoutMs int) (int, error) {
 // keeps its own message header and I/O vectors. One per socket; not for
 // concurrent use.
 type Sender struct {
-	fd  uintptr
-	iov [2]unix.Iovec
-	msg unix.Msghdr
+	fd   uintptr
+	iov  [2]unix.Iovec
+	msg  unix.Msghdr
+	emsg unix.Msghdr // error queue
+	oob  [128]byte
 }
 
 // NewSender returns a Sender for the socket fd.
@@ -173,7 +178,7 @@ func NewSender(fd uintptr) *Sender { return &Sender{fd: fd} }
 
 // Send writes a then b (either may be empty) with MSG_DONTWAIT and
 // MSG_NOSIGNAL, and MSG_ZEROCOPY when zerocopy is set (the pages stay the
-// kernel's until a completion for this call arrives: ZeroCopyCompletions).
+// kernel's until a completion for this call arrives: Sender.Completions).
 // It returns the bytes accepted; ErrWouldBlock when none could be.
 func (s *Sender) Send(a, b []byte, zerocopy bool) (int, error) {
 	n := 0

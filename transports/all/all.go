@@ -6,4 +6,5 @@ import (
 	_ "github.com/gotune/gotune/transports/cma"
 	_ "github.com/gotune/gotune/transports/cudaipc"
 	_ "github.com/gotune/gotune/transports/sm"
+	_ "github.com/gotune/gotune/transports/tcp"
 )

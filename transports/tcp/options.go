@@ -1,0 +1,80 @@
+package tcp
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/gotune/gotune/transports"
+)
+
+// Params configure the transport; ParseParams reads them from tcp.* options.
+type Params struct {
+	Eager    int    // largest message sent inline after its header
+	SndBuf   int    // SO_SNDBUF (0: the kernel's default and autotuning)
+	RcvBuf   int    // SO_RCVBUF (0: the kernel's default and autotuning)
+	NoDelay  bool   // TCP_NODELAY
+	Conns    int    // connections per peer; rendezvous payloads are striped over them
+	BusyPoll int    // SO_BUSY_POLL in microseconds (0: off)
+	ZeroCopy int    // smallest payload write sent with MSG_ZEROCOPY (0: never)
+	Addr     string // host:port each rank listens on (port 0: any)
+}
+
+// DefaultEager is the built-in eager limit: Open MPI's btl tcp uses 64 KiB.
+const DefaultEager = 64 << 10
+
+// Options documents the options ParseParams reads.
+var Options = &transports.OptionSet{Name: "tcp", Options: []transports.Option{
+	{Key: "tcp.eager", Type: "size", Default: "64K", Help: "eager limit: largest message written right after its header; larger ones wait for the receiver's clear-to-send (rendezvous) and are written straight into the posted buffer"},
+	{Key: "tcp.sndbuf", Type: "size", Default: "0", Help: "SO_SNDBUF of every connection (0: the kernel's default, with autotuning)"},
+	{Key: "tcp.rcvbuf", Type: "size", Default: "0", Help: "SO_RCVBUF of every connection, set on the listener before listen so the window scale fits (0: the kernel's default, with autotuning)"},
+	{Key: "tcp.nodelay", Type: "on|off", Default: "on", Help: "TCP_NODELAY: on sends each message at once, off lets Nagle's algorithm coalesce small writes"},
+	{Key: "tcp.conns", Type: "int", Default: "1", Help: "connections per pair of ranks (at least 1); rendezvous payloads are striped across them, control and eager messages use the first"},
+	{Key: "tcp.busypoll", Type: "int", Default: "0", Help: "SO_BUSY_POLL in microseconds (0: off); a kernel that refuses it makes the transport fail to start with a not-supported error"},
+	{Key: "tcp.zerocopy", Type: "size", Default: "0", Help: "smallest rendezvous stripe written with MSG_ZEROCOPY (0: never); where the kernel refuses SO_ZEROCOPY the transport copies as usual and says so once"},
+	{Key: "tcp.addr", Type: "text", Default: "127.0.0.1:0", Help: "host:port every rank listens on (port 0: one the kernel picks); peers learn each rank's address through the job's bootstrap"},
+}}
+
+// ParseParams reads tcp.* options.
+func ParseParams(o transports.Options) (Params, error) {
+	var p Params
+	var err error
+	if p.Eager, err = o.Int("tcp.eager", DefaultEager); err != nil {
+		return p, err
+	}
+	if p.SndBuf, err = o.Int("tcp.sndbuf", 0); err != nil {
+		return p, err
+	}
+	if p.RcvBuf, err = o.Int("tcp.rcvbuf", 0); err != nil {
+		return p, err
+	}
+	nd, err := o.String("tcp.nodelay", "on", "on", "off")
+	if err != nil {
+		return p, err
+	}
+	p.NoDelay = nd == "on"
+	if p.Conns, err = o.Int("tcp.conns", 1); err != nil {
+		return p, err
+	}
+	if p.BusyPoll, err = o.Int("tcp.busypoll", 0); err != nil {
+		return p, err
+	}
+	if p.ZeroCopy, err = o.Int("tcp.zerocopy", 0); err != nil {
+		return p, err
+	}
+	p.Addr = "127.0.0.1:0"
+	if v, ok := o["tcp.addr"]; ok {
+		p.Addr = v
+	}
+	switch {
+	case p.Eager < 0 || p.SndBuf < 0 || p.RcvBuf < 0 || p.BusyPoll < 0 || p.ZeroCopy < 0:
+		return p, fmt.Errorf("tcp options: eager=%d sndbuf=%d rcvbuf=%d busypoll=%d zerocopy=%d: none may be negative", p.Eager, p.SndBuf, p.RcvBuf, p.BusyPoll, p.ZeroCopy)
+	case p.Conns < 1 || p.Conns > maxConns:
+		return p, fmt.Errorf("tcp.conns=%d: want 1 to %d", p.Conns, maxConns)
+	}
+	if _, _, err := net.SplitHostPort(p.Addr); err != nil {
+		return p, fmt.Errorf("tcp.addr=%q: %w", p.Addr, err)
+	}
+	return p, nil
+}
+
+const maxConns = 64

@@ -1,0 +1,60 @@
+package tcp
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/transports"
+)
+
+// Each documented default is the value ParseParams uses when the option is
+// not given (docs/options.md is generated from Options).
+func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
+	want, err := ParseParams(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range Options.Options {
+		if o.Default == "" {
+			t.Errorf("%s: no documented default", o.Key)
+			continue
+		}
+		got, err := ParseParams(transports.Options{o.Key: o.Default})
+		if err != nil || got != want {
+			t.Errorf("%s=%s gives %+v, %v; the built-in is %+v", o.Key, o.Default, got, err, want)
+		}
+	}
+	if want != (Params{Eager: 64 << 10, NoDelay: true, Conns: 1, Addr: "127.0.0.1:0"}) {
+		t.Errorf("defaults: %+v", want)
+	}
+}
+
+func TestParseParams(t *testing.T) {
+	cases := []struct {
+		opts  transports.Options
+		want  string // error text; "" for none
+		check func(Params) bool
+	}{
+		{transports.Options{"tcp.eager": "16K", "tcp.sndbuf": "4M", "tcp.rcvbuf": "2M"}, "", func(p Params) bool { return p.Eager == 16<<10 && p.SndBuf == 4<<20 && p.RcvBuf == 2<<20 }},
+		{transports.Options{"tcp.nodelay": "off"}, "", func(p Params) bool { return !p.NoDelay }},
+		{transports.Options{"tcp.conns": "4", "tcp.zerocopy": "64K", "tcp.busypoll": "50"}, "", func(p Params) bool { return p.Conns == 4 && p.ZeroCopy == 64<<10 && p.BusyPoll == 50 }},
+		{transports.Options{"tcp.addr": "0.0.0.0:7000"}, "", func(p Params) bool { return p.Addr == "0.0.0.0:7000" }},
+		{transports.Options{"tcp.nodelay": "yes"}, `tcp.nodelay="yes"`, nil},
+		{transports.Options{"tcp.conns": "0"}, "tcp.conns=0", nil},
+		{transports.Options{"tcp.conns": "65"}, "tcp.conns=65", nil},
+		{transports.Options{"tcp.eager": "lots"}, `tcp.eager="lots"`, nil},
+		{transports.Options{"tcp.busypoll": "-1"}, `tcp.busypoll="-1"`, nil},
+		{transports.Options{"tcp.addr": "localhost"}, `tcp.addr="localhost"`, nil},
+	}
+	for _, c := range cases {
+		p, err := ParseParams(c.opts)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: %v", c.opts, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v: got %v, want error containing %q", c.opts, err, c.want)
+		case c.check != nil && !c.check(p):
+			t.Errorf("%v: %+v", c.opts, p)
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package tcp
+
+// Connection setup: listen, publish the address, connect lower to higher,
+// and the handshake that carries the job token.
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+)
+
+// slotBytes is each rank's slot in the shared segment: a ready word, the
+// address's length, then the address text.
+const slotBytes = 128
+
+// SetupTimeout bounds how long New waits for its peers' addresses and
+// connections.
+var SetupTimeout = 60 * time.Second
+
+// handshake wire format (little endian): magic, rank, connection index,
+// connections per peer, job size, token length, token. The acceptor answers
+// one status byte, or closes the connection without one when it refuses.
+var magic = [8]byte{'g', 'o', 't', 'u', 'n', 'e', 't', '1'}
+
+const (
+	helloFixed  = 8 + 5*4
+	maxToken    = 1024
+	statusOK    = 'K' // accepted
+	statusLater = 'L' // a valid hello to a listener whose setup is over: a stale address, look again
+)
+
+// logf reports refused connections; ranks' stderr reaches the launcher.
+var logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+
+// book is where ranks publish their listening addresses. Today it is the
+// job's shared segment (ranks on one host, started by gotune's launcher);
+// a launcher that starts ranks on several hosts will offer the same through
+// its bootstrap (an allgather of host:port), behind this interface.
+type book interface {
+	publish(rank int, addr string) error
+	lookup(ctx context.Context, rank int) (string, error)
+	withdraw(rank int)
+}
+
+type segmentBook struct{ seg []byte }
+
+func newSegmentBook(seg []byte, size int) (*segmentBook, error) {
+	if len(seg) < size*slotBytes {
+		return nil, fmt.Errorf("tcp: shared segment of %d bytes, need %d to publish %d addresses", len(seg), size*slotBytes, size)
+	}
+	return &segmentBook{seg: seg}, nil
+}
+
+func (b *segmentBook) ready(rank int) *uint32 {
+	return (*uint32)(unsafe.Pointer(&b.seg[rank*slotBytes]))
+}
+
+func (b *segmentBook) publish(rank int, addr string) error {
+	if len(addr) > slotBytes-8 {
+		return fmt.Errorf("tcp: address %q longer than %d bytes", addr, slotBytes-8)
+	}
+	s := b.seg[rank*slotBytes : (rank+1)*slotBytes]
+	atomic.StoreUint32(b.ready(rank), 0)
+	binary.LittleEndian.PutUint32(s[4:], uint32(len(addr)))
+	copy(s[8:], addr)
+	atomic.StoreUint32(b.ready(rank), 1)
+	return nil
+}
+
+func (b *segmentBook) lookup(ctx context.Context, rank int) (string, error) {
+	for atomic.LoadUint32(b.ready(rank)) == 0 {
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("rank %d never published its address: %w", rank, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	s := b.seg[rank*slotBytes : (rank+1)*slotBytes]
+	n := binary.LittleEndian.Uint32(s[4:])
+	return string(s[8 : 8+min(int(n), slotBytes-8)]), nil
+}
+
+func (b *segmentBook) withdraw(rank int) { atomic.StoreUint32(b.ready(rank), 0) }
+
+// hello is what a connecting rank says first.
+type hello struct {
+	rank, idx, conns, size int
+	token                  string
+}
+
+func (h hello) marshal() []byte {
+	b := make([]byte, helloFixed+len(h.token))
+	copy(b, magic[:])
+	for i, v := range []int{h.rank, h.idx, h.conns, h.size, len(h.token)} {
+		binary.LittleEndian.PutUint32(b[8+4*i:], uint32(v))
+	}
+	copy(b[helloFixed:], h.token)
+	return b
+}
+
+func readHello(c net.Conn) (hello, error) {
+	var fixed [helloFixed]byte
+	if _, err := io.ReadFull(c, fixed[:]); err != nil {
+		return hello{}, fmt.Errorf("no handshake: %w", err)
+	}
+	if [8]byte(fixed[:8]) != magic {
+		return hello{}, errors.New("not a gotune tcp handshake")
+	}
+	u := func(i int) int { return int(binary.LittleEndian.Uint32(fixed[8+4*i:])) }
+	h := hello{rank: u(0), idx: u(1), conns: u(2), size: u(3)}
+	if u(4) > maxToken {
+		return h, fmt.Errorf("token of %d bytes", u(4))
+	}
+	tok := make([]byte, u(4))
+	if _, err := io.ReadFull(c, tok); err != nil {
+		return h, fmt.Errorf("handshake cut short: %w", err)
+	}
+	h.token = string(tok)
+	return h, nil
+}
+
+// dialHandshake connects to addr and presents h; it returns the connection
+// once the peer accepted it, or why not: the peer closed the connection
+// without a status (a wrong token, say) or answered statusLater.
+func dialHandshake(ctx context.Context, d *net.Dialer, addr string, h hello) (_ *net.TCPConn, err error) {
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := nc.(*net.TCPConn)
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	c.SetDeadline(deadline)
+	if _, err := c.Write(h.marshal()); err != nil {
+		return nil, fmt.Errorf("handshake: %w", err)
+	}
+	var st [1]byte
+	if _, err := io.ReadFull(c, st[:]); err != nil {
+		return nil, fmt.Errorf("handshake refused (connection closed without an answer: wrong job token?): %w", err)
+	}
+	if st[0] != statusOK {
+		return nil, fmt.Errorf("handshake: peer answered %q (its setup is over: a stale address)", st[0])
+	}
+	c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// acceptor takes the connections of lower ranks during setup and refuses
+// everything else for the transport's life.
+type acceptor struct {
+	ln    net.Listener
+	t     *Transport
+	token string
+	mu    sync.Mutex
+	want  map[[2]int]bool // (rank, idx) still expected
+	got   chan accepted
+	wg    sync.WaitGroup
+}
+
+type accepted struct {
+	h hello
+	c *net.TCPConn
+}
+
+func (a *acceptor) loop() {
+	defer a.wg.Done()
+	for {
+		c, err := a.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		a.wg.Add(1)
+		go a.handle(c.(*net.TCPConn))
+	}
+}
+
+func (a *acceptor) handle(c *net.TCPConn) {
+	defer a.wg.Done()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	refuse := func(why string) {
+		logf("gotune tcp: rank %d (%s) refused a connection from %s: %s", a.t.rank, a.ln.Addr(), c.RemoteAddr(), why)
+		c.Close()
+	}
+	h, err := readHello(c)
+	if err != nil {
+		refuse(err.Error())
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(h.token), []byte(a.token)) != 1 {
+		refuse(fmt.Sprintf("wrong job token (claims rank %d)", h.rank))
+		return
+	}
+	p := a.t.params
+	if h.size != a.t.size || h.conns != p.Conns || h.rank < 0 || h.rank >= a.t.rank || h.idx < 0 || h.idx >= p.Conns {
+		refuse(fmt.Sprintf("rank %d connection %d of %d in a job of %d does not fit rank %d (tcp.conns=%d, %d ranks; lower ranks connect to higher)",
+			h.rank, h.idx, h.conns, h.size, a.t.rank, p.Conns, a.t.size))
+		return
+	}
+	a.mu.Lock()
+	ok := a.want[[2]int{h.rank, h.idx}]
+	delete(a.want, [2]int{h.rank, h.idx})
+	a.mu.Unlock()
+	if !ok {
+		c.Write([]byte{statusLater})
+		c.Close()
+		return
+	}
+	if _, err := c.Write([]byte{statusOK}); err != nil {
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	a.got <- accepted{h, c}
+}
+
+// closeWant stops accepting ranks' connections (setup is over).
+func (a *acceptor) closeWant() {
+	a.mu.Lock()
+	clear(a.want)
+	a.mu.Unlock()
+}
+
+// sockopts applies the options that must precede listen or connect.
+func (p Params) preconnect(_, _ string, rc syscall.RawConn) error {
+	var err error
+	cerr := rc.Control(func(fd uintptr) {
+		if p.RcvBuf > 0 {
+			err = sys.SetRecvBuffer(fd, p.RcvBuf)
+		}
+		if err == nil && p.SndBuf > 0 {
+			err = sys.SetSendBuffer(fd, p.SndBuf)
+		}
+	})
+	return errors.Join(cerr, err)
+}
+
+// connect builds every connection of this rank: dial the higher ranks,
+// accept the lower ones.
+func (t *Transport) connect(env transports.Env, bk book) error {
+	lc := net.ListenConfig{Control: t.params.preconnect}
+	ln, err := lc.Listen(context.Background(), "tcp", t.params.Addr)
+	if err != nil {
+		return fmt.Errorf("tcp: rank %d listen on %s: %w", t.rank, t.params.Addr, err)
+	}
+	t.ln = ln
+	a := &acceptor{ln: ln, t: t, token: env.Token, want: map[[2]int]bool{}, got: make(chan accepted, t.size*t.params.Conns)}
+	for r := 0; r < t.rank; r++ {
+		for i := range t.params.Conns {
+			a.want[[2]int{r, i}] = true
+		}
+	}
+	t.acc = a
+	a.wg.Add(1)
+	go a.loop()
+	if err := bk.publish(t.rank, ln.Addr().String()); err != nil {
+		return err
+	}
+	t.book = bk
+	ctx, cancel := context.WithTimeout(context.Background(), SetupTimeout)
+	defer cancel()
+	d := &net.Dialer{Control: t.params.preconnect, Timeout: 10 * time.Second}
+	for r := t.rank + 1; r < t.size; r++ {
+		for i := range t.params.Conns {
+			h := hello{rank: t.rank, idx: i, conns: t.params.Conns, size: t.size, token: env.Token}
+			var last error
+			for {
+				addr, err := bk.lookup(ctx, r)
+				if err != nil {
+					return fmt.Errorf("tcp: rank %d: %w", t.rank, err)
+				}
+				c, err := dialHandshake(ctx, d, addr, h)
+				if err == nil {
+					if err := t.addConn(r, addr, i, c); err != nil {
+						return err
+					}
+					break
+				}
+				last = err
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("tcp: rank %d connecting to rank %d at %s: %w", t.rank, r, addr, last)
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+		}
+	}
+	for n := t.rank * t.params.Conns; n > 0; n-- {
+		select {
+		case ac := <-a.got:
+			if err := t.addConn(ac.h.rank, ac.c.RemoteAddr().String(), ac.h.idx, ac.c); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			missing := []int{}
+			for r := range t.rank {
+				if t.peers[r] == nil || t.peers[r].nconns < t.params.Conns {
+					missing = append(missing, r)
+				}
+			}
+			return fmt.Errorf("tcp: rank %d waited %v for the connections of ranks %v", t.rank, SetupTimeout, missing)
+		}
+	}
+	a.closeWant()
+	return nil
+}

@@ -1,0 +1,483 @@
+package tcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+)
+
+func TestMain(m *testing.M) {
+	launch.Register("tcp-intruder", intruderRank)
+	launch.Register("tcp-wrong-token", wrongTokenRank)
+	launch.Register("tcp-peer-gone", peerGoneRank)
+	launch.Register("tcp-exchange", exchangeRank)
+	launch.Register("tcp-allocs", allocsRank)
+	launch.Register("tcp-exchange-zc-refused", func(r *launch.Rank) (any, error) {
+		enableZeroCopy = func(uintptr) error {
+			return sys.NotSupported("SO_ZEROCOPY", "refused by the test", nil)
+		}
+		return exchangeRank(r)
+	})
+	launch.MaybeRunRank()
+	os.Exit(m.Run())
+}
+
+type scenario struct {
+	Options  transports.Options `json:"options,omitempty"`
+	Survivor string             `json:"survivor,omitempty"` // peer gone: "sender" or "receiver"
+}
+
+// small socket buffers: an 8 MiB payload cannot sit in the kernel whole.
+var small = transports.Options{"tcp.sndbuf": "64K", "tcp.rcvbuf": "64K"}
+
+func run(t *testing.T, kind string, s scenario, stderr io.Writer) (launch.Result, error) {
+	t.Helper()
+	params, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return launch.Run(context.Background(), launch.Job{Kind: kind, Size: 2, SegmentBytes: 2 * slotBytes, Params: params, Stall: 30 * time.Second}, launch.Hooks{Stderr: stderr})
+}
+
+func open(r *launch.Rank) (*Transport, scenario, error) {
+	var s scenario
+	if err := r.Params(&s); err != nil {
+		return nil, s, err
+	}
+	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: s.Options, Token: r.Token}
+	t, err := New(env)
+	if err != nil {
+		return nil, s, err
+	}
+	return t.(*Transport), s, Check(t, env)
+}
+
+func pattern(b []byte, seed int) {
+	for i := range b {
+		b[i] = byte(seed*31 + i*7 + i>>9)
+	}
+}
+
+// exchangeRank: both ranks post a burst of every size both ways before
+// waiting (unexpected eager messages, unexpected requests to send, and
+// truncation), then check every byte. It returns what ZeroCopy says.
+func exchangeRank(r *launch.Rank) (any, error) {
+	t, _, err := open(r)
+	if err != nil {
+		return nil, err
+	}
+	sizes := []int{0, 1, 100, 64 << 10, 64<<10 + 1, 300000, 2 << 20}
+	peer := 1 - r.ID
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	sbuf, err := sys.MapAnon(total, true)
+	if err != nil {
+		return nil, err
+	}
+	rbuf, err := sys.MapAnon(total, true)
+	if err != nil {
+		return nil, err
+	}
+	var reqs []transports.Request
+	off := 0
+	for i, n := range sizes {
+		pattern(sbuf[off:off+n], i+10*r.ID)
+		q, err := t.Isend(peer, sbuf[off:off+n])
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, q)
+		off += n
+	}
+	if err := r.Barrier(); err != nil { // the peer's messages arrive before their receives
+		return nil, err
+	}
+	time.Sleep(50 * time.Millisecond)
+	off = 0
+	var recvs []*request
+	for _, n := range sizes {
+		q, err := t.Irecv(peer, rbuf[off:off+n])
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, q)
+		recvs = append(recvs, q.(*request))
+		off += n
+	}
+	if err := t.Wait(reqs[:len(sizes)]...); err != nil {
+		return nil, err
+	}
+	for _, q := range recvs {
+		if err := t.Wait(q); err != nil {
+			return nil, err
+		}
+	}
+	off = 0
+	want := make([]byte, 2<<20)
+	for i, n := range sizes {
+		pattern(want[:n], i+10*peer)
+		if !bytes.Equal(rbuf[off:off+n], want[:n]) {
+			return nil, fmt.Errorf("message %d (%d bytes) from rank %d differs", i, n, peer)
+		}
+		off += n
+	}
+	// Truncation: a 100-byte eager message and a 1 MiB one into 10 bytes.
+	for _, n := range []int{100, 1 << 20} {
+		var err error
+		if r.ID == 0 {
+			err = t.Send(peer, sbuf[:n])
+		} else {
+			_, err = t.Recv(peer, rbuf[:10])
+			if !errors.Is(err, transports.ErrTruncated) {
+				return nil, fmt.Errorf("%d bytes into 10: %v, want truncated", n, err)
+			}
+			err = nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	// Still in step after truncation (Isend: with tcp.eager=0 two blocking
+	// sends would wait for each other's receive).
+	q, err := t.Isend(peer, sbuf[:4])
+	if err != nil {
+		return nil, err
+	}
+	if _, err := t.Recv(peer, rbuf[:4]); err != nil {
+		return nil, err
+	}
+	if err := t.Wait(q); err != nil {
+		return nil, err
+	}
+	on, why := t.ZeroCopy()
+	return fmt.Sprintf("zerocopy %v %s", on, why), t.Close()
+}
+
+func TestUnexpectedAndTruncated(t *testing.T) {
+	for _, opts := range []transports.Options{nil, {"tcp.conns": "4"}, {"tcp.zerocopy": "64K", "tcp.conns": "2"}, {"tcp.eager": "0"},
+		{"tcp.busypoll": "50", "tcp.nodelay": "off"}} {
+		t.Run(fmt.Sprint(opts), func(t *testing.T) {
+			res, err := run(t, "tcp-exchange", scenario{Options: opts}, nil)
+			if errors.Is(err, transports.ErrNotSupported) && opts["tcp.busypoll"] != "" {
+				t.Skipf("the kernel refuses SO_BUSY_POLL: %v", err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s", res[0])
+		})
+	}
+}
+
+// MSG_ZEROCOPY: on where the kernel offers it, otherwise the transport
+// says why once and sends by copy. The refusal is also forced, so the
+// fallback is exercised on a kernel that has MSG_ZEROCOPY.
+func TestZeroCopyOrFallback(t *testing.T) {
+	for _, kind := range []string{"tcp-exchange", "tcp-exchange-zc-refused"} {
+		t.Run(kind, func(t *testing.T) {
+			var stderr syncBuffer
+			res, err := run(t, kind, scenario{Options: transports.Options{"tcp.zerocopy": "64K", "tcp.conns": "2"}}, &stderr)
+			if err != nil {
+				t.Fatal(err, stderr.String())
+			}
+			var got string
+			json.Unmarshal(res[0], &got)
+			notes := strings.Count(stderr.String(), "sending by copy")
+			switch {
+			case strings.HasPrefix(got, "zerocopy true") && kind == "tcp-exchange" && notes == 0:
+				t.Logf("MSG_ZEROCOPY in use (%s)", got)
+			case strings.HasPrefix(got, "zerocopy false") && notes == 2: // once a rank
+				t.Logf("fallback: %s; %s", got, strings.TrimSpace(stderr.String()))
+			default:
+				t.Errorf("ZeroCopy says %q; stderr %q", got, stderr.String())
+			}
+		})
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// intruderRank: once the ranks are connected, rank 1 connects to rank 0's
+// listener with a wrong token; rank 0 must refuse and log it.
+func intruderRank(r *launch.Rank) (any, error) {
+	t, _, err := open(r)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	local := ""
+	if r.ID == 1 {
+		addr, err := t.book.lookup(context.Background(), 0)
+		if err != nil {
+			return nil, err
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		local = c.LocalAddr().String()
+		c.Write(hello{rank: 0, idx: 0, conns: 1, size: 2, token: strings.Repeat("0", len(r.Token))}.marshal())
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := c.Read(make([]byte, 1))
+		c.Close()
+		if n != 0 || err == nil {
+			return nil, fmt.Errorf("intruder got %d bytes, %v: want the connection closed", n, err)
+		}
+	}
+	if err := r.Barrier(); err != nil {
+		return nil, err
+	}
+	// Still working after the intrusion.
+	buf, err := sys.MapAnon(8, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.ID == 0 {
+		err = t.Send(1, buf)
+	} else {
+		_, err = t.Recv(0, buf)
+	}
+	return local, err
+}
+
+func TestWrongTokenRefusedAndLogged(t *testing.T) {
+	var stderr syncBuffer
+	res, err := run(t, "tcp-intruder", scenario{}, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var intruder string
+	json.Unmarshal(res[1], &intruder)
+	log := stderr.String()
+	if !strings.Contains(log, "wrong job token") || !strings.Contains(log, "from "+intruder) || !strings.Contains(log, "rank 0") {
+		t.Errorf("rank 0's log does not name the refusal and the peer %s: %q", intruder, log)
+	}
+	t.Log(strings.TrimSpace(log))
+}
+
+// wrongTokenRank: rank 1 was started with another token; setup must fail
+// on both sides, not connect.
+func wrongTokenRank(r *launch.Rank) (any, error) {
+	SetupTimeout = 2 * time.Second
+	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Token: r.Token}
+	if r.ID == 1 {
+		env.Token = "not-" + r.Token
+	}
+	t, err := New(env)
+	if err == nil {
+		t.Close()
+		return nil, errors.New("connected with a wrong token")
+	}
+	return err.Error(), nil
+}
+
+func TestWrongTokenFailsSetup(t *testing.T) {
+	var stderr syncBuffer
+	res, err := run(t, "tcp-wrong-token", scenario{}, &stderr)
+	if err != nil {
+		t.Fatal(err, stderr.String())
+	}
+	var e0, e1 string
+	json.Unmarshal(res[0], &e0)
+	json.Unmarshal(res[1], &e1)
+	if !strings.Contains(e0, "wrong job token?") || !strings.Contains(e0, "rank 1") {
+		t.Errorf("rank 0: %q", e0)
+	}
+	if !strings.Contains(e1, "connections of ranks [0]") {
+		t.Errorf("rank 1: %q", e1)
+	}
+	if !strings.Contains(stderr.String(), "wrong job token") {
+		t.Errorf("rank 1 logged no refusal: %q", stderr.String())
+	}
+}
+
+// peerGoneRank: rank 1 exits in the middle of a rendezvous with rank 0.
+func peerGoneRank(r *launch.Rank) (any, error) {
+	t, s, err := open(r)
+	if err != nil {
+		return nil, err
+	}
+	buf, err := sys.MapAnon(8<<20, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.ID == 1 {
+		var sq transports.Request
+		if s.Survivor == "receiver" {
+			if sq, err = t.Isend(0, buf); err != nil { // request to send
+				return nil, err
+			}
+		}
+		if err := r.Barrier(); err != nil {
+			return nil, err
+		}
+		if s.Survivor == "receiver" {
+			// Take the clear-to-send, write part of the payload, leave.
+			for t.peers[0].ctsWait.len() > 0 {
+				t.progress()
+			}
+			if sq.Done() {
+				return nil, errors.New("the whole payload fit in the socket buffers")
+			}
+		}
+		if s.Survivor == "sender" {
+			// Take the request to send, answer it, read a little, leave.
+			q, err := t.Irecv(0, buf)
+			if err != nil {
+				return nil, err
+			}
+			for q.(*request).pending == len(buf) || q.(*request).pending == 0 {
+				t.progress()
+			}
+		}
+		return "left", nil // exit without Close
+	}
+	var q transports.Request
+	if s.Survivor == "sender" {
+		if q, err = t.Isend(1, buf); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.Barrier(); err != nil {
+		return nil, err
+	}
+	if s.Survivor == "receiver" {
+		if q, err = t.Irecv(1, buf); err != nil {
+			return nil, err
+		}
+	}
+	err = t.Wait(q)
+	if err == nil {
+		return nil, errors.New("survivor saw no error")
+	}
+	return err.Error(), nil
+}
+
+func TestPeerGoneMidRendezvous(t *testing.T) {
+	for _, who := range []string{"sender", "receiver"} {
+		t.Run(who, func(t *testing.T) {
+			done := make(chan struct{})
+			var res launch.Result
+			var err error
+			go func() {
+				defer close(done)
+				res, err = run(t, "tcp-peer-gone", scenario{Survivor: who, Options: small}, nil)
+			}()
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("hang")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msg string
+			json.Unmarshal(res[0], &msg)
+			op := map[string]string{"sender": "rendezvous send", "receiver": "rendezvous receive"}[who]
+			if !strings.Contains(msg, op) || !strings.Contains(msg, "rank 1") || !strings.Contains(msg, "127.0.0.1:") ||
+				!(strings.Contains(msg, "closed the connection") || strings.Contains(msg, "connection reset")) {
+				t.Errorf("survivor's error %q does not say %q, rank 1 and its address, and that the peer is gone", msg, op)
+			}
+			t.Log(msg)
+		})
+	}
+}
+
+// allocsRank: ping-pong at eager and rendezvous sizes, then the same again
+// counting the heap allocations per message.
+func allocsRank(r *launch.Rank) (any, error) {
+	t, _, err := open(r)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	buf, err := sys.MapAnon(1<<20, true)
+	if err != nil {
+		return nil, err
+	}
+	peer := 1 - r.ID
+	pingpong := func(n, iters int) error {
+		for range iters {
+			if r.ID == 0 {
+				if err := t.Send(peer, buf[:n]); err != nil {
+					return err
+				}
+				if _, err := t.Recv(peer, buf[:n]); err != nil {
+					return err
+				}
+			} else {
+				if _, err := t.Recv(peer, buf[:n]); err != nil {
+					return err
+				}
+				if err := t.Send(peer, buf[:n]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	out := map[string]float64{}
+	for _, n := range []int{8, 1 << 20} {
+		if err := pingpong(n, 20); err != nil {
+			return nil, err
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		const iters = 200
+		if err := pingpong(n, iters); err != nil {
+			return nil, err
+		}
+		runtime.ReadMemStats(&after)
+		out[fmt.Sprint(n)] = float64(after.Mallocs-before.Mallocs) / (2 * iters)
+	}
+	return out, nil
+}
+
+// The steady state allocates nothing per message (requests, frames and
+// arrivals are recycled; sendmsg goes through a reused header).
+func TestNoAllocationPerMessage(t *testing.T) {
+	for _, opts := range []transports.Options{nil, {"tcp.conns": "4", "tcp.zerocopy": "64K"}} {
+		res, err := run(t, "tcp-allocs", scenario{Options: opts}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rank, raw := range res {
+			var per map[string]float64
+			if err := json.Unmarshal(raw, &per); err != nil {
+				t.Fatal(err)
+			}
+			for n, a := range per {
+				if a > 0.05 {
+					t.Errorf("%v rank %d: %.2f allocations per %s-byte message", opts, rank, a, n)
+				}
+			}
+			t.Logf("%v rank %d: allocations per message %v", opts, rank, per)
+		}
+	}
+}
