@@ -14,6 +14,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/gpu"
 	"github.com/gotune/gotune/internal/hostinfo"
+	"github.com/gotune/gotune/internal/launcher"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 )
@@ -25,6 +26,7 @@ type doctorEnv struct {
 	drivers func() []*transports.Driver
 	probe   func(ctx context.Context, transport string) error
 	gpus    func() (gpu.Source, func() error, error)
+	job     func() (launcher.Info, error) // what mpirun, mpiexec or srun says
 }
 
 func realDoctorEnv() doctorEnv {
@@ -42,6 +44,7 @@ func realDoctorEnv() doctorEnv {
 		},
 		probe: func(ctx context.Context, t string) error { return bench.Probe(ctx, t, nil) },
 		gpus:  openGPUs,
+		job:   func() (launcher.Info, error) { return launcher.FromEnv(os.LookupEnv) },
 	}
 }
 
@@ -75,11 +78,45 @@ func doctor(ctx context.Context, w io.Writer, env doctorEnv) (failed int) {
 	} else {
 		fmt.Fprintln(w, "kernel.yama.ptrace_scope: no Yama (no extra ptrace restrictions)")
 	}
+	failed += doctorLauncher(w, env)
 	fmt.Fprintln(w)
 	failed += doctorTransports(ctx, w, env)
 	fmt.Fprintln(w)
 	failed += doctorGPUs(w, env)
 	return failed
+}
+
+// doctorLauncher says which launcher started this process and what it
+// says; variables that contradict themselves are a failure.
+func doctorLauncher(w io.Writer, env doctorEnv) (failed int) {
+	if env.job == nil {
+		return 0
+	}
+	in, err := env.job()
+	switch {
+	case errors.Is(err, launcher.ErrNoLauncher):
+		fmt.Fprintln(w, "launcher: none (started directly; under mpirun, mpiexec or srun each rank reads its place from their variables)")
+	case err != nil:
+		fmt.Fprintf(w, "launcher: FAILED: %v\n", err)
+		return 1
+	default:
+		line := fmt.Sprintf("launcher: %s, rank %d of %d", in.Launcher, in.Rank, in.Size)
+		if in.LocalRank >= 0 {
+			line += fmt.Sprintf(", %d", in.LocalRank)
+			if in.LocalSize > 0 {
+				line += fmt.Sprintf(" of %d", in.LocalSize)
+			}
+			line += " on this node"
+		}
+		if in.Node >= 0 {
+			line += fmt.Sprintf(", node %d", in.Node)
+		}
+		if in.JobID != "" {
+			line += ", job " + in.JobID
+		}
+		fmt.Fprintln(w, line)
+	}
+	return 0
 }
 
 // doctorTransports writes a status line per transport, each followed by

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gotune/gotune/internal/gpu"
 	"github.com/gotune/gotune/internal/hostinfo"
+	"github.com/gotune/gotune/internal/launcher"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
@@ -99,14 +100,18 @@ func TestDoctorGolden(t *testing.T) {
 		src     gpu.Source
 		openErr error
 		failed  int
+		job     map[string]string // the launcher's variables (nil: none)
 	}{
 		{name: "no-gpu", probe: map[string]error{"cudaipc": noCUDA}, openErr: noNVML},
-		{name: "two-gpus", src: gpuFake{n: 2}},
+		{name: "two-gpus", src: gpuFake{n: 2}, job: map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1",
+			"SLURM_NODEID": "0", "SLURM_TASKS_PER_NODE": "2(x2)", "SLURM_JOB_ID": "4242"}},
 		{name: "three-gpus", src: gpuFake{n: 3}},
 		{name: "no-devices", src: gpuFake{n: 0}, probe: map[string]error{"cudaipc": noCUDA}},
 		{name: "failed", probe: map[string]error{"cma": errors.New("probe cma: rank 1 of probe-transport: exited with status 2")},
 			src: gpuFake{n: 1, memErr: errors.New("nvmlDeviceGetMemoryInfo: Unknown Error")}, failed: 1},
 		{name: "nvml-failed", openErr: errors.New("nvmlDeviceGetCount: GPU is lost"), failed: 1},
+		{name: "bad-launcher", src: gpuFake{n: 0}, probe: map[string]error{"cudaipc": noCUDA},
+			job: map[string]string{"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "2"}, failed: 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -126,6 +131,9 @@ func TestDoctorGolden(t *testing.T) {
 						return nil, nil, c.openErr
 					}
 					return c.src, func() error { return nil }, nil
+				},
+				job: func() (launcher.Info, error) {
+					return launcher.FromEnv(func(k string) (string, bool) { v, ok := c.job[k]; return v, ok })
 				},
 			}
 			var b bytes.Buffer
