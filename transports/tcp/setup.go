@@ -282,6 +282,9 @@ func (t *Transport) connect(env transports.Env, bk book) error {
 			var last error
 			for {
 				addr, err := bk.lookup(ctx, r)
+				if err != nil && last != nil { // the peer gave up and withdrew: say why it failed
+					return fmt.Errorf("tcp: rank %d connecting to rank %d: %w", t.rank, r, last)
+				}
 				if err != nil {
 					return fmt.Errorf("tcp: rank %d: %w", t.rank, err)
 				}
@@ -292,7 +295,9 @@ func (t *Transport) connect(env transports.Env, bk book) error {
 					}
 					break
 				}
-				last = err
+				if last == nil || ctx.Err() == nil { // not the deadline cutting a try short
+					last = err
+				}
 				select {
 				case <-ctx.Done():
 					return fmt.Errorf("tcp: rank %d connecting to rank %d at %s: %w", t.rank, r, addr, last)
