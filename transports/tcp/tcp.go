@@ -543,7 +543,7 @@ func (c *conn) flush() error {
 		} else {
 			a = f.payload[f.off-hdrLen:]
 		}
-		zc := c.zc && len(f.payload) >= t.params.ZeroCopy
+		zc := c.zc && f.hdr[0] == kData && len(f.payload) >= t.params.ZeroCopy
 		n, err := c.snd.Send(a, b, zc)
 		if err == sys.ErrWouldBlock {
 			return nil
