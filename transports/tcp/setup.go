@@ -280,6 +280,7 @@ func (t *Transport) connect(env transports.Env, bk book) error {
 		for i := range t.params.Conns {
 			h := hello{rank: t.rank, idx: i, conns: t.params.Conns, size: t.size, token: env.Token}
 			var last error
+			pause := 5 * time.Millisecond
 			for {
 				addr, err := bk.lookup(ctx, r)
 				if err != nil && last != nil { // the peer gave up and withdrew: say why it failed
@@ -295,14 +296,16 @@ func (t *Transport) connect(env transports.Env, bk book) error {
 					}
 					break
 				}
-				if last == nil || ctx.Err() == nil { // not the deadline cutting a try short
+				var ne net.Error
+				if last == nil || !(errors.As(err, &ne) && ne.Timeout()) { // not the deadline cutting a try short
 					last = err
 				}
 				select {
 				case <-ctx.Done():
 					return fmt.Errorf("tcp: rank %d connecting to rank %d at %s: %w", t.rank, r, addr, last)
-				case <-time.After(5 * time.Millisecond):
+				case <-time.After(pause):
 				}
+				pause = min(2*pause, 500*time.Millisecond)
 			}
 		}
 	}

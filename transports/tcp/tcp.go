@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/gotune/gotune/internal/sys"
@@ -820,6 +821,9 @@ func (t *Transport) stripe(r *request, n int) {
 }
 
 func (c *conn) wrap(err error) error {
+	if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+		err = fmt.Errorf("%w: the peer is gone (has it exited?)", err)
+	}
 	return fmt.Errorf("tcp: rank %d connection %d with rank %d (%s): %w", c.t.rank, c.idx, c.peer.rank, c.peer.addr, err)
 }
 
@@ -828,16 +832,22 @@ var errPeerClosed = errors.New("the peer closed the connection (has it exited?)"
 func (c *conn) closed() error {
 	c.eof = true
 	err := c.wrap(errPeerClosed)
-	if c.peer.busy() || c.inHdr {
-		return err
+	if c.inHdr {
+		return err // cut off in the middle of a frame
 	}
-	// A quiet end (the peer closed after its last message): later
-	// operations with it fail once every connection has ended.
+	// The peer ends all its connections at once (Close, or exit); until
+	// the last has ended, what is under way may still come on the others
+	// (the stripes of a rendezvous payload).
 	for _, o := range c.peer.conns {
 		if !o.eof {
 			return nil
 		}
 	}
+	if c.peer.busy() {
+		return err
+	}
+	// A quiet end (the peer closed after its last message): later
+	// operations with it fail.
 	c.peer.err = err
 	return nil
 }
