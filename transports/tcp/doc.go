@@ -7,7 +7,8 @@
 //
 // Every rank listens on tcp.addr (default 127.0.0.1:0: a port the kernel
 // picks) and publishes the address it got in its slot of the job's shared
-// segment (128 bytes a rank: SharedBytes). Each rank then connects to every
+// segment (128 bytes a rank: SharedBytes; a wildcard listener, 0.0.0.0 or
+// ::, publishes loopback). Each rank then connects to every
 // higher rank, tcp.conns connections a pair, and accepts the lower ranks'.
 // Every connection opens with a handshake: magic, rank, connection index,
 // connections per pair, job size and the job token (transports.Env.Token,

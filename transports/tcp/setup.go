@@ -269,7 +269,7 @@ func (t *Transport) connect(env transports.Env, bk book) error {
 	t.acc = a
 	a.wg.Add(1)
 	go a.loop()
-	if err := bk.publish(t.rank, ln.Addr().String()); err != nil {
+	if err := bk.publish(t.rank, publishable(ln.Addr().(*net.TCPAddr))); err != nil {
 		return err
 	}
 	t.book = bk
@@ -327,4 +327,18 @@ func (t *Transport) connect(env transports.Env, bk book) error {
 	}
 	a.closeWant()
 	return nil
+}
+
+// publishable is the address peers dial: a wildcard listener (0.0.0.0,
+// ::) is reached over loopback, which serves ranks on one host; ranks on
+// several hosts need a tcp.addr naming this host's interface.
+func publishable(a *net.TCPAddr) string {
+	if a.IP.IsUnspecified() {
+		lo := net.IPv4(127, 0, 0, 1)
+		if a.IP.To4() == nil {
+			lo = net.IPv6loopback
+		}
+		return (&net.TCPAddr{IP: lo, Port: a.Port}).String()
+	}
+	return a.String()
 }

@@ -172,7 +172,7 @@ func exchangeRank(r *launch.Rank) (any, error) {
 
 func TestUnexpectedAndTruncated(t *testing.T) {
 	for _, opts := range []transports.Options{nil, {"tcp.conns": "4"}, {"tcp.zerocopy": "64K", "tcp.conns": "2"}, {"tcp.eager": "0"},
-		{"tcp.busypoll": "50", "tcp.nodelay": "off"}} {
+		{"tcp.busypoll": "50", "tcp.nodelay": "off"}, {"tcp.addr": "0.0.0.0:0"}, {"tcp.addr": "[::1]:0"}} {
 		t.Run(fmt.Sprint(opts), func(t *testing.T) {
 			res, err := run(t, "tcp-exchange", scenario{Options: opts}, nil)
 			if errors.Is(err, transports.ErrNotSupported) && opts["tcp.busypoll"] != "" {
