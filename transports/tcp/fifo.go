@@ -22,3 +22,23 @@ func (q *fifo[T]) pop() T {
 	}
 	return v
 }
+
+// freeList recycles values of T, so that the per-message path allocates
+// none once it has warmed up.
+type freeList[T any] []*T
+
+// get returns a zeroed T, a recycled one when there is one.
+func (l *freeList[T]) get() *T {
+	n := len(*l)
+	if n == 0 {
+		return new(T)
+	}
+	v := (*l)[n-1]
+	*l = (*l)[:n-1]
+	var zero T
+	*v = zero
+	return v
+}
+
+// put gives v back for a later get.
+func (l *freeList[T]) put(v *T) { *l = append(*l, v) }

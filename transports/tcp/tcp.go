@@ -59,10 +59,10 @@ type Transport struct {
 	book       book
 	fds        []sys.PollFD
 	conns      []*conn // every connection, in fds order
-	free       []*request
-	freeFrames []*frame
+	free       freeList[request]
+	freeFrames freeList[frame]
 	eagerBufs  [][]byte
-	freeArr    []*arrival
+	freeArr    freeList[arrival]
 	zcNote     string // why MSG_ZEROCOPY is off although asked for
 	closed     bool
 }
@@ -242,27 +242,13 @@ func (t *Transport) peerOf(rank int) (*peer, error) {
 }
 
 func (t *Transport) newRequest(p *peer, buf []byte, send bool) *request {
-	var r *request
-	if n := len(t.free); n > 0 {
-		r = t.free[n-1]
-		t.free = t.free[:n-1]
-		*r = request{}
-	} else {
-		r = new(request)
-	}
+	r := t.free.get()
 	r.t, r.peer, r.buf, r.send = t, p, buf, send
 	return r
 }
 
 func (t *Transport) newFrame(kind byte, seq uint32, n, off int, payload []byte, req *request) *frame {
-	var f *frame
-	if k := len(t.freeFrames); k > 0 {
-		f = t.freeFrames[k-1]
-		t.freeFrames = t.freeFrames[:k-1]
-		*f = frame{}
-	} else {
-		f = new(frame)
-	}
+	f := t.freeFrames.get()
 	f.hdr[0] = kind
 	binary.LittleEndian.PutUint32(f.hdr[4:], seq)
 	binary.LittleEndian.PutUint64(f.hdr[8:], uint64(n))
@@ -272,13 +258,7 @@ func (t *Transport) newFrame(kind byte, seq uint32, n, off int, payload []byte, 
 }
 
 func (t *Transport) newArrival(kind byte, seq uint32, n int) *arrival {
-	var a *arrival
-	if k := len(t.freeArr); k > 0 {
-		a = t.freeArr[k-1]
-		t.freeArr = t.freeArr[:k-1]
-	} else {
-		a = new(arrival)
-	}
+	a := t.freeArr.get()
 	*a = arrival{kind: kind, seq: seq, len: n}
 	return a
 }
@@ -341,7 +321,7 @@ func (t *Transport) Irecv(peer int, buf []byte) (transports.Request, error) {
 			}
 		case kRTS:
 			t.clearToSend(r, a.len)
-			t.freeArr = append(t.freeArr, a)
+			t.freeArr.put(a)
 		}
 		return r, nil
 	}
@@ -363,7 +343,7 @@ func (t *Transport) deliverArrival(r *request, a *arrival) {
 	}
 	t.eagerBufs = append(t.eagerBufs, a.data)
 	*a = arrival{}
-	t.freeArr = append(t.freeArr, a)
+	t.freeArr.put(a)
 	t.finish(r, err)
 }
 
@@ -467,7 +447,7 @@ func (t *Transport) Wait(reqs ...transports.Request) error {
 		if r.err != nil && first == nil {
 			first = r.err
 		}
-		t.free = append(t.free, r)
+		t.free.put(r)
 	}
 	return first
 }
@@ -577,7 +557,7 @@ func (t *Transport) frameWritten(f *frame) {
 			t.finish(r, nil)
 		}
 	}
-	t.freeFrames = append(t.freeFrames, f)
+	t.freeFrames.put(f)
 }
 
 // reap collects MSG_ZEROCOPY completions and finishes the frames whose
