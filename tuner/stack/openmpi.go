@@ -39,7 +39,7 @@ func (o *OpenMPI) Prepare(ctx context.Context, dir string) error {
 		return err
 	}
 	o.binary = bin
-	if o.files, err = defaultParamFiles(ctx); err != nil {
+	if o.files, o.pmlUCX, err = ompiInfo(ctx); err != nil {
 		return err
 	}
 	// The space is ob1's over vader: where Open MPI picks another pml by
@@ -51,32 +51,30 @@ func (o *OpenMPI) Prepare(ctx context.Context, dir string) error {
 	if pml != "ob1" {
 		return fmt.Errorf("open mpi selects pml %s here without a file; gotune tunes ob1 over vader (and weighs pml ucx against it) only where ob1 is the default", pml)
 	}
-	o.pmlUCX = hasComponent(ctx, "pml", "ucx")
 	return nil
 }
 
-// defaultParamFiles is Open MPI's built-in mca_base_param_files.
-func defaultParamFiles(ctx context.Context) (string, error) {
+// ompiInfo reads what Prepare needs from one ompi_info --all --parsable,
+// run without a params file of the caller's: the built-in
+// mca_base_param_files, and whether the ucx pml is built in.
+func ompiInfo(ctx context.Context) (files string, pmlUCX bool, err error) {
 	cmd := exec.CommandContext(ctx, "ompi_info", "--all", "--parsable")
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OMPI_MCA_mca_base_param_files=") })
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("open mpi's default params files: ompi_info: %w", err)
+		return "", false, fmt.Errorf("open mpi's default params files: ompi_info: %w", err)
 	}
 	const key = "mca:mca:base:param:mca_base_param_files:value:"
 	for _, line := range strings.Split(string(out), "\n") {
 		if v, ok := strings.CutPrefix(line, key); ok {
-			return v, nil
+			files = v
 		}
+		pmlUCX = pmlUCX || strings.HasPrefix(line, "mca:pml:ucx:version:")
 	}
-	return "", fmt.Errorf("open mpi's default params files: ompi_info lists no mca_base_param_files")
-}
-
-// hasComponent reports whether ompi_info lists Open MPI's component
-// framework:name.
-func hasComponent(ctx context.Context, framework, name string) bool {
-	out, err := exec.CommandContext(ctx, "ompi_info", "--parsable").Output()
-	return err == nil && strings.Contains(string(out), "mca:"+framework+":"+name+":version:")
+	if files == "" {
+		return "", false, fmt.Errorf("open mpi's default params files: ompi_info lists no mca_base_param_files")
+	}
+	return files, pmlUCX, nil
 }
 
 // Space: the pml first where UCX's is built in (under it the vader knobs
