@@ -86,7 +86,8 @@ func open(r *launch.Rank, name string, opts transports.Options) (transports.Tran
 	if err != nil {
 		return nil, err
 	}
-	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: opts, Token: r.Token}
+	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: opts, Token: r.Token,
+		AllGather: r.AllGather, Hosts: r.Hosts, Addr: r.Addr}
 	t, err := d.New(env)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)

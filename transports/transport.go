@@ -74,6 +74,33 @@ type Env struct {
 	// transports that accept connections (tcp) refuse any that does not
 	// present it. Empty when the starter offers none.
 	Token string
+	// AllGather is a collective over the job's ranks: every rank calls it
+	// with its own blob, in the same order of calls, and gets every rank's
+	// blob, by rank. Transports that connect ranks on other hosts exchange
+	// their addresses through it. Nil when the starter offers none.
+	AllGather func(b []byte) ([][]byte, error)
+	// Hosts names every rank's host, by rank: ranks with equal names share
+	// a node. Nil when the starter does not say (one host).
+	Hosts []string
+	// Addr is this rank's IP address on the job's bootstrap network: a
+	// transport that listens for ranks on other hosts listens there. Empty
+	// when every rank runs on one host.
+	Addr string
+}
+
+// SameHost reports whether ranks a and b share a node.
+func (e Env) SameHost(a, b int) bool {
+	return len(e.Hosts) == 0 || e.Hosts[a] == e.Hosts[b]
+}
+
+// MultiHost reports whether the job's ranks span more than one node.
+func (e Env) MultiHost() bool {
+	for _, h := range e.Hosts {
+		if h != e.Hosts[0] {
+			return true
+		}
+	}
+	return false
 }
 
 // Options are transport parameters as key=value strings ("sm.depth=64").

@@ -63,22 +63,26 @@ type Result []json.RawMessage
 
 // wire messages between launcher and ranks (JSON lines).
 type message struct {
-	Op     string          `json:"op"`               // hello, spec, barrier, go, result, error
+	Op     string          `json:"op"`               // hello, spec, barrier, go, allgather, gathered, result, error
 	Token  string          `json:"token,omitempty"`  // hello
 	Rank   int             `json:"rank"`             // hello
 	PID    int             `json:"pid,omitempty"`    // hello
 	Spec   *spec           `json:"spec,omitempty"`   // spec
 	Result json.RawMessage `json:"result,omitempty"` // result
 	Error  string          `json:"error,omitempty"`  // error
+	Blob   []byte          `json:"blob,omitempty"`   // allgather
+	Blobs  [][]byte        `json:"blobs,omitempty"`  // gathered
 	// NotSupported marks an error that matched sys.ErrNotSupported in the
 	// rank, so it still does after crossing the process boundary.
 	NotSupported bool `json:"not_supported,omitempty"`
 }
 
 type spec struct {
-	Job     Job    `json:"job"`
-	PIDs    []int  `json:"pids"`
-	ShmPath string `json:"shm_path,omitempty"`
+	Job     Job      `json:"job"`
+	PIDs    []int    `json:"pids"`
+	ShmPath string   `json:"shm_path,omitempty"`
+	Hosts   []string `json:"hosts,omitempty"` // by rank; nil on one host
+	Addrs   []string `json:"addrs,omitempty"` // by rank: bootstrap-network IPs
 }
 
 const (
@@ -258,6 +262,8 @@ type running struct {
 	conns    []*rankConn
 	waiting  int // ranks at the current barrier
 	barriers int // barriers completed
+	gathered [][]byte // blobs of the allgather under way, by rank
+	gathers  int      // ranks in the allgather under way
 	results  Result
 	reported []bool // rank sent its result or error
 
@@ -434,6 +440,8 @@ func (j *running) serve(c net.Conn) {
 			if first := j.barrier(); first && j.hooks.Ready != nil {
 				j.hooks.Ready(j.pids())
 			}
+		case "allgather":
+			j.allgather(r, m.Blob)
 		case "result":
 			j.mu.Lock()
 			j.results[r] = m.Result
@@ -484,6 +492,31 @@ func (j *running) barrier() (first bool) {
 		}
 	}
 	return j.barriers == 1
+}
+
+// allgather records rank r's blob; the last rank in sends every rank all
+// of them.
+func (j *running) allgather(r int, blob []byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.gathered == nil {
+		j.gathered = make([][]byte, j.size)
+	}
+	if blob == nil {
+		blob = []byte{} // present, if empty
+	}
+	j.gathered[r] = blob
+	j.gathers++
+	if j.gathers < j.size {
+		return
+	}
+	all := j.gathered
+	j.gathered, j.gathers = nil, 0
+	for p, x := range j.conns {
+		if err := x.enc.Encode(message{Op: "gathered", Blobs: all}); err != nil {
+			j.fail(fmt.Errorf("launch %s: allgather to rank %d: %w", j.job.Kind, p, err))
+		}
+	}
 }
 
 // syncWriter serialises writes from the ranks' output copiers. exec copies

@@ -57,6 +57,23 @@ func TestMain(m *testing.M) {
 		var m message
 		return nil, r.dec.Decode(&m) // waits for a peer that is gone
 	})
+	Register("allgather", func(r *Rank) (any, error) {
+		// Two rounds, the first with an empty blob on rank 1: the rounds
+		// stay apart and an empty blob stays present.
+		var out [][][]byte
+		for round := range 2 {
+			blob := []byte(fmt.Sprintf("rank %d round %d", r.ID, round))
+			if round == 0 && r.ID == 1 {
+				blob = nil
+			}
+			all, err := r.AllGather(blob)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, all)
+		}
+		return out, nil
+	})
 	MaybeRunRank()
 	os.Exit(m.Run())
 }
@@ -111,6 +128,34 @@ func TestSegmentSharedAcrossRanks(t *testing.T) {
 
 // kill -9 of a rank, before it maps the segment and while it holds it: the
 // launcher reports it, kills the rest and leaves nothing in /dev/shm.
+func TestAllGather(t *testing.T) {
+	const size = 3
+	res, err := Run(context.Background(), Job{Kind: "allgather", Size: size}, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, raw := range res {
+		var rounds [][][]byte
+		if err := json.Unmarshal(raw, &rounds); err != nil {
+			t.Fatal(err)
+		}
+		for round, all := range rounds {
+			if len(all) != size {
+				t.Fatalf("rank %d round %d: %d blobs", r, round, len(all))
+			}
+			for p, b := range all {
+				want := fmt.Sprintf("rank %d round %d", p, round)
+				if round == 0 && p == 1 {
+					want = ""
+				}
+				if string(b) != want {
+					t.Errorf("rank %d round %d: blob of rank %d is %q, want %q", r, round, p, b, want)
+				}
+			}
+		}
+	}
+}
+
 func TestKilledRankLeavesNothing(t *testing.T) {
 	for _, backend := range []string{Memfd, Posix} {
 		for _, when := range []string{"started", "ready"} {

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -42,6 +43,10 @@ type Rank struct {
 	Segment  []byte // nil when the job has none
 	Token    string // the job's secret: every bootstrap connection presents it, and so does every tcp transport connection
 	Job      Job
+	// Hosts names every rank's node, by rank (nil: one host); Addr is this
+	// rank's IP address on the bootstrap network ("" on one host).
+	Hosts []string
+	Addr  string
 	enc      *json.Encoder
 	dec      *json.Decoder
 
@@ -70,7 +75,8 @@ func runRank() error {
 	if err != nil {
 		return fmt.Errorf("bad %s: %w", envRank, err)
 	}
-	c, err := net.Dial("unix", os.Getenv(envBoot))
+	network, addr := bootstrapAddr(os.Getenv(envBoot))
+	c, err := net.Dial(network, addr)
 	if err != nil {
 		return fmt.Errorf("connect to launcher: %w", err)
 	}
@@ -83,7 +89,10 @@ func runRank() error {
 	if err := r.dec.Decode(&m); err != nil || m.Op != "spec" || m.Spec == nil {
 		return fmt.Errorf("bootstrap spec: %v (op %q)", err, m.Op)
 	}
-	r.Job, r.PIDs, r.Size = m.Spec.Job, m.Spec.PIDs, m.Spec.Job.Size
+	r.Job, r.PIDs, r.Size, r.Hosts = m.Spec.Job, m.Spec.PIDs, m.Spec.Job.Size, m.Spec.Hosts
+	if id < len(m.Spec.Addrs) {
+		r.Addr = m.Spec.Addrs[id]
+	}
 
 	result, ferr := r.run(m.Spec.ShmPath)
 	if ferr != nil {
@@ -191,6 +200,32 @@ func (r *Rank) Barrier() error {
 		return fmt.Errorf("barrier: %v (op %q)", err, m.Op)
 	}
 	return nil
+}
+
+// AllGather is a collective: every rank calls it with its own blob and
+// gets every rank's, by rank.
+func (r *Rank) AllGather(b []byte) ([][]byte, error) {
+	r.Beat()
+	if err := r.enc.Encode(message{Op: "allgather", Blob: b}); err != nil {
+		return nil, fmt.Errorf("allgather: %w", err)
+	}
+	var m message
+	if err := r.dec.Decode(&m); err != nil || m.Op != "gathered" {
+		return nil, fmt.Errorf("allgather: %v (op %q)", err, m.Op)
+	}
+	if len(m.Blobs) != r.Size {
+		return nil, fmt.Errorf("allgather: %d blobs for %d ranks", len(m.Blobs), r.Size)
+	}
+	return m.Blobs, nil
+}
+
+// bootstrapAddr splits the bootstrap address a rank is given: "tcp:HOST:PORT"
+// for a launcher on another host, else the path of a unix socket.
+func bootstrapAddr(s string) (network, addr string) {
+	if a, ok := strings.CutPrefix(s, "tcp:"); ok {
+		return "tcp", a
+	}
+	return "unix", s
 }
 
 // Params decodes the job's parameters into v.

@@ -131,5 +131,6 @@ func classify(err error) (Outcome, string, map[int]string) {
 
 // rankEnv is the transport environment of a probe's rank.
 func rankEnv(r *launch.Rank, opts transports.Options) transports.Env {
-	return transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: opts, Token: r.Token}
+	return transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: opts, Token: r.Token,
+		AllGather: r.AllGather, Hosts: r.Hosts, Addr: r.Addr}
 }
