@@ -3,6 +3,7 @@ package tcp
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -319,14 +320,35 @@ func TestWrongTokenFailsSetup(t *testing.T) {
 }
 
 // peerGoneRank: rank 1 exits in the middle of a rendezvous with rank 0.
+//
+// Rank 1 moves a bounded part of the payload by hand on the raw socket and
+// leaves: driving its transport instead (progress until some payload has
+// moved) is no bound at all, since one progress call reads or writes for as
+// long as the other side keeps the socket busy, and under CPU load it moved
+// all 8 MiB now and then (the sender then rightly completed).
 func peerGoneRank(r *launch.Rank) (any, error) {
 	t, s, err := open(r)
 	if err != nil {
 		return nil, err
 	}
+	const part = 4 << 10 // payload bytes rank 1 moves before it leaves
 	buf, err := sys.MapAnon(8<<20, true)
 	if err != nil {
 		return nil, err
+	}
+	c := t.peers[1-r.ID].conns[0]
+	// The premise: what the two sockets can hold is far below the payload,
+	// so the survivor cannot finish before it sees the peer gone.
+	snd, err := sys.SendBufferSize(c.fd)
+	if err != nil {
+		return nil, err
+	}
+	rcv, err := sys.RecvBufferSize(c.fd)
+	if err != nil {
+		return nil, err
+	}
+	if part+snd+rcv > len(buf)/4 {
+		return nil, fmt.Errorf("socket buffers of %d and %d bytes: an %d-byte payload could sit in the kernel whole", snd, rcv, len(buf))
 	}
 	if r.ID == 1 {
 		var sq transports.Request
@@ -338,23 +360,36 @@ func peerGoneRank(r *launch.Rank) (any, error) {
 		if err := r.Barrier(); err != nil {
 			return nil, err
 		}
-		if s.Survivor == "receiver" {
-			// Take the clear-to-send, write part of the payload, leave.
-			for t.peers[0].ctsWait.len() > 0 {
-				t.progress()
-			}
-			if sq.Done() {
-				return nil, errors.New("the whole payload fit in the socket buffers")
-			}
-		}
-		if s.Survivor == "sender" {
-			// Take the request to send, answer it, read a little, leave.
-			q, err := t.Irecv(0, buf)
-			if err != nil {
+		switch s.Survivor {
+		case "receiver":
+			// Take the clear-to-send, write the data frame's header
+			// and the first part of its payload, leave.
+			var cts [hdrLen]byte
+			if err := rawRead(c, cts[:]); err != nil {
 				return nil, err
 			}
-			for q.(*request).pending == len(buf) || q.(*request).pending == 0 {
-				t.progress()
+			seq := sq.(*request).seq
+			if cts[0] != kCTS || binary.LittleEndian.Uint32(cts[4:]) != seq {
+				return nil, fmt.Errorf("want the clear-to-send of message %d, got frame %x", seq, cts)
+			}
+			f := t.newFrame(kData, seq, len(buf), 0, nil, nil)
+			if err := rawWrite(c, append(f.hdr[:], buf[:part]...)); err != nil {
+				return nil, err
+			}
+		case "sender":
+			// Take the request to send (nothing else can come before
+			// the clear-to-send), answer it, read the first part of the
+			// payload, leave with the rest unread.
+			for t.peers[0].unexpected.len() == 0 {
+				if !t.progress() {
+					t.block(100)
+				}
+			}
+			if _, err := t.Irecv(0, buf); err != nil { // writes the clear-to-send, reads nothing
+				return nil, err
+			}
+			if err := rawRead(c, buf[:part]); err != nil {
+				return nil, err
 			}
 		}
 		return "left", nil // exit without Close
@@ -378,6 +413,38 @@ func peerGoneRank(r *launch.Rank) (any, error) {
 		return nil, errors.New("survivor saw no error")
 	}
 	return err.Error(), nil
+}
+
+// rawRead fills b from c's socket, waiting in poll(2) when it is empty.
+func rawRead(c *conn, b []byte) error {
+	for n := 0; n < len(b); {
+		k, err := sys.Recv(c.fd, b[n:])
+		switch {
+		case err == sys.ErrWouldBlock:
+			sys.Poll([]sys.PollFD{{Fd: int32(c.fd), Events: sys.PollIn}}, 1000)
+		case err != nil:
+			return err
+		case k == 0:
+			return io.ErrUnexpectedEOF
+		}
+		n += k
+	}
+	return nil
+}
+
+// rawWrite writes b to c's socket, waiting in poll(2) when it is full.
+func rawWrite(c *conn, b []byte) error {
+	for n := 0; n < len(b); {
+		k, err := c.snd.Send(b[n:], nil, false)
+		switch {
+		case err == sys.ErrWouldBlock:
+			sys.Poll([]sys.PollFD{{Fd: int32(c.fd), Events: sys.PollOut}}, 1000)
+		case err != nil:
+			return err
+		}
+		n += k
+	}
+	return nil
 }
 
 func TestPeerGoneMidRendezvous(t *testing.T) {
