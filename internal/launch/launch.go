@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,11 @@ type Job struct {
 	Backend      string          // Memfd (default) or Posix
 	CPUs         []int           // CPU for each rank (empty: no pinning)
 	Params       json.RawMessage // handed to the rank function
+	// Nodes spreads the ranks over this many nodes, in blocks (rank r on
+	// node r/ceil(Size/Nodes)); 0 or 1 keeps them on this launcher's node.
+	// More than one needs a cluster (Coordinate): ranks started by mpirun
+	// or srun; without one Run fails with an ErrNotSupported error.
+	Nodes int
 	// Stall arms the watchdog: a rank whose heartbeat (Rank.Beat) does not
 	// move for this long is asked for its stacks (SIGQUIT) and the job is
 	// killed with a *StallError. Zero disables it.
@@ -103,6 +109,11 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 	}
 	if len(job.CPUs) != 0 && len(job.CPUs) < job.Size {
 		return nil, fmt.Errorf("launch %s: %d cpus for %d ranks", job.Kind, len(job.CPUs), job.Size)
+	}
+	cl := active.Load()
+	nodes, err := cl.place(job)
+	if err != nil {
+		return nil, err
 	}
 	RemoveStaleSegments()
 	exe := hooks.Exe
@@ -164,6 +175,7 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 	}
 
 	j := &running{job: job, token: token, size: job.Size, hooks: hooks, shmPath: shmPath,
+		local: make([]*exec.Cmd, job.Size), pidOf: make([]int, job.Size), node: nodes, hb: hb,
 		conns: make([]*rankConn, job.Size), results: make(Result, job.Size),
 		reported: make([]bool, job.Size), exitErr: make([]error, job.Size),
 		exited: make([]chan struct{}, job.Size), allExited: make(chan struct{}),
@@ -173,7 +185,24 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 		j.exited[r] = make(chan struct{})
 		j.stderrTail[r] = newTailBuffer(256 << 10)
 	}
-	if err := j.start(exe, sock, extra, syncWriter(stderr)); err != nil {
+	j.stderr = syncWriter(stderr)
+	listeners := []net.Listener{ln}
+	if cl != nil {
+		j.hosts, j.addrs = cl.hostsOf(nodes)
+		if slices.ContainsFunc(nodes, func(n int) bool { return n != 0 }) {
+			tln, err := net.Listen("tcp", net.JoinHostPort(cl.ip, "0"))
+			if err != nil {
+				return nil, fmt.Errorf("launch %s: bootstrap listener: %w", job.Kind, err)
+			}
+			defer tln.Close()
+			listeners = append(listeners, tln)
+			if err := cl.startRemote(j, "tcp:"+tln.Addr().String()); err != nil {
+				j.kill()
+				return nil, err
+			}
+		}
+	}
+	if err := j.start(exe, sock, extra, j.stderr); err != nil {
 		j.kill()
 		j.exits.Wait()
 		select {
@@ -183,14 +212,22 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 			return nil, err
 		}
 	}
-	acceptDone := make(chan struct{})
+	var accepting sync.WaitGroup
+	closeListeners := func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+		accepting.Wait()
+	}
 	// No rank, and no goroutine serving one (hooks included), outlives Run.
 	defer func() {
 		j.kill()
 		j.exits.Wait()
-		ln.Close()
-		<-acceptDone
+		closeListeners()
 		j.serving.Wait()
+		if cl != nil {
+			cl.forget(j)
+		}
 	}()
 	if hooks.Started != nil {
 		hooks.Started(j.pids())
@@ -200,13 +237,15 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 		defer close(stopWatch)
 		go j.watch(hb, stopWatch)
 	}
-	go func() { j.accept(ln); close(acceptDone) }()
+	for _, l := range listeners {
+		accepting.Add(1)
+		go func() { defer accepting.Done(); j.accept(l) }()
+	}
 	go func() {
 		// Once every rank has exited and every message it sent is read,
 		// a missing result is a failure, whatever the exit status said.
 		<-j.allExited
-		ln.Close()
-		<-acceptDone
+		closeListeners()
 		j.serving.Wait()
 		j.mu.Lock()
 		defer j.mu.Unlock()
@@ -248,7 +287,12 @@ type running struct {
 	size      int
 	hooks     Hooks
 	shmPath   string
-	cmds      []*exec.Cmd
+	local     []*exec.Cmd // by rank: the ranks this launcher started (nil: a node agent's)
+	node      []int       // by rank: index of its node in the cluster (all 0 on one host)
+	hosts     []string    // by rank, for the spec (nil on one host)
+	addrs     []string    // by rank, for the spec (nil on one host)
+	hb        []byte      // heartbeats: local ranks beat here, node agents' beats are copied in
+	stderr    io.Writer   // where every rank's output goes
 	pgid      int
 	exitErr   []error         // by rank, valid once exited[rank] is closed
 	exited    []chan struct{} // closed when that rank has been reaped
@@ -259,9 +303,10 @@ type running struct {
 	stalling  atomic.Bool     // the watchdog is handling a stall
 
 	mu       sync.Mutex
+	pidOf    []int // by rank: from this launcher's start or a node agent's report
 	conns    []*rankConn
-	waiting  int // ranks at the current barrier
-	barriers int // barriers completed
+	waiting  int      // ranks at the current barrier
+	barriers int      // barriers completed
 	gathered [][]byte // blobs of the allgather under way, by rank
 	gathers  int      // ranks in the allgather under way
 	results  Result
@@ -273,11 +318,9 @@ type running struct {
 }
 
 func (j *running) pids() []int {
-	p := make([]int, len(j.cmds))
-	for i, c := range j.cmds {
-		p[i] = c.Process.Pid
-	}
-	return p
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.pidOf)
 }
 
 func (j *running) start(exe, sock string, extra []*os.File, stderr io.Writer) error {
@@ -287,22 +330,21 @@ func (j *running) start(exe, sock string, extra []*os.File, stderr io.Writer) er
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 		for r := 0; r < j.size; r++ {
-			cmd := exec.Command(exe)
-			cmd.Env = append(os.Environ(),
-				envRank+"="+strconv.Itoa(r), envSize+"="+strconv.Itoa(j.size),
-				envBoot+"="+sock, envToken+"="+j.token,
-				"GOTRACEBACK=all") // every goroutine, should SIGQUIT come before the rank's own handler
-			cmd.Stdout, cmd.Stderr = stderr, io.MultiWriter(stderr, j.stderrTail[r])
-			cmd.ExtraFiles = extra
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: j.pgid, Pdeathsig: syscall.SIGKILL}
+			if j.node[r] != 0 {
+				continue // a node agent starts it
+			}
+			cmd := rankCommand(exe, r, j.size, sock, j.token, stderr, io.MultiWriter(stderr, j.stderrTail[r]), extra, j.pgid)
 			if err := cmd.Start(); err != nil {
 				started <- fmt.Errorf("launch rank %d of %s: %w", r, j.job.Kind, err)
 				return
 			}
-			if r == 0 {
+			if j.pgid == 0 {
 				j.pgid = cmd.Process.Pid
 			}
-			j.cmds = append(j.cmds, cmd)
+			j.local[r] = cmd
+			j.mu.Lock()
+			j.pidOf[r] = cmd.Process.Pid
+			j.mu.Unlock()
 			j.exits.Add(1)
 			go func() {
 				defer j.exits.Done()
@@ -319,6 +361,23 @@ func (j *running) start(exe, sock string, extra []*os.File, stderr io.Writer) er
 		close(j.allExited)
 	}()
 	return <-started
+}
+
+// rankCommand is the command that starts rank r: this binary again, told
+// its rank, the bootstrap address and the token, in process group pgid (0:
+// a new group led by the rank). The caller starts it from a locked thread
+// that outlives the rank (PR_SET_PDEATHSIG fires when the forking thread
+// exits).
+func rankCommand(exe string, r, size int, boot, token string, stdout, stderr io.Writer, extra []*os.File, pgid int) *exec.Cmd {
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(),
+		envRank+"="+strconv.Itoa(r), envSize+"="+strconv.Itoa(size),
+		envBoot+"="+boot, envToken+"="+token,
+		"GOTRACEBACK=all") // every goroutine, should SIGQUIT come before the rank's own handler
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid, Pdeathsig: syscall.SIGKILL}
+	return cmd
 }
 
 // KilledError is a rank process ended by a signal the job did not send
@@ -352,6 +411,30 @@ func (j *running) kill() {
 	}
 	if j.pgid > 0 {
 		sys.KillGroup(j.pgid, syscall.SIGKILL)
+	}
+	if cl := active.Load(); cl != nil {
+		cl.killRemote(j)
+	}
+}
+
+// signal sends sig to rank r, wherever it runs (best effort).
+func (j *running) signal(r int, sig syscall.Signal) {
+	if c := j.local[r]; c != nil {
+		c.Process.Signal(sig)
+		return
+	}
+	if cl := active.Load(); cl != nil {
+		cl.signalRemote(j, r, sig)
+	}
+}
+
+// remoteExited records how rank r, started by a node agent, ended.
+func (j *running) remoteExited(r int, err error) {
+	j.exitErr[r] = err
+	close(j.exited[r])
+	j.exits.Done()
+	if err != nil {
+		j.fail(fmt.Errorf("rank %d of %s: %w", r, j.job.Kind, err))
 	}
 }
 
@@ -397,6 +480,9 @@ func (j *running) serve(c net.Conn) {
 	}
 	r := hello.Rank
 	j.mu.Lock()
+	if j.local[r] == nil && hello.PID > 0 {
+		j.pidOf[r] = hello.PID // a node agent's rank: its pid on its node
+	}
 	if j.conns[r] != nil {
 		j.mu.Unlock()
 		j.fail(fmt.Errorf("launch %s: rank %d connected twice", j.job.Kind, r))
@@ -409,7 +495,7 @@ func (j *running) serve(c net.Conn) {
 	}
 	j.mu.Unlock()
 	if all {
-		sp := &spec{Job: j.job, PIDs: j.pids(), ShmPath: j.shmPath}
+		sp := &spec{Job: j.job, PIDs: j.pids(), ShmPath: j.shmPath, Hosts: j.hosts, Addrs: j.addrs}
 		for _, x := range j.conns {
 			if err := x.enc.Encode(message{Op: "spec", Spec: sp}); err != nil {
 				j.fail(fmt.Errorf("launch %s: send spec: %w", j.job.Kind, err))

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -73,6 +74,19 @@ func TestMain(m *testing.M) {
 			out = append(out, all)
 		}
 		return out, nil
+	})
+	Register("block-rank1", func(r *Rank) (any, error) {
+		if r.ID == 1 {
+			var m message
+			return nil, r.dec.Decode(&m) // nothing ever comes: blocks until killed
+		}
+		for { // rank 0 keeps making progress until the job is killed
+			r.Beat()
+			time.Sleep(time.Millisecond)
+		}
+	})
+	Register("whereami", func(r *Rank) (any, error) {
+		return map[string]any{"hosts": r.Hosts, "addr": r.Addr, "pid": os.Getpid(), "pids": r.PIDs}, nil
 	})
 	MaybeRunRank()
 	os.Exit(m.Run())

@@ -47,8 +47,8 @@ type Rank struct {
 	// rank's IP address on the bootstrap network ("" on one host).
 	Hosts []string
 	Addr  string
-	enc      *json.Encoder
-	dec      *json.Decoder
+	enc   *json.Encoder
+	dec   *json.Decoder
 
 	heartbeats []byte
 }
@@ -128,7 +128,7 @@ func (r *Rank) run(shmPath string) (any, error) {
 	r.Beat()
 	if n := r.Job.SegmentBytes; n > 0 {
 		var fd uintptr
-		if shmPath != "" {
+		if shmPath != "" && os.Getenv(envSegment) == "" {
 			f, err := os.OpenFile(shmPath, os.O_RDWR, 0)
 			if err != nil {
 				return nil, fmt.Errorf("open shared segment: %w", err)

@@ -116,7 +116,7 @@ func (j *running) watch(hb []byte, stop <-chan struct{}) {
 func (j *running) stall(ranks []int, quiet time.Duration) {
 	j.stalling.Store(true) // from now on, fail ignores the stall's consequences
 	for _, r := range ranks {
-		j.cmds[r].Process.Signal(syscall.SIGQUIT) // best effort: the stack dump is a courtesy
+		j.signal(r, syscall.SIGQUIT) // best effort: the stack dump is a courtesy
 	}
 	grace := time.After(stackGrace)
 	stacks := map[int]string{}

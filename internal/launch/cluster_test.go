@@ -1,0 +1,160 @@
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/internal/sys"
+)
+
+// startCluster runs a coordinator on "node-a" and, in this process, the
+// other launcher processes: hosts[i] is launcher rank i+1's host. Every
+// node agent starts its ranks as children of this test binary, so the
+// whole protocol runs, with the hosts' names standing in for hosts.
+func startCluster(t *testing.T, hosts ...string) *Cluster {
+	t.Helper()
+	rv := filepath.Join(t.TempDir(), "job.rendezvous")
+	size := len(hosts) + 1
+	served := make(chan error, len(hosts))
+	for i, h := range hosts {
+		go func() {
+			served <- Serve(context.Background(), ClusterConfig{LRank: i + 1, LSize: size, Host: h, RendezvousFile: rv, Timeout: time.Minute})
+		}()
+	}
+	c, err := Coordinate(context.Background(), ClusterConfig{LSize: size, Host: "node-a", RendezvousFile: rv, BindIP: "127.0.0.1", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		for range hosts {
+			if err := <-served; err != nil {
+				t.Errorf("node agent: %v", err)
+			}
+		}
+	})
+	return c
+}
+
+func TestClusterPlacesRanksOnNodes(t *testing.T) {
+	c := startCluster(t, "node-b", "node-b")
+	if got := c.Nodes(); !slices.Equal(got, []string{"node-a", "node-b"}) {
+		t.Fatalf("nodes %v, want node-a and node-b (launcher ranks 1 and 2 share node-b)", got)
+	}
+	res, err := Run(context.Background(), Job{Kind: "whereami", Size: 3, Nodes: 2}, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHosts := []string{"node-a", "node-a", "node-b"}
+	var pids []int
+	for r, raw := range res {
+		var got struct {
+			Hosts []string
+			Addr  string
+			PID   int
+			PIDs  []int
+		}
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Hosts, wantHosts) {
+			t.Errorf("rank %d: hosts %v, want %v", r, got.Hosts, wantHosts)
+		}
+		if net.ParseIP(got.Addr) == nil {
+			t.Errorf("rank %d: address %q", r, got.Addr)
+		}
+		if got.PIDs[r] != got.PID {
+			t.Errorf("rank %d: pid %d in the spec, %d itself", r, got.PIDs[r], got.PID)
+		}
+		pids = append(pids, got.PID)
+	}
+	assertGone(t, pids)
+
+	// The collectives span nodes.
+	if _, err := Run(context.Background(), Job{Kind: "allgather", Size: 3, Nodes: 2}, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	// One node keeps the job where it was: the rank's hosts stay unset.
+	res, err = Run(context.Background(), Job{Kind: "whereami", Size: 2}, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(res[1]), `"hosts":null`) {
+		t.Errorf("a one-node job's rank says %s", res[1])
+	}
+	// More nodes than the cluster has is not supported here, and says so.
+	_, err = Run(context.Background(), Job{Kind: "whereami", Size: 3, Nodes: 3}, Hooks{})
+	if !errors.Is(err, sys.ErrNotSupported) {
+		t.Errorf("3 nodes of 2: %v, want ErrNotSupported", err)
+	}
+}
+
+func TestClusterRemoteFailureEndsJob(t *testing.T) {
+	startCluster(t, "node-b")
+	_, err := Run(context.Background(), Job{Kind: "fail-rank1", Size: 2, Nodes: 2}, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "planted failure") {
+		t.Fatalf("got %v, want rank 1's planted failure", err)
+	}
+	_, err = Run(context.Background(), Job{Kind: "vanish-rank1", Size: 2, Nodes: 2}, Hooks{})
+	if err == nil || !strings.Contains(err.Error(), "rank 1") {
+		t.Fatalf("got %v, want rank 1 gone", err)
+	}
+}
+
+func TestClusterStallTakesRemoteStacks(t *testing.T) {
+	startCluster(t, "node-b")
+	_, err := Run(context.Background(), Job{Kind: "block-rank1", Size: 2, Nodes: 2, Stall: 300 * time.Millisecond}, Hooks{})
+	var st *StallError
+	if !errors.As(err, &st) {
+		t.Fatalf("got %v, want a stall", err)
+	}
+	if !slices.Equal(st.Ranks, []int{1}) {
+		t.Fatalf("stalled ranks %v, want the remote rank 1 alone (rank 0 beats)", st.Ranks)
+	}
+	if s := st.Stacks[1]; !strings.Contains(s, stacksEnd("1")) || !strings.Contains(s, "goroutine") {
+		t.Errorf("rank 1's stacks did not come through its node agent: %q", s)
+	}
+}
+
+func TestClusterRefusesWrongToken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const token = "right"
+	// A stranger with the wrong token first, then the real agent.
+	go func() {
+		c, err := dialCoordinator(context.Background(), addr)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		json.NewEncoder(c).Encode(ctl{Op: "join", Token: "wrong", LRank: 1, Host: "intruder"})
+		c.Read(make([]byte, 1)) // closed by the coordinator
+		go Serve(context.Background(), ClusterConfig{LRank: 1, LSize: 2, Host: "node-b", Addr: addr, Token: token})
+	}()
+	c, err := Coordinate(context.Background(), ClusterConfig{LSize: 2, Host: "node-a", Addr: addr, Token: token, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.Nodes(); !slices.Equal(got, []string{"node-a", "node-b"}) {
+		t.Errorf("nodes %v: the intruder got in or the agent did not", got)
+	}
+}
+
+func TestNoClusterRefusesSeveralNodes(t *testing.T) {
+	_, err := Run(context.Background(), Job{Kind: "whereami", Size: 2, Nodes: 2}, Hooks{})
+	if !errors.Is(err, sys.ErrNotSupported) || !strings.Contains(err.Error(), "--launcher") {
+		t.Errorf("got %v, want ErrNotSupported naming --launcher", err)
+	}
+}
