@@ -16,6 +16,7 @@ import (
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launcher"
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/internal/verbs"
 	"github.com/gotune/gotune/transports"
 )
 
@@ -27,6 +28,7 @@ type doctorEnv struct {
 	probe   func(ctx context.Context, transport string) error
 	gpus    func() (gpu.Source, func() error, error)
 	job     func() (launcher.Info, error) // what mpirun, mpiexec or srun says
+	rdma    func(w io.Writer) error       // RDMA devices, ports and GIDs, or why none (nil: not asked)
 }
 
 func realDoctorEnv() doctorEnv {
@@ -45,6 +47,7 @@ func realDoctorEnv() doctorEnv {
 		probe: func(ctx context.Context, t string) error { return bench.Probe(ctx, t, nil) },
 		gpus:  openGPUs,
 		job:   func() (launcher.Info, error) { return launcher.FromEnv(os.LookupEnv) },
+		rdma:  func(w io.Writer) error { return verbs.Report(w, os.DirFS(verbs.SysfsRoot)) },
 	}
 }
 
@@ -82,6 +85,9 @@ func doctor(ctx context.Context, w io.Writer, env doctorEnv) (failed int) {
 	fmt.Fprintln(w)
 	failed += doctorTransports(ctx, w, env)
 	fmt.Fprintln(w)
+	if env.rdma != nil && env.rdma(w) != nil {
+		failed++
+	}
 	failed += doctorGPUs(w, env)
 	return failed
 }
