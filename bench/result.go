@@ -97,7 +97,14 @@ type Spec struct {
 	// pattern, once, before the first size (WithSettle says why a run
 	// needs one; this is the same inside a single run of ranks).
 	Settle int `json:"settle,omitempty"`
+	// Nodes puts the two ranks on this many nodes: 2 measures an
+	// inter-node pair (ranks started by mpirun or srun, gotune --launcher);
+	// 0 or 1, a pair on one node.
+	Nodes int `json:"nodes,omitempty"`
 }
+
+// InterNode reports whether the spec measures a pair on two nodes.
+func (s Spec) InterNode() bool { return s.Nodes > 1 }
 
 // Point is the measurement of one message size.
 type Point struct {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gotune/gotune/internal/hostinfo"
@@ -137,6 +138,12 @@ func (s *Spec) Normalize() error {
 			return fmt.Errorf("size %d: negative", n)
 		}
 	}
+	if s.Nodes < 0 || s.Nodes > 2 {
+		return fmt.Errorf("nodes=%d: a pair spans 1 or 2 nodes", s.Nodes)
+	}
+	if d, _ := transports.Lookup(s.Transport); s.InterNode() && d.NodeLocal {
+		return fmt.Errorf("transport %s moves data within a node: an inter-node pair needs %s", s.Transport, strings.Join(transports.InterNodeNames(), " or "))
+	}
 	return s.normalizeGPU()
 }
 
@@ -192,7 +199,7 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 	}
 	tr.setParent("starting rank processes")
 	out, err := launch.Run(ctx, launch.Job{Kind: jobKind, Size: ranks, SegmentBytes: seg,
-		Backend: spec.Backend, CPUs: spec.CPUs, Params: params, Stall: stall}, tr.hooks(hooks))
+		Backend: spec.Backend, CPUs: spec.CPUs, Params: params, Stall: stall, Nodes: spec.Nodes}, tr.hooks(hooks))
 	tr.finish()
 	if err != nil {
 		return Result{}, tr.explain(err)

@@ -161,6 +161,9 @@ type Driver struct {
 	// DeviceMemory says the transport takes buffers the CPU must not
 	// touch (GPU memory); others would fault on them.
 	DeviceMemory bool
+	// NodeLocal says the transport connects only ranks on one node (shared
+	// memory, CMA, CUDA IPC): it cannot measure or carry an inter-node pair.
+	NodeLocal bool
 	// New builds the transport inside a rank.
 	New func(env Env) (Transport, error)
 	// Check reports, inside a running job, whether the transport can work
@@ -199,6 +202,21 @@ func Names() []string {
 	mu.RLock()
 	defer mu.RUnlock()
 	return namesLocked()
+}
+
+// InterNodeNames lists the registered transports that can connect ranks
+// on different nodes (not NodeLocal), besides auto, which routes by a
+// profile.
+func InterNodeNames() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	var names []string
+	for _, n := range namesLocked() {
+		if !drivers[n].NodeLocal && n != "auto" {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 func namesLocked() []string {

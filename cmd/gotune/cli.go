@@ -78,6 +78,8 @@ type benchFlags struct {
 	validate                                              bool
 	opts                                                  []string
 	timeout, stall                                        time.Duration
+	nodes                                                 int
+	cluster                                               clusterFlags
 }
 
 func (f *benchFlags) register(cmd *cobra.Command) {
@@ -104,6 +106,28 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.segment, "segment", launch.Memfd, "shared segment backend: memfd|posix")
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Minute, "kill the ranks and fail after this long")
 	fl.DurationVar(&f.stall, "stall", bench.DefaultStall, "a rank that finishes no repetition for this long is reported with its stacks and killed")
+	fl.IntVar(&f.nodes, "nodes", 0, "nodes the pair spans: 2 measures an inter-node pair (needs --launcher mpirun|srun), 1 a pair on rank 0's node (default: 2 when the job has several nodes and the transport crosses nodes, else 1)")
+	f.cluster.register(cmd)
+}
+
+// join joins the launcher's job (--launcher) and settles how many nodes
+// the pair spans. serve reports a process that served launcher rank 0 and
+// has nothing more to do.
+func (f *benchFlags) join(ctx context.Context, cmd *cobra.Command, spec *bench.Spec) (j joined, err error) {
+	if j, err = f.cluster.join(ctx, cmd); err != nil || j.serve {
+		return j, err
+	}
+	if !cmd.Flags().Changed("nodes") {
+		spec.Nodes = 1
+		if d, err := transports.Lookup(spec.Transport); err == nil && !d.NodeLocal && j.nodes() > 1 {
+			spec.Nodes = 2
+		}
+	}
+	if err := spec.Normalize(); err != nil {
+		j.close()
+		return joined{}, err
+	}
+	return j, nil
 }
 
 func (f *benchFlags) spec() (bench.Spec, error) {
@@ -167,7 +191,7 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 	}
 	s := bench.Spec{Transport: transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
 		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, Buffers: f.buffers, CPUs: cpus, Backend: f.segment,
-		Mem: mem, GPUs: gpus, GPULoad: load, GPULoadBound: f.kernelBound, Settle: settle}
+		Mem: mem, GPUs: gpus, GPULoad: load, GPULoadBound: f.kernelBound, Settle: settle, Nodes: f.nodes}
 	if err := s.Normalize(); err != nil {
 		return s, err
 	}
@@ -281,6 +305,11 @@ func newBench() *cobra.Command {
 			}
 			ctx, cancel := jobContext(f.timeout)
 			defer cancel()
+			j, err := f.join(ctx, cmd, &spec)
+			if err != nil || j.serve {
+				return err
+			}
+			defer j.close()
 			var opts []bench.RunOption
 			if !quiet {
 				opts = append(opts, bench.WithProgress(cmd.ErrOrStderr()))

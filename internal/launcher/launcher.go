@@ -15,7 +15,7 @@ type Info struct {
 	LocalRank int // rank among the job's processes on this node
 	LocalSize int // processes of the job on this node; 0: the launcher does not say
 	Node      int // index of this node in the job; -1: the launcher does not say
-	JobID     string
+	JobID     string // the launcher's job (and, for Slurm, step) id: unique to this launch
 }
 
 // ErrNoLauncher is returned when no launcher's variables are set: the
@@ -31,6 +31,7 @@ type source struct {
 	rank, size            string
 	localRank, localSize  string // "" when the launcher has none
 	node, job             string
+	step                  string // appended to the job id: "" when the launcher has none
 	localSizeFromNodeList func(get Getenv, node int) (int, error)
 }
 
@@ -40,7 +41,7 @@ var sources = []source{
 	{name: "hydra", rank: "PMI_RANK", size: "PMI_SIZE",
 		localRank: "MPI_LOCALRANKID", localSize: "MPI_LOCALNRANKS", job: "PMI_JOBID"},
 	{name: "slurm", rank: "SLURM_PROCID", size: "SLURM_NTASKS",
-		localRank: "SLURM_LOCALID", node: "SLURM_NODEID", job: "SLURM_JOB_ID", localSizeFromNodeList: slurmLocalSize},
+		localRank: "SLURM_LOCALID", node: "SLURM_NODEID", job: "SLURM_JOB_ID", step: "SLURM_STEP_ID", localSizeFromNodeList: slurmLocalSize},
 }
 
 // Getenv is os.LookupEnv's shape, so that tests pass an environment.
@@ -90,6 +91,9 @@ func (s source) read(get Getenv) (Info, error) {
 	}
 	if s.job != "" {
 		in.JobID, _ = get(s.job)
+	}
+	if step, ok := get(s.step); ok && s.step != "" && in.JobID != "" {
+		in.JobID += "." + step // each srun of an allocation is its own job here
 	}
 	return in, nil
 }

@@ -58,6 +58,8 @@ func TestFromEnv(t *testing.T) {
 		{"slurm", env("SLURM_PROCID=5", "SLURM_NTASKS=7", "SLURM_LOCALID=0", "SLURM_NODEID=2", "SLURM_JOB_ID=4242",
 			"SLURM_STEP_TASKS_PER_NODE=3,2(x2)"),
 			Info{Launcher: "slurm", Rank: 5, Size: 7, LocalRank: 0, LocalSize: 2, Node: 2, JobID: "4242"}, ""},
+		{"slurm step", env("SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=0", "SLURM_NODEID=1", "SLURM_JOB_ID=4242", "SLURM_STEP_ID=3"),
+			Info{Launcher: "slurm", Rank: 1, Size: 2, LocalRank: 0, Node: 1, JobID: "4242.3"}, ""},
 		{"slurm without task counts", env("SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_LOCALID=0", "SLURM_NODEID=0"),
 			Info{Launcher: "slurm", Rank: 0, Size: 2, LocalRank: 0, Node: 0}, ""},
 		{"none", env("HOME=/root"), Info{}, ErrNoLauncher.Error()},

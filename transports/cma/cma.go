@@ -109,8 +109,9 @@ func (c *Copier) copy(pid int, local []byte, remote uintptr, pull bool) error {
 
 func init() {
 	transports.Register(&transports.Driver{
-		Name:    "cma",
-		Options: []*transports.OptionSet{sm.Options, Options},
+		Name:      "cma",
+		NodeLocal: true,
+		Options:   []*transports.OptionSet{sm.Options, Options},
 		SharedBytes: func(size int, o transports.Options) (int, error) {
 			p, err := sm.ParseParams(o)
 			if err != nil {

@@ -113,6 +113,7 @@ func ParseParams(o transports.Options) (Params, error) {
 func init() {
 	transports.Register(&transports.Driver{
 		Name:         "cudaipc",
+		NodeLocal:    true,
 		Options:      []*transports.OptionSet{sm.Options, Options, gpumem.Options},
 		DeviceMemory: true,
 		SharedBytes:  sharedBytes,

@@ -4,8 +4,9 @@ import "github.com/gotune/gotune/transports"
 
 func init() {
 	transports.Register(&transports.Driver{
-		Name:    "sm",
-		Options: []*transports.OptionSet{Options},
+		Name:      "sm",
+		NodeLocal: true,
+		Options:   []*transports.OptionSet{Options},
 		SharedBytes: func(size int, o transports.Options) (int, error) {
 			p, err := ParseParams(o)
 			if err != nil {
