@@ -1,14 +1,18 @@
 // Package tcp is the portable inter-node baseline transport: ordered
 // messages between ranks over TCP sockets, eager and rendezvous, with tuned
-// socket options. Today its ranks are started by gotune's launcher on one
-// host and connect over loopback or the address tcp.addr names.
+// socket options. Its ranks may run on one host (gotune's launcher) or on
+// several (a cluster launcher): it needs only the job's allgather.
 //
 // # Connection setup and the job token
 //
-// Every rank listens on tcp.addr (default 127.0.0.1:0: a port the kernel
-// picks) and publishes the address it got in its slot of the job's shared
-// segment (128 bytes a rank: SharedBytes; a wildcard listener, 0.0.0.0 or
-// ::, publishes loopback). Each rank then connects to every
+// Every rank listens on tcp.addr. Its default, auto, is the rank's address
+// on the job's bootstrap network with a port the kernel picks
+// (transports.Env.Addr, set when the job spans hosts), else 127.0.0.1:0.
+// The ranks then exchange the addresses they got through the job's
+// allgather (transports.Env.AllGather; a wildcard listener, 0.0.0.0 or ::,
+// publishes the bootstrap address, or loopback on one host). A rank that
+// cannot listen takes part in the allgather with its reason, so its peers
+// fail at once naming it. Each rank then connects to every
 // higher rank, tcp.conns connections a pair, and accepts the lower ranks'.
 // Every connection opens with a handshake: magic, rank, connection index,
 // connections per pair, job size and the job token (transports.Env.Token,
@@ -17,13 +21,8 @@
 // closed without an answer and logged on stderr with the peer's address
 // ("refused a connection from 10.0.0.2:41234: wrong job token"). The
 // listener stays open for the transport's life and refuses everything once
-// setup is over. New fails when Env.Token is empty.
-//
-// The address book is an interface (book): the shared segment serves ranks
-// on one host; a launcher that starts ranks on several hosts will publish
-// each rank's host:port through its bootstrap instead, with the rest of the
-// setup unchanged. A stale address (a slot from an earlier transport of the
-// same job) is looked up again until SetupTimeout.
+// setup is over. New fails when Env.Token or Env.AllGather is missing. The
+// transport needs no shared segment.
 //
 // # Protocol
 //

@@ -16,11 +16,16 @@ type Params struct {
 	Conns    int    // connections per peer; rendezvous payloads are striped over them
 	BusyPoll int    // SO_BUSY_POLL in microseconds (0: off)
 	ZeroCopy int    // smallest payload write sent with MSG_ZEROCOPY (0: never)
-	Addr     string // host:port each rank listens on (port 0: any)
+	Addr     string // host:port each rank listens on (port 0: any), or AutoAddr
 }
 
 // DefaultEager is the built-in eager limit: Open MPI's btl tcp uses 64 KiB.
 const DefaultEager = 64 << 10
+
+// AutoAddr, tcp.addr's default, listens on the rank's address on the job's
+// bootstrap network (transports.Env.Addr) when the job spans hosts, else on
+// loopback: see listenAddr.
+const AutoAddr = "auto"
 
 // Options documents the options ParseParams reads.
 var Options = &transports.OptionSet{Name: "tcp", Options: []transports.Option{
@@ -31,7 +36,7 @@ var Options = &transports.OptionSet{Name: "tcp", Options: []transports.Option{
 	{Key: "tcp.conns", Type: "int", Default: "1", Help: "connections per pair of ranks (at least 1); rendezvous payloads are striped across them, control and eager messages use the first"},
 	{Key: "tcp.busypoll", Type: "int", Default: "0", Help: "SO_BUSY_POLL in microseconds (0: off); a kernel that refuses it makes the transport fail to start with a not-supported error"},
 	{Key: "tcp.zerocopy", Type: "size", Default: "0", Help: "smallest rendezvous stripe written with MSG_ZEROCOPY (0: never); where the kernel refuses SO_ZEROCOPY the transport copies as usual and says so once"},
-	{Key: "tcp.addr", Type: "text", Default: "127.0.0.1:0", Help: "host:port every rank listens on (port 0: one the kernel picks); peers learn each rank's address through the job's bootstrap"},
+	{Key: "tcp.addr", Type: "text", Default: AutoAddr, Help: "host:port every rank listens on (port 0: one the kernel picks); auto: the rank's address on the job's bootstrap network with port 0 when the job spans hosts, else 127.0.0.1:0; peers learn each rank's address through the job's allgather (a wildcard address publishes the bootstrap address, or loopback)"},
 }}
 
 // ParseParams reads tcp.* options.
@@ -61,7 +66,7 @@ func ParseParams(o transports.Options) (Params, error) {
 	if p.ZeroCopy, err = o.Int("tcp.zerocopy", 0); err != nil {
 		return p, err
 	}
-	p.Addr = "127.0.0.1:0"
+	p.Addr = AutoAddr
 	if v, ok := o["tcp.addr"]; ok {
 		p.Addr = v
 	}
@@ -71,7 +76,7 @@ func ParseParams(o transports.Options) (Params, error) {
 	case p.Conns < 1 || p.Conns > maxConns:
 		return p, fmt.Errorf("tcp.conns=%d: want 1 to %d", p.Conns, maxConns)
 	}
-	if _, _, err := net.SplitHostPort(p.Addr); err != nil {
+	if _, _, err := net.SplitHostPort(p.Addr); p.Addr != AutoAddr && err != nil {
 		return p, fmt.Errorf("tcp.addr=%q: %w", p.Addr, err)
 	}
 	return p, nil

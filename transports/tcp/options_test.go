@@ -24,7 +24,7 @@ func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
 			t.Errorf("%s=%s gives %+v, %v; the built-in is %+v", o.Key, o.Default, got, err, want)
 		}
 	}
-	if want != (Params{Eager: 64 << 10, NoDelay: true, Conns: 1, Addr: "127.0.0.1:0"}) {
+	if want != (Params{Eager: 64 << 10, NoDelay: true, Conns: 1, Addr: AutoAddr}) {
 		t.Errorf("defaults: %+v", want)
 	}
 }

@@ -1,7 +1,8 @@
 package tcp
 
-// Connection setup: listen, publish the address, connect lower to higher,
-// and the handshake that carries the job token.
+// Connection setup: listen, exchange the addresses through the job's
+// allgather, connect lower to higher, and the handshake that carries the job
+// token.
 
 import (
 	"context"
@@ -13,21 +14,14 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 )
 
-// slotBytes is each rank's slot in the shared segment: a ready word, the
-// address's length, then the address text.
-const slotBytes = 128
-
-// SetupTimeout bounds how long New waits for its peers' addresses and
-// connections.
+// SetupTimeout bounds how long New waits for its peers' connections.
 var SetupTimeout = 60 * time.Second
 
 // handshake wire format (little endian): magic, rank, connection index,
@@ -45,55 +39,43 @@ const (
 // logf reports refused connections; ranks' stderr reaches the launcher.
 var logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 
-// book is where ranks publish their listening addresses. Today it is the
-// job's shared segment (ranks on one host, started by gotune's launcher);
-// a launcher that starts ranks on several hosts will offer the same through
-// its bootstrap (an allgather of host:port), behind this interface.
-type book interface {
-	publish(rank int, addr string) error
-	lookup(ctx context.Context, rank int) (string, error)
-	withdraw(rank int)
-}
+// maxAddr bounds an address a rank publishes (host:port, with a zone).
+const maxAddr = 256
 
-type segmentBook struct{ seg []byte }
-
-func newSegmentBook(seg []byte, size int) (*segmentBook, error) {
-	if len(seg) < size*slotBytes {
-		return nil, fmt.Errorf("tcp: shared segment of %d bytes, need %d to publish %d addresses", len(seg), size*slotBytes, size)
+// exchange publishes this rank's listening address (or why it has none)
+// through the job's allgather and returns every rank's, by rank. Every rank
+// takes part even when its listen failed, so its peers fail at once with its
+// reason instead of waiting for a connection that never comes.
+func exchange(env transports.Env, addr string, listenErr error) ([]string, error) {
+	blob := []byte(addr)
+	if listenErr != nil {
+		blob = append([]byte{'!'}, listenErr.Error()...)
 	}
-	return &segmentBook{seg: seg}, nil
-}
-
-func (b *segmentBook) ready(rank int) *uint32 {
-	return (*uint32)(unsafe.Pointer(&b.seg[rank*slotBytes]))
-}
-
-func (b *segmentBook) publish(rank int, addr string) error {
-	if len(addr) > slotBytes-8 {
-		return fmt.Errorf("tcp: address %q longer than %d bytes", addr, slotBytes-8)
+	all, err := env.AllGather(blob)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: rank %d exchanging addresses: %w", env.Rank, err)
 	}
-	s := b.seg[rank*slotBytes : (rank+1)*slotBytes]
-	atomic.StoreUint32(b.ready(rank), 0)
-	binary.LittleEndian.PutUint32(s[4:], uint32(len(addr)))
-	copy(s[8:], addr)
-	atomic.StoreUint32(b.ready(rank), 1)
-	return nil
-}
-
-func (b *segmentBook) lookup(ctx context.Context, rank int) (string, error) {
-	for atomic.LoadUint32(b.ready(rank)) == 0 {
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("rank %d never published its address: %w", rank, ctx.Err())
-		case <-time.After(time.Millisecond):
+	if listenErr != nil {
+		return nil, listenErr
+	}
+	if len(all) != env.Size {
+		return nil, fmt.Errorf("tcp: rank %d exchanging addresses: %d for %d ranks", env.Rank, len(all), env.Size)
+	}
+	addrs := make([]string, env.Size)
+	for r, b := range all {
+		switch {
+		case len(b) > 0 && b[0] == '!':
+			return nil, fmt.Errorf("tcp: rank %d has no address: %s", r, b[1:])
+		case len(b) > maxAddr:
+			return nil, fmt.Errorf("tcp: rank %d published an address of %d bytes", r, len(b))
 		}
+		if _, _, err := net.SplitHostPort(string(b)); err != nil {
+			return nil, fmt.Errorf("tcp: rank %d published %q: %w", r, b, err)
+		}
+		addrs[r] = string(b)
 	}
-	s := b.seg[rank*slotBytes : (rank+1)*slotBytes]
-	n := binary.LittleEndian.Uint32(s[4:])
-	return string(s[8 : 8+min(int(n), slotBytes-8)]), nil
+	return addrs, nil
 }
-
-func (b *segmentBook) withdraw(rank int) { atomic.StoreUint32(b.ready(rank), 0) }
 
 // hello is what a connecting rank says first.
 type hello struct {
@@ -251,13 +233,29 @@ func (p Params) preconnect(_, _ string, rc syscall.RawConn) error {
 	return errors.Join(cerr, err)
 }
 
-// connect builds every connection of this rank: dial the higher ranks,
-// accept the lower ones.
-func (t *Transport) connect(env transports.Env, bk book) error {
+// listenAddr is where this rank listens: tcp.addr when given, else the
+// rank's address on the job's bootstrap network (ranks on several hosts),
+// else loopback (ranks on one host).
+func listenAddr(p Params, env transports.Env) string {
+	switch {
+	case p.Addr != AutoAddr:
+		return p.Addr
+	case env.Addr != "":
+		return net.JoinHostPort(env.Addr, "0")
+	}
+	return "127.0.0.1:0"
+}
+
+// connect builds every connection of this rank: listen, exchange the
+// addresses, dial the higher ranks, accept the lower ones.
+func (t *Transport) connect(env transports.Env) error {
+	where := listenAddr(t.params, env)
 	lc := net.ListenConfig{Control: t.params.preconnect}
-	ln, err := lc.Listen(context.Background(), "tcp", t.params.Addr)
+	ln, err := lc.Listen(context.Background(), "tcp", where)
 	if err != nil {
-		return fmt.Errorf("tcp: rank %d listen on %s: %w", t.rank, t.params.Addr, err)
+		err = fmt.Errorf("tcp: rank %d listen on %s: %w", t.rank, where, err)
+		_, err = exchange(env, "", err)
+		return err
 	}
 	t.ln = ln
 	a := &acceptor{ln: ln, t: t, token: env.Token, want: map[[2]int]bool{}, got: make(chan accepted, t.size*t.params.Conns)}
@@ -269,26 +267,20 @@ func (t *Transport) connect(env transports.Env, bk book) error {
 	t.acc = a
 	a.wg.Add(1)
 	go a.loop()
-	if err := bk.publish(t.rank, publishable(ln.Addr().(*net.TCPAddr))); err != nil {
+	t.addrs, err = exchange(env, publishable(ln.Addr().(*net.TCPAddr), env.Addr), nil)
+	if err != nil {
 		return err
 	}
-	t.book = bk
 	ctx, cancel := context.WithTimeout(context.Background(), SetupTimeout)
 	defer cancel()
 	d := &net.Dialer{Control: t.params.preconnect, Timeout: 10 * time.Second}
 	for r := t.rank + 1; r < t.size; r++ {
+		addr := t.addrs[r]
 		for i := range t.params.Conns {
 			h := hello{rank: t.rank, idx: i, conns: t.params.Conns, size: t.size, token: env.Token}
 			var last error
 			pause := 5 * time.Millisecond
 			for {
-				addr, err := bk.lookup(ctx, r)
-				if err != nil && last != nil { // the peer gave up and withdrew: say why it failed
-					return fmt.Errorf("tcp: rank %d connecting to rank %d: %w", t.rank, r, last)
-				}
-				if err != nil {
-					return fmt.Errorf("tcp: rank %d: %w", t.rank, err)
-				}
 				c, err := dialHandshake(ctx, d, addr, h)
 				if err == nil {
 					if err := t.addConn(r, addr, i, c); err != nil {
@@ -312,7 +304,7 @@ func (t *Transport) connect(env transports.Env, bk book) error {
 	for n := t.rank * t.params.Conns; n > 0; n-- {
 		select {
 		case ac := <-a.got:
-			if err := t.addConn(ac.h.rank, ac.c.RemoteAddr().String(), ac.h.idx, ac.c); err != nil {
+			if err := t.addConn(ac.h.rank, t.addrs[ac.h.rank], ac.h.idx, ac.c); err != nil {
 				return err
 			}
 		case <-ctx.Done():
@@ -330,15 +322,18 @@ func (t *Transport) connect(env transports.Env, bk book) error {
 }
 
 // publishable is the address peers dial: a wildcard listener (0.0.0.0,
-// ::) is reached over loopback, which serves ranks on one host; ranks on
-// several hosts need a tcp.addr naming this host's interface.
-func publishable(a *net.TCPAddr) string {
-	if a.IP.IsUnspecified() {
-		lo := net.IPv4(127, 0, 0, 1)
-		if a.IP.To4() == nil {
-			lo = net.IPv6loopback
-		}
-		return (&net.TCPAddr{IP: lo, Port: a.Port}).String()
+// ::) is reached at the rank's bootstrap address when the job has one, else
+// over loopback (ranks on one host).
+func publishable(a *net.TCPAddr, bootstrap string) string {
+	if !a.IP.IsUnspecified() {
+		return a.String()
 	}
-	return a.String()
+	if bootstrap != "" {
+		return net.JoinHostPort(bootstrap, fmt.Sprint(a.Port))
+	}
+	lo := net.IPv4(127, 0, 0, 1)
+	if a.IP.To4() == nil {
+		lo = net.IPv6loopback
+	}
+	return (&net.TCPAddr{IP: lo, Port: a.Port}).String()
 }

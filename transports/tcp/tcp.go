@@ -17,11 +17,12 @@ func init() {
 	transports.Register(&transports.Driver{
 		Name:    "tcp",
 		Options: []*transports.OptionSet{Options},
+		// No shared segment: ranks exchange addresses through
+		// transports.Env.AllGather. The options are checked here, before
+		// any rank starts.
 		SharedBytes: func(size int, o transports.Options) (int, error) {
-			if _, err := ParseParams(o); err != nil {
-				return 0, err
-			}
-			return size * slotBytes, nil
+			_, err := ParseParams(o)
+			return 0, err
 		},
 		New:   New,
 		Check: Check,
@@ -56,7 +57,7 @@ type Transport struct {
 	peers      []*peer
 	ln         net.Listener
 	acc        *acceptor
-	book       book
+	addrs      []string // every rank's listening address, by rank
 	fds        []sys.PollFD
 	conns      []*conn // every connection, in fds order
 	free       freeList[request]
@@ -146,8 +147,8 @@ type conn struct {
 // enableZeroCopy is sys.EnableZeroCopy; tests refuse it to see the fallback.
 var enableZeroCopy = sys.EnableZeroCopy
 
-// New starts the tcp transport in a rank: listen, publish the address in
-// the job's segment, connect to every peer (lower ranks connect to higher
+// New starts the tcp transport in a rank: listen, exchange the addresses
+// through the job's allgather, connect to every peer (lower ranks connect to higher
 // ones; every connection opens with a handshake carrying the job token).
 func New(env transports.Env) (transports.Transport, error) {
 	p, err := ParseParams(env.Options)
@@ -157,12 +158,11 @@ func New(env transports.Env) (transports.Transport, error) {
 	if env.Token == "" {
 		return nil, errors.New("tcp: the job offers no token (transports.Env.Token): refusing to accept unauthenticated connections")
 	}
-	bk, err := newSegmentBook(env.Segment, env.Size)
-	if err != nil {
-		return nil, err
+	if env.AllGather == nil {
+		return nil, errors.New("tcp: the job offers no allgather (transports.Env.AllGather) to exchange the ranks' addresses")
 	}
 	t := &Transport{rank: env.Rank, size: env.Size, params: p, peers: make([]*peer, env.Size)}
-	if err := t.connect(env, bk); err != nil {
+	if err := t.connect(env); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -902,9 +902,6 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closed = true
-	if t.book != nil {
-		t.book.withdraw(t.rank)
-	}
 	if t.ln != nil {
 		t.ln.Close()
 	}

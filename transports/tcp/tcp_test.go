@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 	launch.Register("tcp-exchange", exchangeRank)
 	launch.Register("tcp-allocs", allocsRank)
 	launch.Register("tcp-alltoall", alltoallRank)
+	launch.Register("tcp-addrs", addrsRank)
 	launch.Register("tcp-exchange-zc-refused", func(r *launch.Rank) (any, error) {
 		enableZeroCopy = func(uintptr) error {
 			return sys.NotSupported("SO_ZEROCOPY", "refused by the test", nil)
@@ -41,6 +42,9 @@ func TestMain(m *testing.M) {
 type scenario struct {
 	Options  transports.Options `json:"options,omitempty"`
 	Survivor string             `json:"survivor,omitempty"` // peer gone: "sender" or "receiver"
+	// Addrs stand in for the ranks' bootstrap addresses (transports.Env.Addr),
+	// by rank, as a launcher starting ranks on several hosts gives them.
+	Addrs []string `json:"addrs,omitempty"`
 }
 
 // small socket buffers: an 8 MiB payload cannot sit in the kernel whole.
@@ -52,7 +56,7 @@ func run(t *testing.T, kind string, s scenario, stderr io.Writer) (launch.Result
 	if err != nil {
 		t.Fatal(err)
 	}
-	return launch.Run(context.Background(), launch.Job{Kind: kind, Size: 2, SegmentBytes: 2 * slotBytes, Params: params, Stall: 30 * time.Second}, launch.Hooks{Stderr: stderr})
+	return launch.Run(context.Background(), launch.Job{Kind: kind, Size: 2, Params: params, Stall: 30 * time.Second}, launch.Hooks{Stderr: stderr})
 }
 
 func open(r *launch.Rank) (*Transport, scenario, error) {
@@ -60,12 +64,22 @@ func open(r *launch.Rank) (*Transport, scenario, error) {
 	if err := r.Params(&s); err != nil {
 		return nil, s, err
 	}
-	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: s.Options, Token: r.Token}
+	env := rankEnv(r, s)
 	t, err := New(env)
 	if err != nil {
 		return nil, s, err
 	}
 	return t.(*Transport), s, Check(t, env)
+}
+
+// rankEnv is the transport environment of a test rank.
+func rankEnv(r *launch.Rank, s scenario) transports.Env {
+	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Options: s.Options, Token: r.Token,
+		AllGather: r.AllGather, Hosts: r.Hosts, Addr: r.Addr}
+	if r.ID < len(s.Addrs) {
+		env.Addr = s.Addrs[r.ID]
+	}
+	return env
 }
 
 func pattern(b []byte, seed int) {
@@ -235,11 +249,7 @@ func intruderRank(r *launch.Rank) (any, error) {
 	defer t.Close()
 	local := ""
 	if r.ID == 1 {
-		addr, err := t.book.lookup(context.Background(), 0)
-		if err != nil {
-			return nil, err
-		}
-		c, err := net.Dial("tcp", addr)
+		c, err := net.Dial("tcp", t.addrs[0])
 		if err != nil {
 			return nil, err
 		}
@@ -287,7 +297,7 @@ func TestWrongTokenRefusedAndLogged(t *testing.T) {
 // on both sides, not connect.
 func wrongTokenRank(r *launch.Rank) (any, error) {
 	SetupTimeout = 2 * time.Second
-	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Token: r.Token}
+	env := rankEnv(r, scenario{})
 	if r.ID == 1 {
 		env.Token = "not-" + r.Token
 	}
@@ -608,7 +618,7 @@ func alltoallRank(r *launch.Rank) (any, error) {
 
 func TestFourRanksAllToAll(t *testing.T) {
 	params, _ := json.Marshal(scenario{Options: transports.Options{"tcp.conns": "2"}})
-	res, err := launch.Run(context.Background(), launch.Job{Kind: "tcp-alltoall", Size: 4, SegmentBytes: 4 * slotBytes, Params: params, Stall: 30 * time.Second}, launch.Hooks{})
+	res, err := launch.Run(context.Background(), launch.Job{Kind: "tcp-alltoall", Size: 4, Params: params, Stall: 30 * time.Second}, launch.Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,5 +626,130 @@ func TestFourRanksAllToAll(t *testing.T) {
 		if string(raw) != "12" {
 			t.Errorf("rank %d: %s", r, raw)
 		}
+	}
+}
+
+// addrsRank: start the transport (its check is a ring exchange over the
+// connections) and say where this rank listens and what every rank
+// published; or, when it fails to start, why.
+func addrsRank(r *launch.Rank) (any, error) {
+	t, _, err := open(r)
+	if err != nil {
+		return addrsResult{Err: err.Error()}, nil
+	}
+	defer t.Close()
+	return addrsResult{Listen: t.Addr(), Addrs: t.addrs}, nil
+}
+
+type addrsResult struct {
+	Listen string   `json:"listen,omitempty"`
+	Addrs  []string `json:"addrs,omitempty"`
+	Err    string   `json:"err,omitempty"`
+}
+
+// Ranks listen on their bootstrap address (port 0) unless tcp.addr says
+// otherwise, and reach each other at what they published through the
+// job's allgather. 127.0.0.2 and .3 stand for two hosts' addresses: the
+// kernel serves all of 127/8 on loopback, so each is a real, distinct
+// listening address here. A rank whose bootstrap address is not on its
+// host (192.0.2.1, TEST-NET-1) cannot listen, and its peer fails at once
+// with that rank's reason instead of waiting for its connection.
+func TestAddresses(t *testing.T) {
+	two := []string{"127.0.0.2", "127.0.0.3"}
+	cases := []struct {
+		name   string
+		s      scenario
+		listen []string // each rank's listening host (*: a wildcard; Go listens on [::] for 0.0.0.0)
+		dial   []string // each rank's published host
+		err    []string // each rank's error, in part ("": none)
+	}{
+		{"one host", scenario{}, []string{"127.0.0.1", "127.0.0.1"}, []string{"127.0.0.1", "127.0.0.1"}, nil},
+		{"bootstrap addresses", scenario{Addrs: two}, two, two, nil},
+		{"tcp.addr overrides", scenario{Addrs: two, Options: transports.Options{"tcp.addr": "127.0.0.4:0"}}, []string{"127.0.0.4", "127.0.0.4"}, []string{"127.0.0.4", "127.0.0.4"}, nil},
+		{"wildcard publishes bootstrap", scenario{Addrs: two, Options: transports.Options{"tcp.addr": "0.0.0.0:0"}}, []string{"*", "*"}, two, nil},
+		{"IPv6 bootstrap", scenario{Addrs: []string{"::1", "::1"}}, []string{"::1", "::1"}, []string{"::1", "::1"}, nil},
+		{"bootstrap address not here", scenario{Addrs: []string{"127.0.0.2", "192.0.2.1"}}, nil, nil,
+			[]string{"tcp: rank 1 has no address: tcp: rank 1 listen on 192.0.2.1:0", "tcp: rank 1 listen on 192.0.2.1:0"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := run(t, "tcp-addrs", c.s, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got [2]addrsResult
+			for r := range got {
+				if err := json.Unmarshal(res[r], &got[r]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for r, g := range got {
+				if c.err != nil {
+					if !strings.Contains(g.Err, c.err[r]) {
+						t.Errorf("rank %d: error %q, want %q", r, g.Err, c.err[r])
+					}
+					continue
+				}
+				if g.Err != "" {
+					t.Fatalf("rank %d: %s", r, g.Err)
+				}
+				host, _, _ := net.SplitHostPort(g.Listen)
+				if host != c.listen[r] && !(c.listen[r] == "*" && net.ParseIP(host).IsUnspecified()) {
+					t.Errorf("rank %d listens on %s, want host %s", r, g.Listen, c.listen[r])
+				}
+				for p, a := range g.Addrs {
+					host, port, _ := net.SplitHostPort(a)
+					_, lport, _ := net.SplitHostPort(got[p].Listen)
+					if host != c.dial[p] || port != lport {
+						t.Errorf("rank %d has rank %d at %s; it listens on %s, want host %s", r, p, a, got[p].Listen, c.dial[p])
+					}
+				}
+			}
+			t.Logf("%+v", got)
+		})
+	}
+}
+
+// exchange checks what the allgather brings before any rank dials it.
+func TestExchange(t *testing.T) {
+	cases := []struct {
+		name    string
+		blobs   [][]byte
+		gErr    error
+		listen  error
+		want    []string
+		wantErr string
+	}{
+		{"ok", [][]byte{[]byte("127.0.0.1:5"), []byte("[::1]:6")}, nil, nil, []string{"127.0.0.1:5", "[::1]:6"}, ""},
+		{"a rank could not listen", [][]byte{[]byte("127.0.0.1:5"), []byte("!listen on x: no")}, nil, nil, nil, "tcp: rank 1 has no address: listen on x: no"},
+		{"this rank could not listen", [][]byte{[]byte("!mine"), []byte("127.0.0.1:6")}, nil, errors.New("mine"), nil, "mine"},
+		{"not host:port", [][]byte{[]byte("127.0.0.1:5"), []byte("garbage")}, nil, nil, nil, `tcp: rank 1 published "garbage"`},
+		{"too long", [][]byte{[]byte("127.0.0.1:5"), bytes.Repeat([]byte("a"), maxAddr+1)}, nil, nil, nil, "rank 1 published an address of 257 bytes"},
+		{"too few", [][]byte{[]byte("127.0.0.1:5")}, nil, nil, nil, "1 for 2 ranks"},
+		{"allgather fails", nil, errors.New("launcher gone"), nil, nil, "tcp: rank 0 exchanging addresses: launcher gone"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var sent []byte
+			env := transports.Env{Rank: 0, Size: 2, AllGather: func(b []byte) ([][]byte, error) { sent = b; return c.blobs, c.gErr }}
+			got, err := exchange(env, "127.0.0.1:5", c.listen)
+			if c.wantErr == "" {
+				if err != nil || fmt.Sprint(got) != fmt.Sprint(c.want) {
+					t.Errorf("got %q, %v; want %q", got, err, c.want)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("got %q, %v; want error %q", got, err, c.wantErr)
+			}
+			if c.listen != nil && string(sent) != "!"+c.listen.Error() {
+				t.Errorf("published %q for a failed listen", sent)
+			}
+		})
+	}
+}
+
+func TestNoAllGather(t *testing.T) {
+	_, err := New(transports.Env{Rank: 0, Size: 2, Token: "x"})
+	if err == nil || !strings.Contains(err.Error(), "transports.Env.AllGather") {
+		t.Errorf("New without an allgather: %v", err)
 	}
 }
