@@ -128,3 +128,13 @@ gputest: gpu-build
 .PHONY: docs
 docs:
 	$(GO) run ./cmd/gotune options --markdown > docs/options.md.tmp && mv docs/options.md.tmp docs/options.md
+
+# vmtest boots Debian's own kernel under qemu (TCG, no KVM needed) with
+# Soft-RoCE (rdma_rxe) and runs the verbs tests inside (scripts/vm/vmtest.sh:
+# kernel and rdma-core from Debian's packages, cached under build/vm; exit
+# status from the guest's status line). Emulated: function, never speed.
+VMTEST_PKGS := qemu-system-x86 busybox-static cpio iproute2 xz-utils
+.PHONY: vmtest
+vmtest: build-deps
+	$(call install,$(VMTEST_PKGS))
+	scripts/vm/vmtest.sh
