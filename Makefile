@@ -8,9 +8,11 @@ TESTFLAGS ?= -count=1 -timeout 20m
 # Debian packages the build needs (a C compiler: go-nvml and internal/verbs
 # are cgo; libibverbs-dev for the verbs headers only, nothing links it), and those
 # the tests and anchors add (Open MPI for the side-by-side comparison and its
-# integration tests; python3 for the tests of the scripts under tools/).
+# integration tests; python3 for the tests of the scripts under tools/;
+# Slurm, munge and iperf3 for the namespace-hosts of internal/testutil/cluster).
 BUILD_PKGS := gcc libc6-dev libibverbs-dev
-DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev mpich libmpich-dev ucx-utils libmimalloc2.0 python3
+DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev mpich libmpich-dev ucx-utils libmimalloc2.0 python3 \
+	slurmctld slurmd slurm-client munge iperf3
 
 .PHONY: all build build-deps deps test fuzz race bench sweep anchors lint clean
 
