@@ -69,7 +69,31 @@ type Decision struct {
 	Copy       string  `yaml:"copy" mapstructure:"copy"`           // sm copy routine: auto|go|movsb
 	Progress   string  `yaml:"progress" mapstructure:"progress"`   // "poll" or "thread" (may be empty = poll)
 	Footprint  string  `yaml:"footprint" mapstructure:"footprint"` // human note, e.g. "1.1 MiB per ordered pair; 8 ranks: 62 MiB"
+	// Options are the inter-node transport's own settings, named without
+	// the transport's prefix ("conns" for tcp.conns; the eager limit
+	// included); the sm fields above do not apply between nodes. Omitted
+	// when empty, so profiles without them keep their hash.
+	Options map[string]string `yaml:"options,omitempty" mapstructure:"options"`
 }
+
+// TransportOptions are d's options as the transport reads them
+// (prefixed: tcp.conns).
+func (d Decision) TransportOptions() map[string]string {
+	if len(d.Ranges) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range d.Options {
+		out[d.Ranges[0].Transport+"."+k] = v
+	}
+	return out
+}
+
+// Localities of decisions: pairs on one node, and pairs on two.
+const (
+	Intranode = "intranode"
+	Internode = "internode"
+)
 
 // Range is the transport and protocol for message sizes from Min up to the
 // next range's Min-1 (the last range is unbounded).

@@ -133,7 +133,11 @@ func TestRoundTrip(t *testing.T) {
 		},
 		"awkward strings": func(p *Profile) { p.Gotune, p.Fingerprint.Host = "1.0", "yes"; p.Libraries["ucx"] = "null" },
 		"two localities": func(p *Profile) {
-			p.Decisions["internode"] = map[string]Decision{"host_host": p.Decisions["intranode"]["host_host"]}
+			p.Decisions["internode"] = map[string]Decision{"host_host": {
+				Ranges:     []Range{{Min: 0, Transport: "tcp", Protocol: "eager"}, {Min: 65537, Transport: "tcp", Protocol: "rendezvous"}},
+				EagerLimit: 65536, Options: map[string]string{"eager": "64K", "conns": "2"},
+				Footprint: "no registered memory; 2 socket(s) per peer",
+			}}
 		},
 		"numeric map keys": func(p *Profile) { p.Libraries["0"] = "x" },
 		"long, multi-line and odd strings": func(p *Profile) {

@@ -54,9 +54,17 @@ func Show(w io.Writer, p *Profile) error {
 			if ew.err == nil {
 				ew.err = rangeTable(w, d.Ranges)
 			}
-			line("parameters", "eager_limit %s, frag_size %s, frag_slots %d, fifo_depth %d, cell_size %s, copy %s, progress %s",
-				bytesize.Format(d.EagerLimit), bytesize.Format(d.FragSize), d.FragSlots, d.FIFODepth,
-				bytesize.Format(d.CellSize), orNone(d.Copy), cmpOr(d.Progress, "poll"))
+			if loc == Internode {
+				var opts []string
+				for _, k := range slices.Sorted(maps.Keys(d.Options)) {
+					opts = append(opts, k+"="+d.Options[k])
+				}
+				line("parameters", "eager_limit %s, options %s", bytesize.Format(d.EagerLimit), orNone(strings.Join(opts, " ")))
+			} else {
+				line("parameters", "eager_limit %s, frag_size %s, frag_slots %d, fifo_depth %d, cell_size %s, copy %s, progress %s",
+					bytesize.Format(d.EagerLimit), bytesize.Format(d.FragSize), d.FragSlots, d.FIFODepth,
+					bytesize.Format(d.CellSize), orNone(d.Copy), cmpOr(d.Progress, "poll"))
+			}
 			if d.Footprint != "" {
 				line("footprint", "%s", d.Footprint)
 			}
@@ -238,6 +246,9 @@ func flatten(p *Profile) []keyValue {
 			add(key+"copy", strconv.Quote(d.Copy))
 			add(key+"progress", strconv.Quote(d.Progress))
 			add(key+"footprint", strconv.Quote(d.Footprint))
+			for _, k := range slices.Sorted(maps.Keys(d.Options)) {
+				add(key+"options."+k, strconv.Quote(d.Options[k]))
+			}
 		}
 	}
 	add("allocator.cache_bytes", p.Allocator.CacheBytes)

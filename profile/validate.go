@@ -124,7 +124,11 @@ func validate(p *Profile) problems {
 		for _, pair := range slices.Sorted(maps.Keys(p.Decisions[loc])) {
 			key := "decisions." + loc + "." + pair
 			checkKey(&ps, key, pair)
-			validateDecision(&ps, key, p.Decisions[loc][pair])
+			if loc == Internode {
+				validateInternode(&ps, key, p.Decisions[loc][pair])
+			} else {
+				validateDecision(&ps, key, p.Decisions[loc][pair])
+			}
 		}
 	}
 
@@ -217,6 +221,64 @@ func validateDecision(ps *problems, key string, d Decision) {
 		case r.Protocol != "eager" && !last && max <= d.EagerLimit:
 			ps.add(rk, "%s for sizes %s, all within eager_limit %d: they go eager",
 				r.Protocol, rangeLabel(r.Min, max, last), d.EagerLimit)
+		}
+	}
+}
+
+// internodeTransports are the transports an inter-node decision may name.
+var internodeTransports = []string{"tcp", "ib"}
+
+// validateInternode checks a decision between nodes: one transport, eager
+// up to its eager limit and rendezvous above, and only that transport's
+// options (the sm fields are not used between nodes).
+func validateInternode(ps *problems, key string, d Decision) {
+	if d.EagerLimit < 1 {
+		ps.add(key+".eager_limit", "%d, must be at least 1", d.EagerLimit)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"frag_size", d.FragSize}, {"frag_slots", d.FragSlots}, {"fifo_depth", d.FIFODepth}, {"cell_size", d.CellSize}} {
+		if f.v != 0 {
+			ps.add(key+"."+f.name, "%d: shared-memory channels do not connect nodes (omit it)", f.v)
+		}
+	}
+	if len(d.Ranges) == 0 {
+		ps.add(key+".ranges", "empty: no size can be routed")
+		return
+	}
+	transport := d.Ranges[0].Transport
+	for i, r := range d.Ranges {
+		rk := fmt.Sprintf("%s.ranges[%d]", key, i)
+		if i == 0 && r.Min != 0 {
+			ps.add(rk+".min", "%d, the first range starts at 0", r.Min)
+		}
+		if i > 0 && r.Min <= d.Ranges[i-1].Min {
+			ps.add(rk+".min", "%d, not above the previous range's %d", r.Min, d.Ranges[i-1].Min)
+		}
+		if !oneOf(ps, rk+".transport", r.Transport, internodeTransports) {
+			continue
+		}
+		if r.Transport != transport {
+			ps.add(rk+".transport", "%s after %s: one inter-node transport carries every size (messages of a pair stay in order on one)", r.Transport, transport)
+		}
+		want := "eager"
+		if r.Min > d.EagerLimit {
+			want = "rendezvous"
+		}
+		if oneOf(ps, rk+".protocol", r.Protocol, []string{"eager", "rendezvous"}) && r.Protocol != want && d.EagerLimit > 0 {
+			ps.add(rk+".protocol", "%s from %d with eager_limit %d: want %s", r.Protocol, r.Min, d.EagerLimit, want)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(d.Options)) {
+		checkKey(ps, key+".options."+k, k)
+		if strings.ContainsAny(d.Options[k], "\n\r") {
+			ps.add(key+".options."+k, "holds a line break")
+		}
+	}
+	if e, ok := d.Options["eager"]; ok {
+		if n, err := bytesize.Parse(e); err != nil || n != d.EagerLimit {
+			ps.add(key+".options.eager", "%s, but eager_limit is %d", e, d.EagerLimit)
 		}
 	}
 }

@@ -43,6 +43,23 @@ func TestValidate(t *testing.T) {
 		}, []string{"gpu.ipc_threshold: negative (-1)", `gpu.staging: "legacy" is not one of async|sync`, `gpu.allocator: "cudaFree" is not one of plain|worker|pool`,
 			`gpu.copy: "dma" is not one of ce|sm`, "gpu.ipc_cache: negative (-4)"}},
 		{"no pairs", func(p *Profile) { p.Decisions["internode"] = map[string]Decision{} }, []string{"decisions.internode: no memory pairs"}},
+		{"internode", func(p *Profile) {
+			p.Decisions["internode"] = map[string]Decision{"host_host": {
+				Ranges: []Range{{Min: 0, Transport: "tcp", Protocol: "eager"}, {Min: 4096, Transport: "ib", Protocol: "eager"},
+					{Min: 100000, Transport: "sm", Protocol: "rendezvous"}},
+				EagerLimit: 65536, FIFODepth: 64, Options: map[string]string{"eager": "16K", "Depth": "8"},
+			}}
+		}, []string{"decisions.internode.host_host.fifo_depth: 64: shared-memory channels do not connect nodes (omit it)",
+			"decisions.internode.host_host.ranges[1].transport: ib after tcp: one inter-node transport carries every size (messages of a pair stay in order on one)",
+			`decisions.internode.host_host.ranges[2].transport: "sm" is not one of tcp|ib`,
+			`decisions.internode.host_host.options.Depth: invalid key "Depth": keys are lower-case letters, digits, '_' and '-'`,
+			"decisions.internode.host_host.options.eager: 16K, but eager_limit is 65536"}},
+		{"internode protocol", func(p *Profile) {
+			p.Decisions["internode"] = map[string]Decision{"host_host": {
+				Ranges:     []Range{{Min: 0, Transport: "ib", Protocol: "eager"}, {Min: 8193, Transport: "ib", Protocol: "eager"}},
+				EagerLimit: 8192,
+			}}
+		}, []string{"decisions.internode.host_host.ranges[1].protocol: eager from 8193 with eager_limit 8192: want rendezvous"}},
 		{"bad pair key", func(p *Profile) { p.Decisions["intranode"]["host.host"] = p.Decisions["intranode"]["host_host"] },
 			[]string{`decisions.intranode.host.host: invalid key "host.host"`}},
 		{"no ranges", decision(func(d *Decision) { d.Ranges = nil }), []string{"decisions.intranode.host_host.ranges: empty: no size can be routed"}},

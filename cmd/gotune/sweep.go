@@ -16,6 +16,7 @@ func newSweep() *cobra.Command {
 	var planName, out, resume string
 	var stacks []string
 	var budget time.Duration
+	var cluster clusterFlags
 	cmd := &cobra.Command{
 		Use:   "sweep",
 		Short: "Tune this node: measure, decide, prove safe, emit a profile",
@@ -29,13 +30,18 @@ load them, checks the chosen values with the stacks' hazards (head-to-head
 windows and a many-to-one flood, payloads validated), records the decisions in
 the profile's stacks section and writes each stack's native file under
 OUT/<host>/<run-id>/native/ (gotune profile render writes them again).
-A killed sweep continues with --resume DIR: nothing finished is measured again;
+Under mpirun or srun (--launcher mpirun|srun, one gotune per launcher rank)
+launcher rank 0 runs the sweep: the host stages on its node, and, when the job
+spans nodes, inter-node stages on a pair across two of them (transport, eager
+limit, tcp connections or ib rendezvous), recorded as the profile's internode
+decisions. A killed sweep continues with --resume DIR: nothing finished is measured again;
 DIR's store may be compressed (measurements.jsonl.gz, as checked in), and the
 records measured since are appended to a measurements.jsonl beside it.`,
 		Example: `  gotune sweep                      # quick built-in plan, under 5 minutes
   gotune sweep --plan full --budget 30m
   gotune sweep --stack openmpi --stack mpich
-  gotune sweep --resume results/node1/20261121-131500`,
+  gotune sweep --resume results/node1/20261121-131500
+  srun -N2 --ntasks-per-node=1 gotune sweep --launcher srun`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := sweep.Config{Out: out, Resume: resume, Budget: budget, Progress: cmd.ErrOrStderr(),
@@ -60,6 +66,14 @@ records measured since are appended to a measurements.jsonl beside it.`,
 			}
 			ctx, cancel := jobContext(0)
 			defer cancel()
+			j, err := cluster.join(ctx, cmd)
+			if err != nil || j.serve {
+				return err
+			}
+			defer j.close()
+			if j.cluster != nil {
+				cfg.Nodes = j.cluster.Nodes()
+			}
 			res, err := sweep.Run(ctx, cfg)
 			printSummary(cmd, res)
 			if res.Dir != "" {
@@ -74,6 +88,7 @@ records measured since are appended to a measurements.jsonl beside it.`,
 	fl.StringVar(&out, "out", "results", "results root: the run goes to OUT/<host>/<run-id>/")
 	fl.StringVar(&resume, "resume", "", "continue the run in this directory")
 	fl.StringSliceVar(&stacks, "stack", nil, "also tune this MPI stack through itself: "+strings.Join(sweep.StackNames(), ", ")+" (repeatable)")
+	cluster.register(cmd)
 	return cmd
 }
 

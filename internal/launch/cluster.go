@@ -550,3 +550,33 @@ func readRendezvous(ctx context.Context, path string) (rendezvous, error) {
 		}
 	}
 }
+
+// InProcess starts a cluster whose coordinator (this host, by its name)
+// and node agents (one per name in hosts) all run in this process: the whole
+// protocol with names standing in for hosts, for tests of code that places
+// jobs on several nodes. wait closes the cluster and returns the first
+// agent's error.
+func InProcess(dir string, hosts ...string) (_ *Cluster, wait func() error, _ error) {
+	rv := dir + "/job.rendezvous"
+	size := len(hosts) + 1
+	served := make(chan error, len(hosts))
+	for i, h := range hosts {
+		go func() {
+			served <- Serve(context.Background(), ClusterConfig{LRank: i + 1, LSize: size, Host: h, RendezvousFile: rv, Timeout: time.Minute})
+		}()
+	}
+	c, err := Coordinate(context.Background(), ClusterConfig{LSize: size, RendezvousFile: rv, BindIP: "127.0.0.1", Timeout: time.Minute})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() error {
+		c.Close()
+		var first error
+		for range hosts {
+			if err := <-served; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}, nil
+}

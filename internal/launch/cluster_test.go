@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"path/filepath"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,30 +14,15 @@ import (
 	"github.com/gotune/gotune/internal/sys"
 )
 
-// startCluster runs a coordinator on "node-a" and, in this process, the
-// other launcher processes: hosts[i] is launcher rank i+1's host. Every
-// node agent starts its ranks as children of this test binary, so the
-// whole protocol runs, with the hosts' names standing in for hosts.
 func startCluster(t *testing.T, hosts ...string) *Cluster {
 	t.Helper()
-	rv := filepath.Join(t.TempDir(), "job.rendezvous")
-	size := len(hosts) + 1
-	served := make(chan error, len(hosts))
-	for i, h := range hosts {
-		go func() {
-			served <- Serve(context.Background(), ClusterConfig{LRank: i + 1, LSize: size, Host: h, RendezvousFile: rv, Timeout: time.Minute})
-		}()
-	}
-	c, err := Coordinate(context.Background(), ClusterConfig{LSize: size, Host: "node-a", RendezvousFile: rv, BindIP: "127.0.0.1", Timeout: time.Minute})
+	c, wait, err := InProcess(t.TempDir(), hosts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		c.Close()
-		for range hosts {
-			if err := <-served; err != nil {
-				t.Errorf("node agent: %v", err)
-			}
+		if err := wait(); err != nil {
+			t.Errorf("node agent: %v", err)
 		}
 	})
 	return c
@@ -45,14 +30,15 @@ func startCluster(t *testing.T, hosts ...string) *Cluster {
 
 func TestClusterPlacesRanksOnNodes(t *testing.T) {
 	c := startCluster(t, "node-b", "node-b")
-	if got := c.Nodes(); !slices.Equal(got, []string{"node-a", "node-b"}) {
+	here, _ := os.Hostname()
+	if got := c.Nodes(); !slices.Equal(got, []string{here, "node-b"}) {
 		t.Fatalf("nodes %v, want node-a and node-b (launcher ranks 1 and 2 share node-b)", got)
 	}
 	res, err := Run(context.Background(), Job{Kind: "whereami", Size: 3, Nodes: 2}, Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantHosts := []string{"node-a", "node-a", "node-b"}
+	wantHosts := []string{here, here, "node-b"}
 	var pids []int
 	for r, raw := range res {
 		var got struct {

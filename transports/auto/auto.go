@@ -19,7 +19,7 @@ var Options = &transports.OptionSet{Name: "auto", Options: []transports.Option{
 	{Key: "auto.profile", Type: "path", Help: "profile file (YAML) whose decisions route every message"},
 	{Key: "auto.hash", Type: "text", Help: "content hash the profile must have (set by the launching process; ranks refuse a profile that changed)"},
 	{Key: "auto.overrides", Type: "text", Help: "the GOTUNE_ overrides the launching process applied (ranks refuse to route differently)"},
-	{Key: "auto.locality", Type: "text", Default: "intranode", Help: "decision locality to use"},
+	{Key: "auto.locality", Type: "text", Help: "decision locality to use: intranode or internode (default: the pair's, from the ranks' hosts)"},
 	{Key: "auto.memory", Type: "text", Default: "host_host", Help: "memory pair to use, source_destination"},
 }}
 
@@ -27,6 +27,7 @@ var Options = &transports.OptionSet{Name: "auto", Options: []transports.Option{
 type Route struct {
 	Profile  *profile.Profile
 	Decision profile.Decision
+	Locality string
 	mins     []int  // range starts, ascending
 	single   []bool // the range goes by single copy (cma)
 	SM       sm.Params
@@ -54,7 +55,7 @@ func Load(o transports.Options) (*Route, error) {
 	}
 	loc, mem := o["auto.locality"], o["auto.memory"]
 	if loc == "" {
-		loc = "intranode"
+		loc = profile.Intranode
 	}
 	if mem == "" {
 		mem = "host_host"
@@ -63,7 +64,10 @@ func Load(o transports.Options) (*Route, error) {
 	if !ok {
 		return nil, fmt.Errorf("profile %s: no decision for decisions.%s.%s", path, loc, mem)
 	}
-	r := &Route{Profile: p, Decision: d}
+	r := &Route{Profile: p, Decision: d, Locality: loc}
+	if loc == profile.Internode {
+		return r, nil // the inter-node transport's own options carry it
+	}
 	for _, rg := range d.Ranges {
 		r.mins = append(r.mins, rg.Min)
 		r.single = append(r.single, rg.Transport == "cma")
@@ -101,6 +105,9 @@ func init() {
 			if err != nil {
 				return 0, err
 			}
+			if r.Locality == profile.Internode {
+				return 0, nil
+			}
 			return r.SM.SegmentBytes(size), nil
 		},
 		New:   New,
@@ -108,15 +115,62 @@ func init() {
 	})
 }
 
+// locality is the decision locality for a job: the option's, or the
+// pair's from the ranks' hosts. A job with peers on this node and on
+// others is not routed: one transport carries a selector's messages.
+func locality(env transports.Env) (string, error) {
+	if loc := env.Options["auto.locality"]; loc != "" {
+		return loc, nil
+	}
+	same, other := 0, 0
+	for p := range env.Size {
+		switch {
+		case p == env.Rank:
+		case env.SameHost(env.Rank, p):
+			same++
+		default:
+			other++
+		}
+	}
+	switch {
+	case other == 0:
+		return profile.Intranode, nil
+	case same == 0:
+		return profile.Internode, nil
+	}
+	return "", &sys.NotSupportedError{What: "transport auto", Reason: fmt.Sprintf("rank %d has peers on its node and on others: a selector routes one locality", env.Rank)}
+}
+
+// withLocality returns env with auto.locality set to the job's.
+func withLocality(env transports.Env) (transports.Env, error) {
+	loc, err := locality(env)
+	if err != nil {
+		return env, err
+	}
+	env.Options = env.Options.With(transports.Options{"auto.locality": loc})
+	return env, nil
+}
+
 // New builds the selector inside a rank.
 func New(env transports.Env) (transports.Transport, error) {
+	env, err := withLocality(env)
+	if err != nil {
+		return nil, err
+	}
 	r, err := Load(env.Options)
 	if err != nil {
 		return nil, err
 	}
 	prov := hostinfo.Collect("/")
-	if err := r.Profile.Applies(prov.Host, prov.CPUModel, prov.Cores); err != nil {
+	host := prov.Host
+	if len(env.Hosts) > 0 {
+		host = env.Hosts[env.Rank] // the node's name in the job, which the profile's scope was built from
+	}
+	if err := r.Profile.Applies(host, prov.CPUModel, prov.Cores); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", r.Profile.Path(), err)
+	}
+	if r.Locality == profile.Internode {
+		return newInternode(env, r)
 	}
 	var single sm.SingleCopy
 	if r.UsesSingleCopy() {
@@ -130,14 +184,56 @@ func New(env transports.Env) (transports.Transport, error) {
 
 // Check proves single copy works between the ranks when the profile uses it.
 func Check(t transports.Transport, env transports.Env) error {
+	env, err := withLocality(env)
+	if err != nil {
+		return err
+	}
 	r, err := Load(env.Options)
 	if err != nil {
 		return err
+	}
+	if r.Locality == profile.Internode {
+		d, _ := transports.Lookup(r.Decision.Ranges[0].Transport)
+		if d == nil || d.Check == nil {
+			return nil
+		}
+		return d.Check(t.(*routed).Transport, env)
 	}
 	if !r.UsesSingleCopy() {
 		return nil
 	}
 	return cma.Check(t, env)
+}
+
+// routed is the inter-node transport the profile names, built with the
+// decision's options; it answers to the name auto.
+type routed struct{ transports.Transport }
+
+func (routed) Name() string { return "auto" }
+
+// newInternode builds the decision's transport for a pair on two nodes.
+// Options given to the job (--opt) win over the profile's.
+func newInternode(env transports.Env, r *Route) (transports.Transport, error) {
+	name := r.Decision.Ranges[0].Transport
+	d, err := transports.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("profile %s: decisions.internode: %w", r.Profile.Path(), err)
+	}
+	if !env.MultiHost() {
+		return nil, fmt.Errorf("profile %s: auto.locality internode, but the ranks share a node", r.Profile.Path())
+	}
+	mine := transports.Options{}
+	for k, v := range env.Options {
+		if !strings.HasPrefix(k, "auto.") {
+			mine[k] = v
+		}
+	}
+	env.Options = transports.Options(r.Decision.TransportOptions()).With(mine)
+	t, err := d.New(env)
+	if err != nil {
+		return nil, err
+	}
+	return &routed{t}, nil
 }
 
 // Overrides is the canonical form of a loaded profile's environment

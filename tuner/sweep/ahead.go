@@ -28,7 +28,7 @@ type plannedTrial struct {
 // stageOrder is the order decide runs the stages in; GPU stages are named
 // stage/LOAD and ordered by their prefix.
 var stageOrder = []string{stageEager, stageFragment, stageDepth, stageConfirm, stageTransport,
-	stageAllocPol, stageAllocSize, stageReplicate, stageGPUPath, stageGPUCopy, stageGPUCache, stageGPUPinned, stageVerify}
+	stageAllocPol, stageAllocSize, stageReplicate, stageInterTransport, stageInterEager, stageInterProtocol, stageGPUPath, stageGPUCopy, stageGPUCache, stageGPUPinned, stageVerify}
 
 // stageIndex places stage in stageOrder (-1: before every stage).
 func stageIndex(stage string) int {
@@ -41,7 +41,7 @@ func stageIndex(stage string) int {
 // give way to the check of what they decided). Counts follow the
 // candidate builders with the built-in parameters; a stage that may skip
 // itself (confirmation, replication) is counted as measuring.
-func requiredTrials(p Plan) []plannedTrial {
+func requiredTrials(p Plan, nodes int) []plannedTrial {
 	sm := defaultSM()
 	var out []plannedTrial
 	add := func(stage string, cands int, patterns []bench.Pattern, sizes []int) {
@@ -59,6 +59,11 @@ func requiredTrials(p Plan) []plannedTrial {
 	if len(p.AllocPurges) > 0 {
 		add(stageAllocPol, len(allocPolicyCandidates(p, sm)), allocPatterns, p.AllocSizes.Sizes())
 		add(stageAllocSize, len(p.AllocCaches), allocPatterns, p.AllocSizes.Sizes())
+	}
+	if ip := p.Internode; nodes > 1 && len(ip.Transports) > 0 {
+		add(stageInterTransport, len(ip.Transports), internodePatterns, ip.Sizes.Sizes())
+		add(stageInterEager, len(ip.Eager), internodePatterns, ip.Sizes.Sizes())
+		add(stageInterProtocol, max(len(ip.Conns), len(ip.Rendezvous)), internodePatterns, ip.Sizes.Sizes())
 	}
 	if g := p.GPU; g.GPUs != "" {
 		loaded := func(stage string, cands int, sizes []int) {
@@ -196,7 +201,7 @@ func (r *Runner) requiredAfter(stage string) time.Duration {
 	at := stageIndex(stage)
 	pc := r.pace()
 	sec := 0.0
-	for _, t := range requiredTrials(r.plan) {
+	for _, t := range requiredTrials(r.plan, len(r.meta.Nodes)) {
 		if stageIndex(t.stage) > at {
 			sec += float64(t.count) * pc.seconds(r.plan, t)
 		}

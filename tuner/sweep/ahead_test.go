@@ -99,7 +99,7 @@ func plannedCovers(t *testing.T, dir string, plan Plan) {
 		}
 	}
 	planned := map[kind]plannedTrial{}
-	for _, pt := range requiredTrials(plan) {
+	for _, pt := range requiredTrials(plan, 1) {
 		planned[kind{pt.stage, pt.pattern}] = pt
 	}
 	for k, n := range ran {

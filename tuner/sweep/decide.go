@@ -22,6 +22,7 @@ type candidate struct {
 	transport string
 	opts      transports.Options // what the trials pass to the ranks, rendered from the typed fields
 	cost      int64
+	nodes     int // the pair spans this many nodes (0: one)
 	// The typed parameters the candidate stands for, read back when it is
 	// chosen: sm by the host stages, alloc by the allocator stages, gpu by
 	// the GPU stages (only the field a stage varies).

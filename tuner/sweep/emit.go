@@ -56,6 +56,14 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 		Allocator: profile.Allocator{CacheBytes: out.Alloc.Cache, Purge: out.Alloc.Purge, THP: out.Alloc.THP},
 	}
 	p.Stacks = profileStacks(out.Stacks)
+	if ip := out.Internode; ip != nil {
+		p.Scope.Hosts = r.meta.Nodes // the profile routes between them
+		p.Decisions[Internode] = map[string]profile.Decision{HostHost: {
+			Ranges: []profile.Range{{Min: 0, Transport: ip.Transport, Protocol: "eager"},
+				{Min: ip.Eager + 1, Transport: ip.Transport, Protocol: "rendezvous"}},
+			EagerLimit: ip.Eager, Options: unprefixed(ip.Transport, ip.Options), Footprint: internodeFootprint(*ip),
+		}}
+	}
 	if g := out.GPU; g != nil {
 		p.GPU = &profile.GPU{GPUs: g.GPUs, IPCThreshold: g.Threshold, Staging: g.Staging,
 			PinnedThreshold: g.PinnedThreshold, Copy: g.Copy, IPCCache: g.Cache, Allocator: g.Alloc, Avoided: g.Stalled}

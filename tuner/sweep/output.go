@@ -125,6 +125,10 @@ func (r *Runner) summary(res Result) string {
 		transports.FormatSize(out.SM.Eager), out.SM.Cell, out.SM.Depth, transports.FormatSize(out.SM.Frag), out.SM.Slots, out.SM.Progress)
 	fmt.Fprintf(&w, " footprint: %s\n", out.Footprint)
 	fmt.Fprintf(&w, " allocator: cache %s, purge %s, THP %s\n\n", transports.FormatSize(int(out.Alloc.Cache)), out.Alloc.Purge, onOff(out.Alloc.THP))
+	if ip := out.Internode; ip != nil {
+		fmt.Fprintf(&w, "## decisions (internode, host_host: %s)\n", strings.Join(r.meta.Nodes, " and "))
+		fmt.Fprintf(&w, " %s\n footprint: %s\n\n", internodeSummary(ip), internodeFootprint(*ip))
+	}
 	if g := out.GPU; g != nil {
 		fmt.Fprintf(&w, "## GPU (cudaipc on GPUs %s)\n", g.GPUs)
 		fmt.Fprintf(&w, " device messages: staged (%s) below %s, CUDA IPC from there\n", g.Staging, transports.FormatSize(g.Threshold))

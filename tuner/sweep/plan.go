@@ -61,6 +61,8 @@ type Plan struct {
 
 	GPU GPUPlan `json:"gpu" mapstructure:"gpu"`
 
+	Internode InternodePlan `json:"internode" mapstructure:"internode"`
+
 	Stacks      []string `json:"stacks,omitempty" mapstructure:"stacks" help:"MPI stacks to tune through themselves, each with its own launcher and a native file loaded as users load it: openmpi, mpich, ucx, mimalloc (gotune sweep --stack)"`
 	StackRounds int      `json:"stack_rounds,omitempty" mapstructure:"stack_rounds" help:"interleaved rounds per stack parameter and for the tuned file's confirmation against the defaults"`
 	StackIters  int      `json:"stack_iters,omitempty" mapstructure:"stack_iters" help:"iterations per size in a stack's runs (0: OSU's counts)"`
@@ -133,6 +135,8 @@ func Quick() Plan {
 		VerifySizes: mustSizes("1:16M"), VerifyRounds: 5,
 		FootprintRanks: []int{2, 8, 64},
 		StackRounds:    5,
+		Internode: InternodePlan{Transports: []string{"tcp", "ib"}, Eager: parseText[Size]("16K", "64K", "256K"),
+			Conns: []int{1, 2, 4}, Rendezvous: []string{"read", "write"}, Sizes: mustSizes("8,4K,64K,1M,16M")},
 	}
 }
 
@@ -249,6 +253,9 @@ func (p Plan) Check() error {
 	}
 	if p.TransportSizes.Empty() {
 		return fmt.Errorf("transport_sizes: empty")
+	}
+	if err := p.Internode.Check(); err != nil {
+		return err
 	}
 	for _, s := range p.Stacks {
 		if _, ok := adapters[s]; !ok {

@@ -37,6 +37,7 @@ type Outcome struct {
 	Candidates []candidate // the transport stage's
 	Footprint  string
 	GPU        *GPUParams // nil without GPU stages
+	Internode  *InternodeParams // nil on one node
 	Stacks     []StackOutcome
 }
 
@@ -108,7 +109,7 @@ func (r *Runner) measureRounds(stage string, cands []candidate, patterns []bench
 			}
 			for _, pattern := range patterns {
 				_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
-					Pattern: pattern, Sizes: sizes, Round: round, GPU: tg}, round > 1)
+					Pattern: pattern, Sizes: sizes, Round: round, GPU: tg, Nodes: c.nodes}, round > 1)
 				if errors.Is(err, ErrBudget) {
 					return nil
 				}
@@ -318,6 +319,9 @@ func (r *Runner) decide() (Outcome, error) {
 	}
 	out.SM = sm
 	out.Footprint = footprint(sm.Depth, sm.Cell, sm.Frag, sm.Slots, p.FootprintRanks)
+	if err := r.internodeStages(&out); err != nil {
+		return out, err
+	}
 	if err := r.gpuStages(sm, &out); err != nil {
 		return out, err
 	}

@@ -30,7 +30,9 @@ type Trial struct {
 	Sizes     []int              `json:"sizes"`
 	Round     int                `json:"round"`
 	// GPU is set for the GPU stages' trials: buffers, devices and load.
-	GPU    *TrialGPU     `json:"gpu,omitempty"`
+	GPU *TrialGPU `json:"gpu,omitempty"`
+	// Nodes is 2 for the inter-node stages' trials: the pair spans nodes.
+	Nodes  int           `json:"nodes,omitempty"`
 	Points []bench.Point `json:"points,omitempty"`
 	// Failed says why the candidate produced no points: a hang the
 	// watchdog caught (the candidate is then dropped, never emitted).
@@ -61,7 +63,8 @@ func (t Trial) key() string {
 		Sizes                       []int
 		Round                       int
 		GPU                         *TrialGPU `json:",omitempty"`
-	}{t.Stage, t.Candidate, t.Transport, t.Options, t.Pattern, t.Sizes, t.Round, t.GPU})
+		Nodes                       int       `json:",omitempty"`
+	}{t.Stage, t.Candidate, t.Transport, t.Options, t.Pattern, t.Sizes, t.Round, t.GPU, t.Nodes})
 	sum := sha256.Sum256(b)
 	return "trial:" + hex.EncodeToString(sum[:12])
 }
@@ -75,6 +78,9 @@ type Meta struct {
 	Plan       Plan                `json:"plan"`
 	// Verify is set for a verification run (gotune verify), not a sweep.
 	Verify *VerifyTarget `json:"verify,omitempty"`
+	// Nodes names the nodes the run's ranks span (launcher rank 0's
+	// first); empty on one node.
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // Files of a run directory.
@@ -99,6 +105,9 @@ type Config struct {
 	Hooks launch.Hooks
 	// Verify makes the run a verification of this profile (Verify sets it).
 	Verify *VerifyTarget
+	// Nodes names the nodes of a run under an external launcher
+	// (launch.Cluster.Nodes); with two or more the inter-node stages run.
+	Nodes []string
 }
 
 // Runner is a sweep in progress.
@@ -167,6 +176,9 @@ func Open(ctx context.Context, cfg Config) (*Runner, error) {
 		}
 		r.meta = Meta{RunID: filepath.Base(r.dir), Command: cfg.Command, Started: r.start.UTC().Truncate(time.Second),
 			Provenance: prov, Plan: cfg.Plan, Verify: cfg.Verify}
+		if len(cfg.Nodes) > 1 {
+			r.meta.Nodes = cfg.Nodes
+		}
 		b, _ := json.MarshalIndent(r.meta, "", "  ") // plain data always encodes
 		if err := writeFileAtomic(filepath.Join(r.dir, MetaFile), append(b, '\n')); err != nil {
 			return nil, err
@@ -258,7 +270,8 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		return Trial{}, ErrBudget
 	}
 	spec := bench.Spec{Transport: t.Transport, Options: t.Options.With(t.extra), Pattern: t.Pattern, Sizes: t.Sizes,
-		Reps: r.plan.Reps, Window: r.plan.Window, CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment, RepBytes: int(r.plan.RepBytes)}
+		Reps: r.plan.Reps, Window: r.plan.Window, CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment, RepBytes: int(r.plan.RepBytes),
+		Nodes: t.Nodes}
 	if err := t.GPU.apply(&spec); err != nil {
 		return Trial{}, fmt.Errorf("trial %s %s: %w", t.Stage, t.Candidate, err)
 	}

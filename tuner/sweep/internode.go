@@ -1,0 +1,208 @@
+package sweep
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/transports"
+)
+
+// Inter-node stages: when the run's ranks span nodes (gotune sweep
+// --launcher mpirun|srun on two or more nodes), the pair that crosses nodes
+// gets its own decisions: which inter-node transport, its eager limit, and
+// the transport's protocol knobs (tcp's connections per pair, ib's
+// rendezvous by RDMA read or write). Each stage weighs its candidates in
+// interleaved rounds with pickCheapest, like the host stages.
+const (
+	stageInterTransport = "internode-transport"
+	stageInterEager     = "internode-eager"
+	stageInterProtocol  = "internode-protocol"
+)
+
+// Internode is the locality of decisions for pairs on different nodes.
+const Internode = "internode"
+
+// InternodePlan is the inter-node part of a plan, used only when the run
+// spans nodes.
+type InternodePlan struct {
+	Transports []string `json:"transports" mapstructure:"transports" help:"inter-node transports to weigh when the ranks span nodes: tcp, ib (one that cannot start on these nodes is dropped)"`
+	Eager      []Size   `json:"eager" mapstructure:"eager" help:"eager-limit candidates of the chosen inter-node transport (tcp.eager, ib.eager)"`
+	Conns      []int    `json:"conns" mapstructure:"conns" help:"tcp.conns candidates: connections per pair that rendezvous payloads are striped over"`
+	Rendezvous []string `json:"rendezvous" mapstructure:"rendezvous" help:"ib.rndv candidates: read, write"`
+	Sizes      SizeList `json:"sizes" mapstructure:"sizes" help:"sizes of the inter-node stages (latency and bandwidth)"`
+}
+
+// Check reports an inter-node plan that cannot run.
+func (ip InternodePlan) Check() error {
+	for _, t := range ip.Transports {
+		if t != "tcp" && t != "ib" {
+			return fmt.Errorf("internode.transports: %q: want tcp or ib", t)
+		}
+	}
+	for _, n := range ip.Conns {
+		if n < 1 {
+			return fmt.Errorf("internode.conns: %d: want at least 1", n)
+		}
+	}
+	for _, m := range ip.Rendezvous {
+		if m != "read" && m != "write" {
+			return fmt.Errorf("internode.rendezvous: %q: want read or write", m)
+		}
+	}
+	if len(ip.Transports) > 0 && ip.Sizes.Empty() {
+		return fmt.Errorf("internode.sizes: empty, with internode.transports to weigh")
+	}
+	return nil
+}
+
+var internodePatterns = []bench.Pattern{bench.Latency, bench.Bandwidth}
+
+// InternodeParams is what the inter-node stages decided.
+type InternodeParams struct {
+	Transport string
+	Eager     int
+	Options   transports.Options // the transport's own, eager limit included
+}
+
+// internodeCandidate is one inter-node configuration on a pair of nodes.
+func internodeCandidate(name, transport string, opts transports.Options, cost int64) candidate {
+	return candidate{name: name, transport: transport, opts: opts, cost: cost, nodes: 2}
+}
+
+// internodeStages decides the inter-node pair's configuration; it does
+// nothing when the run is on one node.
+func (r *Runner) internodeStages(out *Outcome) error {
+	ip := r.plan.Internode
+	if len(r.meta.Nodes) < 2 || len(ip.Transports) == 0 {
+		return nil
+	}
+	sizes := ip.Sizes.Sizes()
+	var cands []candidate
+	for i, t := range ip.Transports {
+		if _, err := transports.Lookup(t); err != nil {
+			r.notes = append(r.notes, fmt.Sprintf("internode: %s is not built in: %v", t, err))
+			continue
+		}
+		cands = append(cands, internodeCandidate(t, t, nil, int64(i)))
+	}
+	if err := r.measure(stageInterTransport, cands, internodePatterns, sizes, r.plan.Rounds); err != nil {
+		return err
+	}
+	d := pickCheapest(r.trials, stageInterTransport, internodePatterns, cands)
+	out.Stages = append(out.Stages, d)
+	chosen := find(cands, d.Chosen)
+	if chosen == nil {
+		r.notes = append(r.notes, "internode: no inter-node transport ran between the nodes; no inter-node decisions")
+		return nil
+	}
+	t := chosen.transport
+	params := InternodeParams{Transport: t, Options: transports.Options{}}
+
+	// Eager limit, around the sizes it moves.
+	def, err := defaultEager(t)
+	if err != nil {
+		return err
+	}
+	params.Eager = def
+	cands = cands[:0]
+	for i, e := range ip.Eager {
+		cands = append(cands, internodeCandidate(fmt.Sprintf("%s-eager-%s", t, transports.FormatSize(int(e))), t,
+			transports.Options{t + ".eager": transports.FormatSize(int(e))}, int64(i)))
+	}
+	if len(cands) > 0 {
+		if err := r.measure(stageInterEager, cands, internodePatterns, sizes, r.plan.Rounds); err != nil {
+			return err
+		}
+		d = pickCheapest(r.trials, stageInterEager, internodePatterns, cands)
+		out.Stages = append(out.Stages, d)
+		if c := find(cands, d.Chosen); c != nil {
+			params.Options = c.opts.With(nil)
+			params.Eager, _ = transports.ParseSize(c.opts[t+".eager"])
+		}
+	}
+
+	// The protocol knob of the chosen transport.
+	cands = cands[:0]
+	switch t {
+	case "tcp":
+		for i, n := range ip.Conns {
+			cands = append(cands, internodeCandidate(fmt.Sprintf("tcp-conns-%d", n), t,
+				params.Options.With(transports.Options{"tcp.conns": itoa(n)}), int64(n*10+i)))
+		}
+	case "ib":
+		for i, m := range ip.Rendezvous {
+			cands = append(cands, internodeCandidate("ib-rndv-"+m, t,
+				params.Options.With(transports.Options{"ib.rndv": m}), int64(i)))
+		}
+	}
+	if len(cands) > 0 {
+		if err := r.measure(stageInterProtocol, cands, internodePatterns, sizes, r.plan.Rounds); err != nil {
+			return err
+		}
+		d = pickCheapest(r.trials, stageInterProtocol, internodePatterns, cands)
+		out.Stages = append(out.Stages, d)
+		if c := find(cands, d.Chosen); c != nil {
+			params.Options = c.opts
+		}
+	}
+	out.Internode = &params
+	return nil
+}
+
+// unprefixed names a transport's options as a profile holds them
+// (profile.Decision.Options): without the transport's prefix.
+func unprefixed(transport string, o transports.Options) map[string]string {
+	out := map[string]string{}
+	for k, v := range o {
+		out[strings.TrimPrefix(k, transport+".")] = v
+	}
+	return out
+}
+
+// defaultEager is a transport's built-in eager limit, from its options.
+func defaultEager(transport string) (int, error) {
+	d, err := transports.Lookup(transport)
+	if err != nil {
+		return 0, err
+	}
+	for _, set := range d.Options {
+		for _, o := range set.Options {
+			if o.Key == transport+".eager" {
+				return transports.ParseSize(o.Default)
+			}
+		}
+	}
+	return 0, fmt.Errorf("transport %s has no %s.eager option", transport, transport)
+}
+
+// internodeFootprint says what the decision costs per peer.
+func internodeFootprint(p InternodeParams) string {
+	switch p.Transport {
+	case "ib":
+		depth, _ := transports.Options(p.Options).Int("ib.credits", 0)
+		if depth > 0 {
+			return fmt.Sprintf("registered memory per peer: %d receive buffers of %s (ib.credits x ib.eager), plus the registration cache", depth, transports.FormatSize(p.Eager))
+		}
+		return "registered memory per peer: ib.credits receive buffers of ib.eager bytes, plus the registration cache"
+	default:
+		conns, _ := transports.Options(p.Options).Int("tcp.conns", 1)
+		return fmt.Sprintf("no registered memory; %d socket(s) per peer with the kernel's buffers", conns)
+	}
+}
+
+// internodeSummary is one line per decided option, for the summary.
+func internodeSummary(p *InternodeParams) string {
+	keys := make([]string, 0, len(p.Options))
+	for k := range p.Options {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "transport %s, eager limit %s", p.Transport, transports.FormatSize(p.Eager))
+	for _, k := range keys {
+		fmt.Fprintf(&b, ", %s=%s", k, p.Options[k])
+	}
+	return b.String()
+}
