@@ -11,7 +11,7 @@
 //	nshosts mpiexec-args [-slot K]                        MPICH mpiexec's arguments, shell-quoted
 //	nshosts srun-env [-slot K]                            export lines for srun, sinfo, scancel
 //	nshosts iperf3 [-slot K] [-t SECS] SERVER CLIENT [IPERF3 CLIENT ARG...]
-//	nshosts down [-slot K]                                remove detached (and dead owners') clusters
+//	nshosts down [-slot K|-all]                           remove the detached cluster (and dead owners')
 package main
 
 import (
@@ -44,7 +44,7 @@ const usage = `usage: nshosts COMMAND [FLAGS] [ARGS]
   mpiexec-args [-slot K]                        MPICH mpiexec's arguments for the hosts, shell-quoted
   srun-env [-slot K]                            export lines for srun, sinfo, squeue, scancel
   iperf3 [-slot K] [-t SECS] SERVER CLIENT [ARG...]   iperf3 from CLIENT to SERVER, Gbit/s
-  down [-slot K]                                remove detached clusters (all, or slot K) and dead owners'
+  down [-slot K|-all]                           remove the detached cluster (slot K, every one with -all) and dead owners'
 `
 
 // cli runs one command; detach is false only in the tests, whose clusters
@@ -72,10 +72,11 @@ func cli(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		err = list(stdout)
 	case "down":
+		all := fs.Bool("all", false, "every detached cluster (default: the only one, or -slot K)")
 		if fs.Parse(args[1:]) != nil {
 			return 2
 		}
-		err = down(stdout, *slot)
+		err = down(stdout, *slot, *all)
 	case "run":
 		if fs.Parse(args[1:]) != nil {
 			return 2
@@ -210,15 +211,31 @@ func pick(slot int) (*cluster.Cluster, error) {
 	return nil, fmt.Errorf("several detached clusters (slots %s): say -slot K", strings.Join(slots, ", "))
 }
 
-func down(w io.Writer, slot int) error {
+// down removes slot K, or every detached cluster with all, or the only
+// detached one; and the clusters of dead owners in any case. Several
+// detached clusters without -slot or -all are an error: on a shared
+// machine another person's may be among them.
+func down(w io.Writer, slot int, all bool) error {
 	cs, live, err := cluster.List()
 	if err != nil {
 		return err
 	}
+	if slot < 0 && !all {
+		var det []string
+		for _, c := range cs {
+			if c.Owner.PID == 0 {
+				det = append(det, fmt.Sprint(c.Slot))
+			}
+		}
+		if len(det) > 1 {
+			return fmt.Errorf("several detached clusters (slots %s): say -slot K or -all", strings.Join(det, ", "))
+		}
+	}
 	var errs []error
 	n := 0
 	for i, c := range cs {
-		if slot >= 0 && c.Slot != slot {
+		dead := c.Owner.PID != 0 && !live[i]
+		if slot >= 0 && c.Slot != slot && !dead {
 			continue
 		}
 		if c.Owner.PID != 0 && live[i] {
