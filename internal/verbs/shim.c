@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shim.h"
 
@@ -224,4 +225,17 @@ int gt_post_recv(struct ibv_qp *qp, uint64_t wr_id, uintptr_t addr, uint32_t len
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	return qp->context->ops.post_recv(qp, &wr, &bad);
+}
+
+int gt_fork_hold(int fd, int wfd) {
+	pid_t pid = fork();
+	if (pid == 0) {
+		char c;
+		close(wfd); // else the child's own copy keeps the pipe open
+		// Only async-signal-safe calls in the child of a threaded process.
+		while (read(fd, &c, 1) < 0 && errno == EINTR) {
+		}
+		_exit(0);
+	}
+	return pid;
 }

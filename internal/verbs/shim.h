@@ -63,3 +63,10 @@ int gt_post_send(struct ibv_qp *qp, uint64_t wr_id, int opcode, uintptr_t addr, 
 int gt_post_recv(struct ibv_qp *qp, uint64_t wr_id, uintptr_t addr, uint32_t len, uint32_t lkey);
 
 #endif
+
+// gt_fork_hold forks a child that shares nothing but the parent's address
+// space as fork leaves it (copy-on-write, or copied, or absent for
+// MADV_DONTFORK ranges) and holds it: it blocks reading fd and exits when
+// the parent closes the other end, wfd (which the child closes first).
+// It returns the child's pid, or -1.
+int gt_fork_hold(int fd, int wfd);

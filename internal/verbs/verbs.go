@@ -592,3 +592,17 @@ func Fork() (ForkStatus, error) {
 	}
 	return ForkStatus(C.gt_fork_status()), nil
 }
+
+// ForkHold forks a child that keeps the address space fork gave it (what
+// a process that forks during RDMA traffic leaves behind) until release is
+// called, which ends the child and reaps it. The child runs no Go code.
+// It is the fork hazard's (H7) trigger: readFD and writeFD are a pipe's
+// ends; the child waits for end of file on readFD, which comes when the
+// caller closes writeFD (the child closes its own copy first).
+func ForkHold(readFD, writeFD int) (pid int, err error) {
+	p, err := C.gt_fork_hold(C.int(readFD), C.int(writeFD))
+	if p < 0 {
+		return 0, fmt.Errorf("fork: %w", err)
+	}
+	return int(p), nil
+}
