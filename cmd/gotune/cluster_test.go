@@ -14,6 +14,7 @@ import (
 
 	nshosts "github.com/gotune/gotune/internal/testutil/cluster"
 	"github.com/gotune/gotune/profile"
+	"github.com/gotune/gotune/transports"
 )
 
 // clusterPlan is a sweep plan with the host stages at one candidate each
@@ -41,6 +42,7 @@ internode:
   transports: [tcp, ib]
   eager: [16K, 64K]
   conns: [1, 2]
+  socket_buffers: [0, 4M]
   sizes: "8,64K,1M"
 `
 
@@ -128,6 +130,48 @@ func TestAcrossHostsThroughLaunchers(t *testing.T) {
 			if !strings.Contains(string(out), "on 2 node(s): "+strings.Join(names, ", ")) || !strings.Contains(string(out), "gotune auto") {
 				t.Errorf("bench did not run auto across %v:\n%s", names, out)
 			}
+
+			// A hang on the other node is caught by the watchdog, with the
+			// stuck rank's stacks brought back by its node agent.
+			out, err = start(ctx, dir, "bench", "--launcher", name, "-t", "tcp-hang", "-p", "latency", "-s", "8", "--stall", "3s", "-q").CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "stalled: rank(s)") || !strings.Contains(string(out), "(*hangingRecv).Recv") {
+				t.Errorf("a rank hung on %s: exit %v, want a stall with its stacks:\n%s", names[1], err, out)
+			}
 		})
 	}
+}
+
+func init() {
+	// tcp, except that rank 1's 50th receive never returns: a hang on the
+	// second node, in real rank processes started by a real launcher.
+	base, _ := transports.Lookup("tcp")
+	transports.Register(&transports.Driver{
+		Name: "tcp-hang", Options: base.Options, SharedBytes: base.SharedBytes,
+		Check: func(t transports.Transport, env transports.Env) error {
+			if h, ok := t.(*hangingRecv); ok {
+				t = h.Transport
+			}
+			return base.Check(t, env)
+		},
+		New: func(env transports.Env) (transports.Transport, error) {
+			t, err := base.New(env)
+			if err != nil || env.Rank != 1 {
+				return t, err
+			}
+			return &hangingRecv{Transport: t}, nil
+		},
+	})
+}
+
+type hangingRecv struct {
+	transports.Transport
+	n int
+}
+
+//go:noinline
+func (h *hangingRecv) Recv(peer int, buf []byte) (int, error) {
+	if h.n++; h.n == 50 {
+		select {} // a goroutine blocked forever, as in a lost wake-up
+	}
+	return h.Transport.Recv(peer, buf)
 }

@@ -28,7 +28,7 @@ type plannedTrial struct {
 // stageOrder is the order decide runs the stages in; GPU stages are named
 // stage/LOAD and ordered by their prefix.
 var stageOrder = []string{stageEager, stageFragment, stageDepth, stageConfirm, stageTransport,
-	stageAllocPol, stageAllocSize, stageReplicate, stageInterTransport, stageInterEager, stageInterProtocol, stageGPUPath, stageGPUCopy, stageGPUCache, stageGPUPinned, stageVerify}
+	stageAllocPol, stageAllocSize, stageReplicate, stageInterTransport, stageInterEager, stageInterProtocol, stageInterQueue, stageGPUPath, stageGPUCopy, stageGPUCache, stageGPUPinned, stageVerify}
 
 // stageIndex places stage in stageOrder (-1: before every stage).
 func stageIndex(stage string) int {
@@ -64,6 +64,7 @@ func requiredTrials(p Plan, nodes int) []plannedTrial {
 		add(stageInterTransport, len(ip.Transports), internodePatterns, ip.Sizes.Sizes())
 		add(stageInterEager, len(ip.Eager), internodePatterns, ip.Sizes.Sizes())
 		add(stageInterProtocol, max(len(ip.Conns), len(ip.Rendezvous)), internodePatterns, ip.Sizes.Sizes())
+		add(stageInterQueue, max(len(ip.SocketBufs), len(ip.Credits)), internodePatterns, ip.Sizes.Sizes())
 	}
 	if g := p.GPU; g.GPUs != "" {
 		loaded := func(stage string, cands int, sizes []int) {

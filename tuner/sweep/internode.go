@@ -13,12 +13,14 @@ import (
 // --launcher mpirun|srun on two or more nodes), the pair that crosses nodes
 // gets its own decisions: which inter-node transport, its eager limit, and
 // the transport's protocol knobs (tcp's connections per pair, ib's
-// rendezvous by RDMA read or write). Each stage weighs its candidates in
+// rendezvous by RDMA read or write), and its buffering (tcp's socket
+// buffers, ib's credits: receive slots per peer). Each stage weighs its candidates in
 // interleaved rounds with pickCheapest, like the host stages.
 const (
 	stageInterTransport = "internode-transport"
 	stageInterEager     = "internode-eager"
 	stageInterProtocol  = "internode-protocol"
+	stageInterQueue     = "internode-queue"
 )
 
 // Internode is the locality of decisions for pairs on different nodes.
@@ -31,6 +33,8 @@ type InternodePlan struct {
 	Eager      []Size   `json:"eager" mapstructure:"eager" help:"eager-limit candidates of the chosen inter-node transport (tcp.eager, ib.eager)"`
 	Conns      []int    `json:"conns" mapstructure:"conns" help:"tcp.conns candidates: connections per pair that rendezvous payloads are striped over"`
 	Rendezvous []string `json:"rendezvous" mapstructure:"rendezvous" help:"ib.rndv candidates: read, write"`
+	Credits    []int    `json:"credits" mapstructure:"credits" help:"ib.credits candidates: eager receive slots per peer (registered memory grows with them)"`
+	SocketBufs []Size   `json:"socket_buffers" mapstructure:"socket_buffers" help:"tcp.sndbuf and tcp.rcvbuf candidates, set together (0: the kernel's autotuning)"`
 	Sizes      SizeList `json:"sizes" mapstructure:"sizes" help:"sizes of the inter-node stages (latency and bandwidth)"`
 }
 
@@ -44,6 +48,11 @@ func (ip InternodePlan) Check() error {
 	for _, n := range ip.Conns {
 		if n < 1 {
 			return fmt.Errorf("internode.conns: %d: want at least 1", n)
+		}
+	}
+	for _, n := range ip.Credits {
+		if n < 1 {
+			return fmt.Errorf("internode.credits: %d: want at least 1", n)
 		}
 	}
 	for _, m := range ip.Rendezvous {
@@ -147,8 +156,41 @@ func (r *Runner) internodeStages(out *Outcome) error {
 			params.Options = c.opts
 		}
 	}
+
+	// Buffering: what the transport keeps per peer.
+	cands = queueCandidates(ip, t, params.Options)
+	if len(cands) > 0 {
+		if err := r.measure(stageInterQueue, cands, internodePatterns, sizes, r.plan.Rounds); err != nil {
+			return err
+		}
+		d = pickCheapest(r.trials, stageInterQueue, internodePatterns, cands)
+		out.Stages = append(out.Stages, d)
+		if c := find(cands, d.Chosen); c != nil {
+			params.Options = c.opts
+		}
+	}
 	out.Internode = &params
 	return nil
+}
+
+// queueCandidates are the buffering candidates of transport t over the
+// options chosen so far, cheapest (least memory) first.
+func queueCandidates(ip InternodePlan, t string, opts transports.Options) []candidate {
+	var cands []candidate
+	switch t {
+	case "tcp":
+		for _, b := range ip.SocketBufs {
+			v := transports.FormatSize(int(b))
+			cands = append(cands, internodeCandidate("tcp-buffers-"+v, t,
+				opts.With(transports.Options{"tcp.sndbuf": v, "tcp.rcvbuf": v}), int64(b)))
+		}
+	case "ib":
+		for _, n := range ip.Credits {
+			cands = append(cands, internodeCandidate(fmt.Sprintf("ib-credits-%d", n), t,
+				opts.With(transports.Options{"ib.credits": itoa(n)}), int64(n)))
+		}
+	}
+	return cands
 }
 
 // unprefixed names a transport's options as a profile holds them
@@ -181,16 +223,24 @@ func defaultEager(transport string) (int, error) {
 func internodeFootprint(p InternodeParams) string {
 	switch p.Transport {
 	case "ib":
-		depth, _ := transports.Options(p.Options).Int("ib.credits", 0)
-		if depth > 0 {
-			return fmt.Sprintf("registered memory per peer: %d receive buffers of %s (ib.credits x ib.eager), plus the registration cache", depth, transports.FormatSize(p.Eager))
-		}
-		return "registered memory per peer: ib.credits receive buffers of ib.eager bytes, plus the registration cache"
+		credits, _ := transports.Options(p.Options).Int("ib.credits", ibDefaultCredits)
+		slot := (ibHeader + p.Eager + 63) / 64 * 64
+		per := int64(2 * credits * slot) // as many send slots as receive slots
+		return fmt.Sprintf("registered memory per peer: %s (%d receive and %d send slots of %s), plus the registration cache of user buffers",
+			humanBytes(per), credits, credits, transports.FormatSize(slot))
 	default:
 		conns, _ := transports.Options(p.Options).Int("tcp.conns", 1)
 		return fmt.Sprintf("no registered memory; %d socket(s) per peer with the kernel's buffers", conns)
 	}
 }
+
+// The ib transport's slot layout (transports/ib: a 32-byte header before
+// each eager payload, slots of 64-byte multiples) and default credits, for
+// the footprint line; the sweep does not link the transport's internals.
+const (
+	ibHeader         = 32
+	ibDefaultCredits = 32
+)
 
 // internodeSummary is one line per decided option, for the summary.
 func internodeSummary(p *InternodeParams) string {

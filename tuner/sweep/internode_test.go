@@ -27,7 +27,7 @@ func TestInternodeStagesDecideBetweenNodes(t *testing.T) {
 	p.Eager, p.Fragments, p.Depths, p.Transports = parseText[Size]("4K"), parseText[Fragment]("64Kx16"), []int{64}, []string{"sm"}
 	p.AllocPurges, p.ConfirmSizes, p.Bisect, p.Probes, p.VerifySizes = nil, SizeList{}, false, nil, SizeList{}
 	p.Internode = InternodePlan{Transports: []string{"tcp", "ib"}, Eager: parseText[Size]("16K", "64K"),
-		Conns: []int{1, 2}, Sizes: mustSizes("8,64K,1M")}
+		Conns: []int{1, 2}, SocketBufs: parseText[Size]("0", "1M"), Sizes: mustSizes("8,64K,1M")}
 	res, err := Run(context.Background(), Config{Plan: p, Out: t.TempDir(), Nodes: c.Nodes()})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,10 @@ func TestInternodeStagesDecideBetweenNodes(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{stageInterTransport, stageInterEager, stageInterProtocol}; !slices.Equal(stages, want) {
+	if b := d.Options["sndbuf"]; (b != "0" && b != "1M") || d.Options["rcvbuf"] != b {
+		t.Errorf("options %v: socket buffers not a candidate, or not set together", d.Options)
+	}
+	if want := []string{stageInterTransport, stageInterEager, stageInterProtocol, stageInterQueue}; !slices.Equal(stages, want) {
 		t.Errorf("inter-node stages %v, want %v", stages, want)
 	}
 	summary, err := os.ReadFile(filepath.Join(res.Dir, SummaryFile))

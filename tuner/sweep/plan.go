@@ -136,7 +136,8 @@ func Quick() Plan {
 		FootprintRanks: []int{2, 8, 64},
 		StackRounds:    5,
 		Internode: InternodePlan{Transports: []string{"tcp", "ib"}, Eager: parseText[Size]("16K", "64K", "256K"),
-			Conns: []int{1, 2, 4}, Rendezvous: []string{"read", "write"}, Sizes: mustSizes("8,4K,64K,1M,16M")},
+			Conns: []int{1, 2, 4}, Rendezvous: []string{"read", "write"}, Credits: []int{16, 64},
+			SocketBufs: parseText[Size]("0", "4M"), Sizes: mustSizes("8,4K,64K,1M,16M")},
 	}
 }
 
