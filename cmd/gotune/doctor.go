@@ -14,6 +14,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/gpu"
 	"github.com/gotune/gotune/internal/hostinfo"
+	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/launcher"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/verbs"
@@ -28,6 +29,8 @@ type doctorEnv struct {
 	probe   func(ctx context.Context, transport string) error
 	gpus    func() (gpu.Source, func() error, error)
 	job     func() (launcher.Info, error) // what mpirun, mpiexec or srun says
+	getenv  func(string) string           // gotune's own variables (GOTUNE_COORDINATOR, ...)
+	pickIP  func() string                 // the address launcher rank 0 would listen on
 	rdma    func(w io.Writer) error       // RDMA devices, ports and GIDs, or why none (nil: not asked)
 }
 
@@ -46,7 +49,9 @@ func realDoctorEnv() doctorEnv {
 		},
 		probe: func(ctx context.Context, t string) error { return bench.Probe(ctx, t, nil) },
 		gpus:  openGPUs,
-		job:   func() (launcher.Info, error) { return launcher.FromEnv(os.LookupEnv) },
+		job:    func() (launcher.Info, error) { return launcher.FromEnv(os.LookupEnv) },
+		getenv: os.Getenv,
+		pickIP: launch.PickIP,
 		rdma:  func(w io.Writer) error { return verbs.Report(w, os.DirFS(verbs.SysfsRoot)) },
 	}
 }
@@ -101,7 +106,7 @@ func doctorLauncher(w io.Writer, env doctorEnv) (failed int) {
 	in, err := env.job()
 	switch {
 	case errors.Is(err, launcher.ErrNoLauncher):
-		fmt.Fprintln(w, "launcher: none (started directly; under mpirun, mpiexec or srun each rank reads its place from their variables)")
+		fmt.Fprintln(w, "launcher: none (started directly: ranks on this node only; under mpirun or srun, --launcher mpirun|srun spans nodes)")
 	case err != nil:
 		fmt.Fprintf(w, "launcher: FAILED: %v\n", err)
 		return 1
@@ -121,8 +126,44 @@ func doctorLauncher(w io.Writer, env doctorEnv) (failed int) {
 			line += ", job " + in.JobID
 		}
 		fmt.Fprintln(w, line)
+		if env.getenv != nil && env.pickIP != nil {
+			plan, ok := bootstrapPlan(in, env.getenv, env.pickIP)
+			if !ok {
+				fmt.Fprintf(w, "  --launcher %s: FAILED: %s\n", launcherFlag(in.Launcher), plan)
+				return 1
+			}
+			fmt.Fprintf(w, "  --launcher %s: %s\n", launcherFlag(in.Launcher), plan)
+		}
 	}
 	return 0
+}
+
+// launcherFlag is the --launcher value for a launcher's environment.
+func launcherFlag(name string) string {
+	if name == "slurm" {
+		return "srun"
+	}
+	return "mpirun"
+}
+
+// bootstrapPlan says how launcher rank 0 would be found from here; ok is
+// false where it could not be.
+func bootstrapPlan(in launcher.Info, getenv func(string) string, pickIP func() string) (plan string, ok bool) {
+	if addr := getenv(envCoordinator); addr != "" {
+		if getenv(envJobToken) == "" {
+			return fmt.Sprintf("$%s=%s but no $%s: every process needs the job's token", envCoordinator, addr, envJobToken), false
+		}
+		return fmt.Sprintf("launcher rank 0 at $%s=%s, with $%s", envCoordinator, addr, envJobToken), true
+	}
+	if in.JobID == "" {
+		return fmt.Sprintf("no job id in the environment: set $%s and $%s on every process", envCoordinator, envJobToken), false
+	}
+	dir := firstSet(getenv(envRendezvous), ".gotune-rendezvous")
+	ip := pickIP()
+	if b := getenv(envBootAddr); b != "" {
+		ip = b
+	}
+	return fmt.Sprintf("launcher rank 0 listens on %s and publishes it in %s/ (a directory every node must share)", ip, dir), true
 }
 
 // doctorTransports writes a status line per transport, each followed by

@@ -112,6 +112,9 @@ func TestDoctorGolden(t *testing.T) {
 		{name: "nvml-failed", openErr: errors.New("nvmlDeviceGetCount: GPU is lost"), failed: 1},
 		{name: "bad-launcher", src: gpuFake{n: 0}, probe: map[string]error{"cudaipc": noCUDA},
 			job: map[string]string{"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "2"}, failed: 1},
+		{name: "coordinator-without-token", src: gpuFake{n: 0}, probe: map[string]error{"cudaipc": noCUDA},
+			job: map[string]string{"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "PMIX_NAMESPACE": "prterun-x-1@1",
+				"GOTUNE_COORDINATOR": "10.0.0.1:7000"}, failed: 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -135,6 +138,8 @@ func TestDoctorGolden(t *testing.T) {
 				job: func() (launcher.Info, error) {
 					return launcher.FromEnv(func(k string) (string, bool) { v, ok := c.job[k]; return v, ok })
 				},
+				getenv: func(k string) string { return c.job[k] },
+				pickIP: func() string { return "10.1.2.3" },
 			}
 			var b bytes.Buffer
 			if failed := doctor(context.Background(), &b, env); failed != c.failed {
