@@ -14,7 +14,9 @@ import (
 // Fake programs the drivers run, written to a temporary directory that
 // goes first on PATH: gotune bench (bandwidth at 1K and 4K, doubled by any
 // --opt), mpirun running the anchor (three repetitions at each size) and
-// the phase probe (one round at a 40 ns round trip).
+// the phase probe (one round at a 40 ns round trip); mpirun running gotune
+// bench (bandwidth 1000 MB/s at 1K, 2000 at 4K; latency 4 us), the anchor
+// at 8 B (latency 5 us), and nshosts (iperf3 at 8 Gbit/s).
 var fakes = map[string]string{
 	"gotune": `#!/bin/sh
 v=1000
@@ -24,7 +26,18 @@ echo "{\"type\":\"point\",\"size\":1024,\"samples\":[$v,$v,$v]}"
 echo "{\"type\":\"point\",\"size\":4096,\"samples\":[$((v*2)),$((v*2)),$((v*2))]}"
 `,
 	"mpirun": `#!/bin/sh
-for r in 0 1 2; do echo "rep 1024 $r 500"; echo "rep 4096 $r 4000"; done
+case "$*" in
+*" bench "*latency*) echo '{"type":"point","size":8,"samples":[4,4,4]}' ;;
+*" bench "*) echo '{"type":"point","size":1024,"samples":[1000,1000]}'; echo '{"type":"point","size":4096,"samples":[2000,2000]}' ;;
+*latency*) for r in 0 1 2; do echo "rep 8 $r 5"; done ;;
+*) for r in 0 1 2; do echo "rep 1024 $r 500"; echo "rep 4096 $r 4000"; done ;;
+esac
+`,
+	"nshosts": `#!/bin/sh
+case "$1" in
+mpirun-args) echo "--hostfile /nowhere" ;;
+iperf3) echo "h2 -> h1 (10.213.0.2): 8.00 Gbit/s, 0 retransmits, 3.0 s" ;;
+esac
 `,
 	"probe": `#!/bin/sh
 echo "0 rtt_min 40 med 110 ns vv 45.4 [s 21 r 20] mv 54.6 [s 14 r 18] mm 65.4 [s 12 r 15]"
@@ -87,6 +100,16 @@ func TestScripts(t *testing.T) {
 				"1024 | new slow 3.000 fast 2.000 | abs base slow 0.4 fast 1.0",
 				"4096 | new slow 2.000 fast 1.000 | abs base slow 2.0 fast 4.0",
 			}},
+		}},
+		{"nstcp", []step{
+			{script: "nstcp/nstcp.py", args: []string{"3", "1K,4K", "{tmp}/r.jsonl"},
+				env: []string{"NSHOSTS={bin}/nshosts", "GOTUNE=gotune", "ANCHOR=anchor"}, want: []string{
+					"    1024 2.000 [2.000-2.000]",
+					"    4096 0.500 [0.500-0.500]",
+					"       8 0.800 [0.800-0.800]",
+					"  gotune 2.000 [2.000-2.000]",
+					"    ompi 4.000 [4.000-4.000]",
+				}},
 		}},
 		{"spells", []step{
 			{script: "spells/spells.py", args: []string{filepath.Join(here, "spells/testdata/anchors.jsonl"), "32768"}, want: []string{
