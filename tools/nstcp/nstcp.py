@@ -37,7 +37,14 @@ def mpirun_args(nshosts, slot):
     return shlex.split(run([nshosts, "mpirun-args", "-slot", slot]))
 
 
+def nbytes(s):
+    """A size as gotune writes it (64K, 16M) in bytes: the anchor takes plain counts."""
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:].upper(), 1)
+    return str(int(s[:-1] if mult > 1 else s) * mult)
+
+
 def ompi(base, anchor, pattern, sizes, reps):
+    sizes = ",".join(nbytes(s) for s in sizes.split(","))
     argv = ["mpirun"] + base + ["-np", "2", "--map-by", "node", "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
                                 anchor, pattern, sizes, str(reps), "0", "0", "64" if pattern == "bw" else "1"]
     out = {}
