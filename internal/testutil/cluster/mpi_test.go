@@ -1,12 +1,14 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,5 +82,56 @@ func TestAgentUnknownHost(t *testing.T) {
 	out, err = exec.Command(c.Agent(), "-x", c.Hosts[0].Addr, "echo", "'a  b'", "$(hostname)").CombinedOutput()
 	if got, want := strings.TrimSpace(string(out)), "a  b "+c.Hosts[0].Name; err != nil || got != want {
 		t.Errorf("agent runs a shell line on the host: %q (%v), want %q", got, err, want)
+	}
+}
+
+// A hung job is killed through mpirun: SIGTERM to mpirun ends the ranks
+// on every host (mpirun tells the orteds, which kill their children).
+func TestMpirunKillsHungRanks(t *testing.T) {
+	c := Hosts(t, 2)
+	_, err := exec.LookPath("mpirun")
+	testutil.SkipUnless(t, "openmpi", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := c.Mpirun(ctx, "-np", "2", "--map-by", "node", "sh", "-c", `echo ready $(hostname) $$; exec sleep 3600`)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	hosts := map[string]bool{}
+	sc := bufio.NewScanner(stdout)
+	for len(pids) < 2 && sc.Scan() {
+		var host string
+		var pid int
+		if _, err := fmt.Sscanf(sc.Text(), "ready %s %d", &host, &pid); err != nil {
+			t.Fatalf("rank: %q: %v", sc.Text(), err)
+		}
+		pids = append(pids, pid)
+		hosts[host] = true
+	}
+	if len(pids) < 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("ranks never ready: %s", stderr.String())
+	}
+	if !hosts[c.Hosts[0].Name] || !hosts[c.Hosts[1].Name] {
+		t.Errorf("ranks on %v, want both hosts", hosts)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Errorf("mpirun of a terminated job exited 0")
+	}
+	for _, pid := range pids {
+		if !waitFor(30*time.Second, func() bool { _, err := stat(pid); return err != nil }) {
+			t.Errorf("rank %d still runs after mpirun got SIGTERM", pid)
+		}
 	}
 }
