@@ -26,6 +26,9 @@ type ProbeRecord struct {
 	Seconds  float64            `json:"seconds"`
 	// Measured is what a passing probe timed (H2: allocate+free per buffer).
 	Measured map[string]float64 `json:"measured,omitempty"`
+	// Stacks is the head of each stalled rank's stacks when the watchdog
+	// caught the hang (stackExcerpt), by rank.
+	Stacks map[int]string `json:"stacks,omitempty"`
 }
 
 // digest names a configuration: its sorted options.
@@ -68,7 +71,7 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 		return rec, false, nil
 	}
 	v := probe.RunWith(r.ctx, p, unsafe, r.plan.ProbeDeadline, opts)
-	rec.Outcome, rec.Detail, rec.Seconds, rec.Measured = v.Outcome.String(), v.Detail, v.Duration.Seconds(), v.Measured
+	rec.Outcome, rec.Detail, rec.Seconds, rec.Measured, rec.Stacks = v.Outcome.String(), v.Detail, v.Duration.Seconds(), v.Measured, stackExcerpt(v.Stacks)
 	if r.ctx.Err() != nil {
 		return rec, false, fmt.Errorf("probe %s: %w", p.ID, context.Cause(r.ctx))
 	}

@@ -36,7 +36,7 @@ type Outcome struct {
 	Alloc      AllocParams
 	Candidates []candidate // the transport stage's
 	Footprint  string
-	GPU        *GPUParams // nil without GPU stages
+	GPU        *GPUParams       // nil without GPU stages
 	Internode  *InternodeParams // nil on one node
 	Stacks     []StackOutcome
 }
@@ -102,6 +102,7 @@ func (r *Runner) measureOn(stage string, cands []candidate, patterns []bench.Pat
 
 // measureRounds is measureOn for rounds first to last only.
 func (r *Runner) measureRounds(stage string, cands []candidate, patterns []bench.Pattern, sizes []int, first, last int, tg *TrialGPU) error {
+	r.meterPlan(stage, (last-first+1)*len(cands)*len(patterns))
 	for round := first; round <= last; round++ {
 		for _, c := range candidateOrder(cands, round) {
 			if tg != nil && failedWhy(r.trials, stage, c.name) != "" {
@@ -535,6 +536,7 @@ func driversOf(cands []candidate) map[string]string {
 func (r *Runner) measureRound(stage string, cands []candidate, sizes []int, round int) error {
 	sizes = slices.Clone(sizes)
 	sort.Ints(sizes)
+	r.meterPlan(stage, len(cands))
 	for _, c := range candidateOrder(cands, round) {
 		_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
 			Pattern: bench.Bandwidth, Sizes: sizes, Round: round}, true)

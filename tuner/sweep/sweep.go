@@ -37,6 +37,9 @@ type Trial struct {
 	// Failed says why the candidate produced no points: a hang the
 	// watchdog caught (the candidate is then dropped, never emitted).
 	Failed string `json:"failed,omitempty"`
+	// Stacks is the head of what each stalled rank printed when the
+	// watchdog caught a hang (stackExcerpt), by rank.
+	Stacks map[int]string `json:"stacks,omitempty"`
 	// Seconds is how long the trial took, for budget estimates.
 	Seconds float64 `json:"seconds"`
 	// extra options reach the ranks but not the key (a profile's path:
@@ -100,6 +103,7 @@ type Config struct {
 	Resume   string // an existing run directory to continue instead
 	Budget   time.Duration
 	Progress io.Writer // one line per trial; nil: discard
+	Meter    Meter     // told of stages' planned trials and of each trial; nil: none
 	Command  string    // the command line, for meta.json
 	// Hooks run in every trial's rank job (tests use them to kill ranks).
 	Hooks launch.Hooks
@@ -118,6 +122,7 @@ type Runner struct {
 	store        *store.Store
 	quarantine   *store.Store
 	progress     io.Writer
+	meter        Meter
 	hooks        launch.Hooks
 	ctx          context.Context
 	start        time.Time
@@ -137,7 +142,7 @@ var ErrBudget = errors.New("budget spent")
 
 // Open prepares a run directory: a new one under cfg.Out, or cfg.Resume.
 func Open(ctx context.Context, cfg Config) (*Runner, error) {
-	r := &Runner{ctx: ctx, progress: cfg.Progress, hooks: cfg.Hooks, start: time.Now()}
+	r := &Runner{ctx: ctx, progress: cfg.Progress, meter: cfg.Meter, hooks: cfg.Hooks, start: time.Now()}
 	if r.progress == nil {
 		r.progress = io.Discard
 	}
@@ -242,6 +247,7 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		}
 		r.reused++
 		r.trials = append(r.trials, stored)
+		r.meterDone(stored, true, "stored")
 		return stored, nil
 	}
 	stopKey := budgetStopKey(key)
@@ -282,13 +288,13 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 	var stall *launch.StallError
 	switch {
 	case errors.As(err, &stall):
-		t.Failed = "hang: " + stall.Error()
+		t.Failed, t.Stacks = "hang: "+stall.Error(), stackExcerpt(stall.Stacks)
 	case err != nil && r.ctx.Err() == nil:
 		// A rank died or failed: once more, then give up (resume later).
 		fmt.Fprintf(r.progress, "  %s %s round %d failed (%v); retrying once\n", t.Stage, t.Candidate, t.Round, err)
 		res, err = bench.Run(r.ctx, spec, r.plan.Stall, r.hooks)
 		if errors.As(err, &stall) {
-			t.Failed, err = "hang: "+stall.Error(), nil
+			t.Failed, t.Stacks, err = "hang: "+stall.Error(), stackExcerpt(stall.Stacks), nil
 		}
 		if err != nil && r.ctx.Err() == nil && !killedFromOutside(err) {
 			// It fails the same way twice: the candidate cannot run here
@@ -323,7 +329,8 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 	if t.Failed != "" {
 		status = "DROPPED: " + t.Failed
 	}
-	fmt.Fprintf(r.progress, "[%s] %-9s %-14s %-7s round %d  %s\n", fmtElapsed(time.Since(r.start)), t.Stage, t.Candidate, t.Pattern, t.Round, status)
+	fmt.Fprintf(r.progress, "[%s] %s\n", fmtElapsed(time.Since(r.start)), trialLine(t, status))
+	r.meterDone(t, false, status)
 	return t, nil
 }
 
