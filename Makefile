@@ -9,10 +9,11 @@ TESTFLAGS ?= -count=1 -timeout 20m
 # are cgo; libibverbs-dev for the verbs headers only, nothing links it), and those
 # the tests and anchors add (Open MPI for the side-by-side comparison and its
 # integration tests; python3 for the tests of the scripts under tools/;
-# Slurm, munge and iperf3 for the namespace-hosts of internal/testutil/cluster).
+# Slurm, munge and iperf3 for the namespace-hosts of internal/testutil/cluster;
+# chromium for the test that opens gotune report's page headless, offline).
 BUILD_PKGS := gcc libc6-dev libibverbs-dev
 DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev mpich libmpich-dev ucx-utils libmimalloc2.0 python3 \
-	slurmctld slurmd slurm-client munge iperf3
+	slurmctld slurmd slurm-client munge iperf3 chromium
 
 .PHONY: all build build-deps deps test fuzz race bench sweep anchors lint clean
 
@@ -67,8 +68,9 @@ bench:
 
 # Until the tuner lands: a quick measurement of every transport here.
 # sweep tunes this node with the quick built-in plan (under 5 minutes):
-# results/<host>/<run-id>/ gets meta.json, measurements, summary and
-# profile.yaml. PLAN=full or PLAN=file.yaml, RESUME=dir continue.
+# results/<host>/<run-id>/ gets meta.json, measurements, summary,
+# profile.yaml and, last, report.html with its plots (gotune sweep prints
+# its path). PLAN=full or PLAN=file.yaml, RESUME=dir continue.
 PLAN ?= quick
 sweep: build
 	$(BIN) sweep $(if $(RESUME),--resume $(RESUME),--plan $(PLAN))

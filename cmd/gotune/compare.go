@@ -14,13 +14,14 @@ import (
 	"github.com/gotune/gotune/bench/compare"
 	"github.com/gotune/gotune/bench/importer"
 	"github.com/gotune/gotune/bench/report"
+	runreport "github.com/gotune/gotune/report"
 )
 
 // newCompare puts result files side by side: each argument is a side, the
 // first the reference. Every file is read before anything is written, so
 // a bad file prints no partial comparison.
 func newCompare() *cobra.Command {
-	var format, pattern string
+	var format, pattern, html string
 	cmd := &cobra.Command{
 		Use:   "compare [NAME=]PATH[,PATH...] [NAME=]PATH[,PATH...]...",
 		Short: "Compare results of stacks, versions, machines or tools size by size: medians, intervals, ratios, U-test verdicts",
@@ -33,9 +34,16 @@ The first side is the reference. Per pattern and unit, a row per size of the
 reference gives each side's median, its interval and sample count and, for the
 other sides, the ratio to the reference (> 1: better, whichever way the unit
 goes) and a Mann-Whitney U verdict: better or worse (p < 0.05 and medians more
-than 3% apart), same (within 3%), unsettled, or n/a with one sample.`,
+than 3% apart), same (within 3%), unsettled, or n/a with one sample.
+
+A PATH may also be a sweep's or a verification's run directory: its
+verification trials of auto (what its profile delivers) are the side's results.
+With --html DIR it also writes DIR/report.html (and each plot as an SVG file
+beside it): per pattern every side's medians with their intervals overlaid, and
+each side's ratio to the reference, and prints its path on stderr.`,
 		Example: `  gotune compare openmpi=osu_latency.txt mpich=osu_latency_mpich.txt gotune=runs.jsonl
-  gotune compare --format markdown --pattern bw base=a.jsonl,b.jsonl tuned=c.jsonl`,
+  gotune compare --format markdown --pattern bw base=a.jsonl,b.jsonl tuned=c.jsonl
+  gotune compare --html /tmp/cmp node1=results/node1/20261121-131500 node2=results/node2/20261121-140000`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(compare.Formats, format) {
@@ -55,12 +63,23 @@ than 3% apart), same (within 3%), unsettled, or n/a with one sample.`,
 			if err != nil {
 				return err
 			}
-			return compare.Write(cmd.OutOrStdout(), format, tables)
+			if err := compare.Write(cmd.OutOrStdout(), format, tables); err != nil {
+				return err
+			}
+			if html != "" {
+				path, err := runreport.WriteCompare(html, tables)
+				if err != nil {
+					return fmt.Errorf("--html: %w", err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "report: %s\n", path)
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(compare.Formats, "|"))
 	fl.StringVarP(&pattern, "pattern", "p", "", "keep only this pattern (latency, bw, ..., or an imported one such as allreduce)")
+	fl.StringVar(&html, "html", "", "also write DIR/report.html: the sides' curves overlaid and their ratios to the reference, as SVG plots")
 	return cmd
 }
 
@@ -118,6 +137,10 @@ func readSide(arg, pattern string, read func(path, tool string, n int)) (compare
 // or, failing that, any tool's output importer knows. Errors name the file
 // and, where one is at fault, the line.
 func readResults(path string) (tool string, results []bench.Result, err error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		results, err := runreport.RunResults(path)
+		return "gotune run directory", results, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", nil, err // *PathError: names the file

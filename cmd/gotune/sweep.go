@@ -17,6 +17,7 @@ func newSweep() *cobra.Command {
 	var stacks []string
 	var budget time.Duration
 	var cluster clusterFlags
+	var quiet, noReport bool
 	cmd := &cobra.Command{
 		Use:   "sweep",
 		Short: "Tune this node: measure, decide, prove safe, emit a profile",
@@ -36,7 +37,13 @@ spans nodes, inter-node stages on a pair across two of them (transport, eager
 limit, tcp connections or ib rendezvous), recorded as the profile's internode
 decisions. A killed sweep continues with --resume DIR: nothing finished is measured again;
 DIR's store may be compressed (measurements.jsonl.gz, as checked in), and the
-records measured since are appended to a measurements.jsonl beside it.`,
+records measured since are appended to a measurements.jsonl beside it.
+
+It ends by writing the run's report (gotune report: report.html and its plots
+in the run directory) and printing its path, unless --no-report. While it runs,
+stderr shows a progress bar per stage on a terminal (trials done of planned,
+time elapsed, what is left of the budget), and otherwise the trials as they end
+and a line per stage at most every 15 seconds; --quiet shows neither.`,
 		Example: `  gotune sweep                      # quick built-in plan, under 5 minutes
   gotune sweep --plan full --budget 30m
   gotune sweep --stack openmpi --stack mpich
@@ -74,10 +81,17 @@ records measured since are appended to a measurements.jsonl beside it.`,
 			if j.cluster != nil {
 				cfg.Nodes = j.cluster.Nodes()
 			}
+			closeMeter := runMeter(&cfg, cmd.ErrOrStderr(), quiet)
 			res, err := sweep.Run(ctx, cfg)
+			closeMeter()
 			printSummary(cmd, res)
 			if res.Dir != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "run directory: %s\n", res.Dir)
+			}
+			if !noReport {
+				if rerr := writeRunReport(ctx, cmd.ErrOrStderr(), res); rerr != nil && err == nil {
+					err = rerr
+				}
 			}
 			return err
 		},
@@ -87,6 +101,8 @@ records measured since are appended to a measurements.jsonl beside it.`,
 	fl.DurationVar(&budget, "budget", 0, "time budget (default: the plan's); optional rounds and bisection stop when it runs out")
 	fl.StringVar(&out, "out", "results", "results root: the run goes to OUT/<host>/<run-id>/")
 	fl.StringVar(&resume, "resume", "", "continue the run in this directory")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
+	fl.BoolVar(&noReport, "no-report", false, "do not write the report (report.html and its plots) into the run directory")
 	fl.StringSliceVar(&stacks, "stack", nil, "also tune this MPI stack through itself: "+strings.Join(sweep.StackNames(), ", ")+" (repeatable)")
 	cluster.register(cmd)
 	return cmd

@@ -13,6 +13,7 @@ import (
 func newVerify() *cobra.Command {
 	var out, resume, sizes, settle string
 	var rounds int
+	var quiet, noReport bool
 	cmd := &cobra.Command{
 		Use:   "verify PROFILE",
 		Short: "Measure a profile (--transport auto) beside each single transport, interleaved, and print the ratios",
@@ -57,10 +58,17 @@ store may be compressed (measurements.jsonl.gz) as sweep --resume allows.`,
 			cfg.Plan = p
 			ctx, cancel := jobContext(0)
 			defer cancel()
+			closeMeter := runMeter(&cfg, cmd.ErrOrStderr(), quiet)
 			res, err := sweep.Verify(ctx, cfg, path)
+			closeMeter()
 			printSummary(cmd, res)
 			if res.Dir != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "run directory: %s\n", res.Dir)
+			}
+			if !noReport {
+				if rerr := writeRunReport(ctx, cmd.ErrOrStderr(), res); rerr != nil && err == nil {
+					err = rerr
+				}
 			}
 			return err
 		},
@@ -71,5 +79,7 @@ store may be compressed (measurements.jsonl.gz) as sweep --resume allows.`,
 	fl.StringVar(&settle, "settle", "4M", "size of one discarded bandwidth point that opens every trial (0: none)")
 	fl.StringVar(&out, "out", "results", "results root: the run goes to OUT/<host>/<run-id>/")
 	fl.StringVar(&resume, "resume", "", "continue the verification in this directory")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
+	fl.BoolVar(&noReport, "no-report", false, "do not write the report (report.html and its plots) into the run directory")
 	return cmd
 }
