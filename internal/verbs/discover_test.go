@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,5 +202,50 @@ func TestReportSaysWhy(t *testing.T) {
 		}
 	case !strings.Contains(out, "chosen GID index"):
 		t.Errorf("devices without a chosen GID: %q", out)
+	}
+}
+
+func TestInView(t *testing.T) {
+	gid := func(s string) GID {
+		g, err := ParseGID(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	v4 := gid("0000:0000:0000:0000:0000:ffff:0a09:0101") // 10.9.1.1
+	ll := gid("fe80:0000:0000:0000:f85c:acff:fe2d:bc75")
+	port := Port{LinkLayer: "Ethernet", GIDs: []GIDEntry{{Index: 0, GID: ll, Type: "RoCE v2", Netdev: "veth2"}, {Index: 1, GID: v4, Type: "RoCE v2", Netdev: "veth2"}}}
+	mine := NetView{"lo": {net.ParseIP("127.0.0.1")}, "veth2": {net.ParseIP("10.9.1.1"), net.ParseIP("fe80::f85c:acff:fe2d:bc75")}}
+	for _, c := range []struct {
+		name string
+		p    Port
+		idx  int
+		view NetView
+		want bool
+	}{
+		{"ipv4 GID on my interface", port, 1, mine, true},
+		{"link-local GID on my interface", port, 0, mine, true},
+		{"no such index", port, 5, mine, false},
+		{"netdev elsewhere", port, 1, NetView{"veth0": {net.ParseIP("10.9.0.1")}}, false},
+		{"same name, other address (another namespace's eth0)", port, 1, NetView{"veth2": {net.ParseIP("10.9.1.2")}}, false},
+		{"empty view", port, 1, NetView{}, false},
+		{"InfiniBand is everywhere", Port{LinkLayer: "InfiniBand", GIDs: []GIDEntry{{Index: 0, GID: ll, Type: "IB"}}}, 0, NetView{}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.p.InView(c.idx, c.view); got != c.want {
+				t.Errorf("InView(%d) = %v, want %v", c.idx, got, c.want)
+			}
+		})
+	}
+}
+
+func TestLocalNetViewHasLoopback(t *testing.T) {
+	v, err := LocalNetView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v["lo"]; !ok {
+		t.Errorf("view %v has no lo", v)
 	}
 }

@@ -6,7 +6,10 @@
 // # Setup
 //
 // Each rank opens the device ib.dev (default: the first with an active
-// port), port ib.port and GID index ib.gid (default: the one discovery
+// port whose GID is on an interface of the rank's network namespace, with
+// that address; else the first with an active port: RDMA devices are
+// visible from every namespace, a RoCE device moves data only through its
+// own netdev), port ib.port and GID index ib.gid (default: the one discovery
 // chooses: RoCE v2 with an IPv4 address first, index 0 on InfiniBand),
 // creates one RC queue pair per peer on one completion queue, posts
 // ib.credits receive slots per peer, and publishes its LID, GID, MTU, PSN,

@@ -213,25 +213,11 @@ func (t *Transport) open() error {
 	if err != nil {
 		return fmt.Errorf("ib: %w", err)
 	}
-	var port *verbs.Port
-	var have []string
-	for _, d := range devs {
-		if p.Dev != "" && d.Name != p.Dev {
-			have = append(have, d.Name)
-			continue
-		}
-		for i := range d.Ports {
-			q := &d.Ports[i]
-			if (p.Port == 0 && q.State == "ACTIVE") || q.Num == p.Port {
-				port, t.dev = q, d.Name
-				break
-			}
-		}
-		if port != nil {
-			break
-		}
-		have = append(have, d.Name)
+	var view verbs.NetView
+	if p.Dev == "" {
+		view, _ = verbs.LocalNetView() // no view: the first active device, as without namespaces
 	}
+	dev, port, have := pickPort(devs, p, view)
 	if port == nil {
 		what := "no device with an active port"
 		if p.Dev != "" || p.Port != 0 {
@@ -239,6 +225,7 @@ func (t *Transport) open() error {
 		}
 		return sys.NotSupported("ib", fmt.Sprintf("%s (have %v)", what, have), nil)
 	}
+	t.dev = dev
 	if port.State != "ACTIVE" {
 		return sys.NotSupported("ib", fmt.Sprintf("%s port %d is %s", t.dev, port.Num, port.State), nil)
 	}
@@ -297,6 +284,52 @@ func (t *Transport) open() error {
 		return mrRegion{m}, nil
 	})
 	return nil
+}
+
+// pickPort chooses the device and port: ib.dev (and ib.port) when given.
+// Otherwise, of the devices with an active port (or port ib.port), the
+// first whose GID (ib.gid, or the one discovery chooses) is on an interface
+// of the caller's network namespace (view; nil: not known), else the first
+// of them. RDMA devices are shared by every namespace, but a RoCE device
+// moves data only through its own netdev: ranks in different namespaces,
+// as containers or namespace-hosts, each need the device of their own.
+// have lists the devices passed over, for an error.
+func pickPort(devs []verbs.Device, p Params, view verbs.NetView) (dev string, port *verbs.Port, have []string) {
+	type candidate struct {
+		dev  string
+		port *verbs.Port
+	}
+	var cands []candidate
+	for _, d := range devs {
+		var found *verbs.Port
+		for i := range d.Ports {
+			q := &d.Ports[i]
+			if (p.Port == 0 && q.State == "ACTIVE") || q.Num == p.Port {
+				found = q
+				break
+			}
+		}
+		if (p.Dev != "" && d.Name != p.Dev) || found == nil {
+			have = append(have, d.Name)
+			continue
+		}
+		cands = append(cands, candidate{d.Name, found})
+	}
+	if len(cands) == 0 {
+		return "", nil, have
+	}
+	if p.Dev == "" && view != nil {
+		for _, c := range cands {
+			idx := p.GID
+			if idx < 0 {
+				idx = c.port.Chosen
+			}
+			if c.port.InView(idx, view) {
+				return c.dev, c.port, have
+			}
+		}
+	}
+	return cands[0].dev, cands[0].port, have
 }
 
 type mrRegion struct{ m *verbs.MR }

@@ -10,7 +10,7 @@ import (
 
 // Params configure the transport; ParseParams reads them from ib.* options.
 type Params struct {
-	Dev     string // device name ("": the first with an active port)
+	Dev     string // device name ("": the first with an active port whose GID is in the caller's network namespace, else the first with an active port)
 	Port    int    // port number (0: the device's first active port)
 	GID     int    // GID index (-1: the one discovery chooses)
 	MTU     int    // path MTU in bytes (0: the port's active MTU, the lower of both ends')
@@ -31,7 +31,7 @@ const (
 
 // Options documents the options ParseParams reads.
 var Options = &transports.OptionSet{Name: "ib", Options: []transports.Option{
-	{Key: "ib.dev", Type: "text", Default: "", Help: "RDMA device (ibv_devinfo's hca_id); empty: the first device with an active port"},
+	{Key: "ib.dev", Type: "text", Default: "", Help: "RDMA device (ibv_devinfo's hca_id); empty: the first device with an active port whose GID's netdev and address are in this process's network namespace (RoCE devices are visible from every namespace but move data only through their own netdev), else the first device with an active port"},
 	{Key: "ib.port", Type: "int", Default: "0", Help: "port number; 0: the device's first active port"},
 	{Key: "ib.gid", Type: "int", Default: "-1", Help: "GID index; -1: the one discovery chooses (gotune doctor shows it: RoCE v2 with an IPv4 address first; index 0 on InfiniBand)"},
 	{Key: "ib.mtu", Type: "256|512|1024|2048|4096|0", Default: "0", Help: "path MTU in bytes; 0: the port's active MTU (the lower of both ends')"},

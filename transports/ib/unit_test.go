@@ -2,6 +2,7 @@ package ib
 
 import (
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -230,4 +231,55 @@ func TestNewWithoutDevice(t *testing.T) {
 		t.Fatalf("got %v, want not supported", err)
 	}
 	t.Log(err)
+}
+
+func TestPickPort(t *testing.T) {
+	gid := func(s string) verbs.GID {
+		g, err := verbs.ParseGID(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	// rxe0 on veth0 (10.9.0.1) in the initial namespace, rxe1 on veth2
+	// (10.9.1.1) in h1, rxe2 on veth3 (10.9.1.2) in h2: what every
+	// namespace of the VM's hosts boot sees.
+	roce := func(state, netdev, g string) []verbs.Port {
+		return []verbs.Port{{Num: 1, State: state, LinkLayer: "Ethernet", Chosen: 1,
+			GIDs: []verbs.GIDEntry{{Index: 1, GID: gid(g), Type: "RoCE v2", Netdev: netdev}}}}
+	}
+	devs := []verbs.Device{
+		{Name: "rxe0", Ports: roce("ACTIVE", "veth0", "0000:0000:0000:0000:0000:ffff:0a09:0001")},
+		{Name: "rxe1", Ports: roce("ACTIVE", "veth2", "0000:0000:0000:0000:0000:ffff:0a09:0101")},
+		{Name: "rxe2", Ports: roce("ACTIVE", "veth3", "0000:0000:0000:0000:0000:ffff:0a09:0102")},
+		{Name: "rxe3", Ports: roce("DOWN", "veth4", "0000:0000:0000:0000:0000:ffff:0a09:0103")},
+	}
+	h1 := verbs.NetView{"lo": {net.ParseIP("127.0.0.1")}, "veth2": {net.ParseIP("10.9.1.1")}}
+	h2 := verbs.NetView{"veth3": {net.ParseIP("10.9.1.2")}}
+	root := verbs.NetView{"veth0": {net.ParseIP("10.9.0.1")}, "veth1": nil}
+	down := verbs.NetView{"veth4": {net.ParseIP("10.9.1.3")}}
+	for _, c := range []struct {
+		name string
+		p    Params
+		view verbs.NetView
+		want string // "" when none
+	}{
+		{"h1 takes its own", Params{GID: -1}, h1, "rxe1"},
+		{"h2 takes its own", Params{GID: -1}, h2, "rxe2"},
+		{"initial namespace", Params{GID: -1}, root, "rxe0"},
+		{"no view: the first active", Params{GID: -1}, nil, "rxe0"},
+		{"nothing of mine: the first active", Params{GID: -1}, verbs.NetView{"eth0": {net.ParseIP("192.0.2.1")}}, "rxe0"},
+		{"a down port of mine is passed over", Params{GID: -1}, down, "rxe0"},
+		{"ib.dev wins over the namespace", Params{Dev: "rxe2", GID: -1}, h1, "rxe2"},
+		{"ib.gid names an index the port lacks", Params{GID: 0}, h2, "rxe0"},
+		{"ib.dev unknown", Params{Dev: "mlx5_0", GID: -1}, h1, ""},
+		{"ib.port names a port (down: refused later)", Params{Dev: "rxe3", Port: 1, GID: -1}, h1, "rxe3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dev, port, have := pickPort(devs, c.p, c.view)
+			if dev != c.want || (port == nil) != (c.want == "") {
+				t.Errorf("picked %q (port %v), want %q; passed over %v", dev, port, c.want, have)
+			}
+		})
+	}
 }
