@@ -86,6 +86,19 @@ func (l *loop) churnWindow(i int) error {
 	return l.t.Send(l.peer, ack)
 }
 
+// hookInvalidation hooks the transport's invalidation (ib's registration
+// cache) to the alloc pattern's allocator, so that a buffer purged or
+// unmapped between messages is never used again through a stale
+// registration; the returned function unhooks it (before the transport
+// closes). Nothing to do for other patterns or transports.
+func (a *arena) hookInvalidation(t transports.Transport) (unhook func()) {
+	inv, ok := t.(transports.Invalidator)
+	if a.heap == nil || !ok {
+		return func() {}
+	}
+	return a.heap.OnRelease(inv.Invalidate)
+}
+
 // checkOptions accepts the allocator's options (alloc.*, regcache.*) next
 // to any transport's, checking their values, and the rest against the
 // registered transports.

@@ -478,6 +478,9 @@ func Measure(t transports.Transport, rank int, spec Spec, beat func()) ([]Point,
 	if err != nil {
 		return nil, err
 	}
+	// The transport outlives the arena here: it hears of every buffer the
+	// arena's free unmaps, and is unhooked after.
+	defer a.hookInvalidation(t)()
 	defer a.free()
 	points, _, err := measureAll(t, rank, spec, a, beat, nil)
 	return points, err

@@ -61,6 +61,7 @@ func rankMain(r *launch.Rank) (any, error) {
 		return nil, err
 	}
 	defer a.free() // after the transport's Close, before the device's
+	unhook := a.hookInvalidation(t)
 	// Message buffers are off-heap and the loops themselves allocate
 	// nothing: keep the collector out of the timed regions. Transports may
 	// still allocate (early arrivals, say); the limit lets the collector
@@ -71,6 +72,7 @@ func rankMain(r *launch.Rank) (any, error) {
 	var out rankOutput
 	out.Points, out.Warnings, err = measureAll(t, r.ID, spec, a, r.Beat, st)
 	st.start("closing transport %s", spec.Transport)
+	unhook()
 	if cerr := t.Close(); err == nil {
 		err = cerr
 	}

@@ -64,6 +64,16 @@ type Persistent interface {
 	RecvInit(from int, buf []byte) (PersistentRequest, error)
 }
 
+// Invalidator is implemented by transports that keep state about user
+// buffers between operations (ib's memory registrations). Invalidate must
+// run before [addr, addr+n) goes back to the kernel (purged or unmapped);
+// an allocator's release hook is where it belongs
+// (hostmem.Allocator.OnRelease). It must be safe from any goroutine and
+// must not allocate from a hooked allocator (hazard H1).
+type Invalidator interface {
+	Invalidate(addr uintptr, n int)
+}
+
 // Env is what a rank offers a transport when it starts.
 type Env struct {
 	Rank, Size int

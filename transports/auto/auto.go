@@ -211,6 +211,14 @@ type routed struct{ transports.Transport }
 
 func (routed) Name() string { return "auto" }
 
+// Invalidate passes an allocator's release on to the routed transport when
+// it keeps registrations (ib), so a hook on auto reaches it.
+func (r *routed) Invalidate(addr uintptr, n int) {
+	if inv, ok := r.Transport.(transports.Invalidator); ok {
+		inv.Invalidate(addr, n)
+	}
+}
+
 // newInternode builds the decision's transport for a pair on two nodes.
 // Options given to the job (--opt) win over the profile's.
 func newInternode(env transports.Env, r *Route) (transports.Transport, error) {

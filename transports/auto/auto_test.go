@@ -75,3 +75,27 @@ func TestLoadRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// invalidating records invalidations; the rest of the interface is never called.
+type invalidating struct {
+	transports.Transport
+	got []uintptr
+}
+
+func (f *invalidating) Invalidate(addr uintptr, n int) { f.got = append(f.got, addr) }
+
+// An allocator hooked to auto reaches the routed inter-node transport's
+// registration cache; a routed transport without one is left alone.
+func TestRoutedPassesInvalidations(t *testing.T) {
+	inner := &invalidating{}
+	var tr transports.Transport = &routed{inner}
+	inv, ok := tr.(transports.Invalidator)
+	if !ok {
+		t.Fatal("the routed transport offers no Invalidate")
+	}
+	inv.Invalidate(0x1000, 4096)
+	if len(inner.got) != 1 || inner.got[0] != 0x1000 {
+		t.Errorf("routed transport got %#x, want 0x1000", inner.got)
+	}
+	(&routed{struct{ transports.Transport }{}}).Invalidate(0x2000, 4096) // no cache: nothing to do
+}
