@@ -123,7 +123,7 @@ func (m *Meter) Plan(stageName string, trials int) {
 	m.endStage()
 	m.startStage(stageName, trials)
 	if m.bars == nil {
-		fmt.Fprintf(m.out, "[%s] stage %s: %d trials planned; %s\n", clock(m.elapsed()), stageName, trials, m.budgetLeft())
+		fmt.Fprintf(m.out, "[%s] stage %s: %d trials planned%s\n", stamp(m.elapsed()), stageName, trials, suffix(m.budgetLeft()))
 		m.stage.lastLine = m.now()
 	}
 }
@@ -168,7 +168,7 @@ func (m *Meter) Done(stageName, line string, reused bool, elapsed, budget time.D
 	}
 	if now := m.now(); now.Sub(s.lastLine) >= Interval || done == planned {
 		s.lastLine = now
-		fmt.Fprintf(m.out, "[%s] %s: %d/%d trials%s; %s\n", clock(elapsed), s.name, done, planned, m.stageLeft(s), m.budgetLeft())
+		fmt.Fprintf(m.out, "[%s] %s: %d/%d trials%s%s\n", stamp(elapsed), s.name, done, planned, m.stageLeft(s), suffix(m.budgetLeft()))
 	}
 }
 
@@ -199,7 +199,7 @@ func (m *Meter) endStage() {
 	if s.bar != nil {
 		s.bar.SetTotal(done, true)
 	} else if done < planned {
-		fmt.Fprintf(m.out, "[%s] %s: ended after %d of %d planned trials\n", clock(m.elapsed()), s.name, done, planned)
+		fmt.Fprintf(m.out, "[%s] %s: ended after %d of %d planned trials\n", stamp(m.elapsed()), s.name, done, planned)
 	}
 	m.stage = nil
 }
@@ -207,7 +207,7 @@ func (m *Meter) endStage() {
 // clock is a bar's times: the run's elapsed, the stage's estimate and
 // what is left of the budget.
 func (m *Meter) clock(s *stage) string {
-	return fmt.Sprintf("%s%s; %s", clock(m.elapsed()), m.stageLeft(s), m.budgetLeft())
+	return fmt.Sprintf("%s%s%s", clock(m.elapsed()), m.stageLeft(s), suffix(m.budgetLeft()))
 }
 
 // elapsed is the run's time so far.
@@ -223,10 +223,14 @@ func (m *Meter) stageLeft(s *stage) string {
 	return fmt.Sprintf(", stage ~%s left", clock(per*time.Duration(planned-done)))
 }
 
-// budgetLeft says what is left of the budget.
+// budgetLeft says what is left of the budget ("" before the first trial
+// told it).
 func (m *Meter) budgetLeft() string {
 	budget := time.Duration(m.budget.Load())
 	if budget <= 0 || budget >= noBudget {
+		if m.total.Load() == 0 {
+			return ""
+		}
 		return fmt.Sprintf("%d trials done", m.total.Load())
 	}
 	left := budget - m.elapsed()
@@ -235,6 +239,18 @@ func (m *Meter) budgetLeft() string {
 	}
 	return fmt.Sprintf("≤ %s left of the %s budget", clock(left), clock(budget))
 }
+
+// suffix joins a non-empty s to what comes before it.
+func suffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "; " + s
+}
+
+// stamp is a line's time as the sweep's trial lines write it: m:ss
+// with the minutes two wide.
+func stamp(d time.Duration) string { return fmt.Sprintf("%5s", clock(d)) }
 
 // clock writes a duration as m:ss.
 func clock(d time.Duration) string {

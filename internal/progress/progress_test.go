@@ -49,16 +49,16 @@ func TestPlainLines(t *testing.T) {
 	m.Done("verify", "x", true, elapsed, 1<<62) // nor here: a verification's
 	m.Close()
 	m.Plan("late", 1) // after Close: nothing
-	want := `[0:00] stage eager: 4 trials planned; 0 trials done
-[0:17] eager: 2/4 trials, stage ~0:17 left; ≤ 4:43 left of the 5:00 budget
-[0:19] eager: 4/4 trials; ≤ 4:41 left of the 5:00 budget
-[0:19] stage fragment: 2 trials planned; ≤ 4:41 left of the 5:00 budget
-[0:39] fragment: 1/2 trials, stage ~0:20 left; ≤ 4:21 left of the 5:00 budget
-[0:39] fragment: ended after 1 of 2 planned trials
-[0:39] stage transport: 3 trials planned; ≤ 4:21 left of the 5:00 budget
-[0:39] transport: ended after 0 of 3 planned trials
-[0:39] verify: 1/1 trials; 6 trials done
-[0:39] verify: 2/2 trials; 7 trials done
+	want := `[ 0:00] stage eager: 4 trials planned
+[ 0:17] eager: 2/4 trials, stage ~0:17 left; ≤ 4:43 left of the 5:00 budget
+[ 0:19] eager: 4/4 trials; ≤ 4:41 left of the 5:00 budget
+[ 0:19] stage fragment: 2 trials planned; ≤ 4:41 left of the 5:00 budget
+[ 0:39] fragment: 1/2 trials, stage ~0:20 left; ≤ 4:21 left of the 5:00 budget
+[ 0:39] fragment: ended after 1 of 2 planned trials
+[ 0:39] stage transport: 3 trials planned; ≤ 4:21 left of the 5:00 budget
+[ 0:39] transport: ended after 0 of 3 planned trials
+[ 0:39] verify: 1/1 trials; 6 trials done
+[ 0:39] verify: 2/2 trials; 7 trials done
 `
 	if got := b.String(); got != want {
 		t.Errorf("lines:\n%s\nwant:\n%s", got, want)

@@ -38,9 +38,9 @@ func trialLine(t Trial, status string) string {
 	return fmt.Sprintf("%-9s %-14s %-7s round %d  %s", t.Stage, t.Candidate, t.Pattern, t.Round, status)
 }
 
-// stackExcerptBytes bounds the stacks kept of each stalled rank: the
-// goroutine that hung comes first in what a rank prints after SIGQUIT,
-// and the store is checked in.
+// stackExcerptBytes bounds the stacks kept of each stalled rank: what a
+// rank prints after SIGQUIT opens with the dumping goroutine and then
+// goroutine 1, where a rank's work runs, and the store is checked in.
 const stackExcerptBytes = 4 << 10
 
 // stackExcerpt keeps the head of each rank's stacks (nil for none).
