@@ -134,3 +134,30 @@ func lineAfter(s, prefix string) string {
 	}
 	return ""
 }
+
+// compare --html draws two verifications' run directories (their auto
+// trials) overlaid with a ratio plot, besides printing the table.
+func TestCompareHTMLOfRunDirectories(t *testing.T) {
+	root := testutil.ModuleRoot(t)
+	out := t.TempDir()
+	a := "a=" + filepath.Join(root, "results/vm/20261122-031507")
+	b := "b=" + filepath.Join(root, "results/vm/20261122-031758")
+	stdout, stderr, code := run(t, "compare", "--html", out, a, b)
+	if code != 0 || !strings.Contains(stdout, "geomean ratio") {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	if got := lineAfter(stderr, "report: "); got != filepath.Join(out, "report.html") {
+		t.Errorf("report path %q, stderr:\n%s", got, stderr)
+	}
+	for _, f := range []string{"report.html", "compare-bw-mb-s.svg", "compare-bw-mb-s-ratio.svg"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	// A sweep's run directory whose verification the budget cut has no
+	// auto trials to compare.
+	empty := filepath.Join(root, "results/gpu/h200x2-20261126-plan")
+	if _, stderr, code := run(t, "compare", a, "c="+empty); code == 0 || !strings.Contains(stderr, "no verification trials of auto") {
+		t.Errorf("a run without auto trials: exit %d, stderr %q", code, stderr)
+	}
+}
