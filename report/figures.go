@@ -250,7 +250,7 @@ func ratioFigure(run *Run) (*Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Figure{ID: "verify-ratio", Title: c.title, Caption: "Ratio of the pooled medians of the verification rounds; the summary's paired ratios and U tests are in the table below.", SVG: svg}, nil
+	return &Figure{ID: "verify-ratio", Title: c.title, Caption: "Ratio of the pooled medians of the verification rounds. The paired ratios (median of the rounds' ratios) and the U tests are in the run's summary, at the end of the page.", SVG: svg}, nil
 }
 
 // footprintFigure draws the FIFO depth stage's candidates as the channel
