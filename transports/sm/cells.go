@@ -12,8 +12,8 @@ import (
 const (
 	kindEager    uint8 = iota + 1 // payload inline
 	kindFrag                      // payload in the fragment ring, length in the header; word 0 = message size, word 1 = message number
-	kindRTS                       // rendezvous request: size, sender address, sender request id, sender's Place
-	kindCTS                       // push rendezvous: sender id, receiver id, receiver address, capacity
+	kindRTS                       // rendezvous request: size, sender address, sender request id, sender's Place, sender's handle (Exporter; 0: none)
+	kindCTS                       // push rendezvous: sender id, receiver id, receiver address, capacity, receiver's handle (Exporter; 0: none)
 	kindFIN                       // rendezvous completion: request id, status, errno
 	kindResend                    // pull receiver could not single-copy: sender id, receiver id, errno
 	kindFallback                  // push sender could not single-copy: receiver id, errno
@@ -21,11 +21,11 @@ const (
 	kindStream                    // receiver routes this one message through the fragments: sender id, receiver id
 )
 
-const ctrlPayload = 32 // four little-endian words
+const ctrlPayload = 40 // five little-endian words
 
 type ctrlMsg struct {
 	kind  uint8
-	words [4]uint64
+	words [5]uint64
 }
 
 func putWords(b []byte, w []uint64) {
@@ -34,7 +34,7 @@ func putWords(b []byte, w []uint64) {
 	}
 }
 
-func getWords(b []byte) (w [4]uint64) {
+func getWords(b []byte) (w [5]uint64) {
 	for i := range w {
 		w[i] = binary.LittleEndian.Uint64(b[8*i:])
 	}

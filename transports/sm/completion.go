@@ -67,9 +67,16 @@ func (e *Endpoint) pollCopies() bool {
 // completion to the peer by FIN to id: at once with the event's token when
 // the mechanism completes by events (r completes when the event does),
 // else after the copy. n and done are what r completes with.
-func (e *Endpoint) startCopy(p *peer, r *request, local []byte, remote uintptr, pull bool, id uint64, n int, done error) error {
+// handle is what the peer exported for remote (Exporter), 0 for none.
+func (e *Endpoint) startCopy(p *peer, r *request, local []byte, remote uintptr, handle uint64, pull bool, id uint64, n int, done error) error {
 	if e.events == nil {
-		if err := e.single.Copy(p.pid, local, r.place, remote, pull); err != nil {
+		var err error
+		if handle != 0 {
+			err = e.export.CopyHandle(p.pid, local, r.place, handle, remote, pull)
+		} else {
+			err = e.single.Copy(p.pid, local, r.place, remote, pull)
+		}
+		if err != nil {
 			return err
 		}
 		r.complete(n, done)

@@ -34,6 +34,31 @@ type SingleCopy interface {
 	Copy(pid int, local []byte, at Place, remote uintptr, pull bool) error
 }
 
+// Exporter is implemented by a SingleCopy that reaches a peer's buffer
+// through a handle the buffer's owner makes (KNEM's region cookie), not by
+// its address alone. The owner exports the buffer when it announces it: the
+// sender in its request-to-send when the mechanism pulls, the receiver in
+// its clear-to-send when it pushes; the 64-bit handle travels in that
+// control message and the copying side passes it to CopyHandle. Why: the
+// kernel checks the handle, so a process can only reach what its peer
+// declared.
+//
+// An Export error matching ErrNotSupported falls back to copy-in/copy-out
+// as a refused copy does; any other fails the message. Every handle
+// exported is released exactly once, when the peer is done with it or the
+// message went another way (used says whether the peer's copy ran).
+type Exporter interface {
+	SingleCopy
+	// Export makes buf (where at says it lives) reachable by the peer's
+	// copy: writable when the peer writes into it (push). A handle of 0
+	// says the message needs none (Copy is used, with the address).
+	Export(buf []byte, at Place, writable bool) (handle uint64, err error)
+	// CopyHandle is Copy through the handle the peer exported for remote.
+	CopyHandle(pid int, local []byte, at Place, handle uint64, remote uintptr, pull bool) error
+	// Release gives back a handle this side exported.
+	Release(handle uint64, used bool)
+}
+
 type peer struct {
 	rank  int
 	pid   int
@@ -88,6 +113,7 @@ type Endpoint struct {
 	rank      int
 	params    Params
 	single    SingleCopy
+	export    Exporter   // single, when the peer's buffers are reached through handles
 	events    EventCopy  // single, when its copies complete by events
 	inflight  []inflight // requests waiting on a copy's event (completion.go)
 	mem       Memory     // nil: every buffer is host memory
@@ -156,6 +182,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		localPerKiB = localCopyPerKiB()
 	}
 	e.events, _ = single.(EventCopy)
+	e.export, _ = single.(Exporter)
 	self := os.Getpid()
 	for r := 0; r < env.Size; r++ {
 		if r == env.Rank {

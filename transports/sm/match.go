@@ -23,6 +23,7 @@ type unexpected struct {
 	size     int
 	addr     uintptr
 	id       uint64
+	handle   uint64   // the rendezvous sender's handle (Exporter)
 	req      *request // receive matched while still arriving
 }
 
@@ -70,7 +71,7 @@ func (e *Endpoint) postRecv(p *peer, r *request) {
 	u := p.unexp.pop()
 	switch {
 	case u.rts:
-		e.startRendezvousRecv(p, r, u.size, u.addr, u.id, u.place)
+		e.startRendezvousRecv(p, r, u.size, u.addr, u.id, u.place, u.handle)
 		e.freeUnexpected(u)
 	case u.complete:
 		var n int

@@ -110,7 +110,7 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 		case kindCTS:
 			w := getWords(body)
 			p.rx.release()
-			e.pushRendezvous(p, w[0], w[1], uintptr(w[2]), int(w[3]))
+			e.pushRendezvous(p, w[0], w[1], uintptr(w[2]), int(w[3]), w[4])
 		case kindFIN:
 			w := getWords(body)
 			p.rx.release()
@@ -134,10 +134,10 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 			p.rx.release()
 			size, addr, id := int(w[0]), uintptr(w[1]), w[2]
 			if r := e.matchNew(p); r != nil {
-				e.startRendezvousRecv(p, r, size, addr, id, Place(w[3]))
+				e.startRendezvousRecv(p, r, size, addr, id, Place(w[3]), w[4])
 			} else {
 				u := e.newUnexpected(0)
-				u.rts, u.size, u.addr, u.id, u.place = true, size, addr, id, Place(w[3])
+				u.rts, u.size, u.addr, u.id, u.place, u.handle = true, size, addr, id, Place(w[3]), w[4]
 				e.parkEarly(p, u)
 			}
 		case kindFrag:

@@ -33,7 +33,8 @@ const (
 // startRendezvousRecv moves a matched rendezvous message. As with the
 // other protocols, a message longer than the buffer fills the buffer and
 // the receive fails with ErrTruncated; the sender completes normally.
-func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintptr, sendID uint64, sender Place) {
+// handle is what the sender exported (Exporter), 0 for none.
+func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintptr, sendID uint64, sender Place, handle uint64) {
 	r.proto, r.n = protoRendezvous, size
 	route := RoutePush
 	if e.single.Pull() {
@@ -47,10 +48,25 @@ func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintp
 		e.askResend(p, r, kindStream, sendID, 0)
 		return
 	case RoutePush:
+		if e.export != nil && !p.noSingle {
+			h, err := e.export.Export(r.buf, r.place, true)
+			switch {
+			case err == nil:
+				r.handle = h
+			case errors.Is(err, sys.ErrNotSupported):
+				e.disableSingle(p, fmt.Errorf("%s: export for rank %d refused, copy-in/copy-out from now on: %w", e.single.Name(), p.rank, err))
+				e.askResend(p, r, kindResend, sendID, sys.Errno(err))
+				return
+			default:
+				r.complete(0, fmt.Errorf("%s: %s (pid %d): %w", e.name, r.describe(), p.pid, err))
+				e.queueCtrl(p, kindFIN, sendID, finFailed, sys.Errno(err), 0)
+				return
+			}
+		}
 		e.nextID++
 		r.id, r.waiting = e.nextID, true
 		e.rndv[r.id] = r
-		e.queueCtrl(p, kindCTS, sendID, r.id, uint64(addressOf(r.buf)), uint64(len(r.buf)))
+		e.queueCtrlWords(p, kindCTS, [5]uint64{sendID, r.id, uint64(addressOf(r.buf)), uint64(len(r.buf)), r.handle})
 		return
 	}
 	if p.noSingle {
@@ -58,7 +74,7 @@ func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintp
 		return
 	}
 	n := min(size, len(r.buf))
-	err := e.startCopy(p, r, r.buf[:n], addr, true, sendID, n, truncated(size, len(r.buf)))
+	err := e.startCopy(p, r, r.buf[:n], addr, handle, true, sendID, n, truncated(size, len(r.buf)))
 	switch {
 	case err == nil:
 	case errors.Is(err, sys.ErrNotSupported):
@@ -97,20 +113,24 @@ func (e *Endpoint) stream(p *peer, sendID, recvID uint64) {
 		panic(fmt.Sprintf("%s: fragments asked for unknown request %d", e.name, sendID))
 	}
 	delete(e.rndv, sendID)
+	e.releaseHandle(r, false)
 	e.sendByFragments(p, r, recvID)
 }
 
-func (e *Endpoint) pushRendezvous(p *peer, sendID, recvID uint64, addr uintptr, capacity int) {
+// pushRendezvous answers a clear-to-send: the sender copies into the
+// receiver's buffer (through its handle, when the receiver exported one).
+func (e *Endpoint) pushRendezvous(p *peer, sendID, recvID uint64, addr uintptr, capacity int, handle uint64) {
 	r := e.rndv[sendID]
 	if r == nil {
 		panic(fmt.Sprintf("%s: clear-to-send for unknown request %d", e.name, sendID))
 	}
 	delete(e.rndv, sendID)
+	e.releaseHandle(r, false) // a handle of the request-to-send: the receiver pushed instead
 	if p.noSingle {
 		e.sendByFragments(p, r, recvID)
 		return
 	}
-	err := e.startCopy(p, r, r.buf[:min(len(r.buf), capacity)], addr, false, recvID, len(r.buf), nil)
+	err := e.startCopy(p, r, r.buf[:min(len(r.buf), capacity)], addr, handle, false, recvID, len(r.buf), nil)
 	switch {
 	case err == nil:
 	case errors.Is(err, sys.ErrNotSupported):
@@ -184,6 +204,7 @@ func (e *Endpoint) receiveFragmentTo(p *peer, n int, id uint64) {
 	p.rx.release()
 	if size := r.n; r.off >= size {
 		delete(e.rndv, id)
+		e.releaseHandle(r, false) // a clear-to-send's handle: the sender fell back
 		r.complete(min(size, len(r.buf)), truncated(size, len(r.buf)))
 	}
 }
@@ -191,8 +212,22 @@ func (e *Endpoint) receiveFragmentTo(p *peer, n int, id uint64) {
 // queueCtrl sends a control cell now if the ring has room, else queues it
 // ahead of all data for the next progress call.
 func (e *Endpoint) queueCtrl(p *peer, kind uint8, w0, w1, w2, w3 uint64) {
-	p.ctrl.push(ctrlMsg{kind: kind, words: [4]uint64{w0, w1, w2, w3}})
+	e.queueCtrlWords(p, kind, [5]uint64{w0, w1, w2, w3})
+}
+
+// queueCtrlWords is queueCtrl with all five words.
+func (e *Endpoint) queueCtrlWords(p *peer, kind uint8, w [5]uint64) {
+	p.ctrl.push(ctrlMsg{kind: kind, words: w})
 	e.progressSend(p)
+}
+
+// releaseHandle gives back what r exported, if anything: used says whether the
+// peer's copy ran.
+func (e *Endpoint) releaseHandle(r *request, used bool) {
+	if r.handle != 0 {
+		e.export.Release(r.handle, used)
+		r.handle = 0
+	}
 }
 
 // finishRendezvous completes rendezvous id on its FIN: a failure at once,
@@ -204,6 +239,7 @@ func (e *Endpoint) finishRendezvous(p *peer, id, status, errno, token uint64) {
 		panic(fmt.Sprintf("%s: completion for unknown request %d", e.name, id))
 	}
 	delete(e.rndv, id)
+	e.releaseHandle(r, status == finOK)
 	if status != finOK {
 		err := fmt.Errorf("%s: %s: rank %d failed the single copy", e.name, r.describe(), r.peer.rank)
 		if cause := sys.ErrnoError(errno); cause != nil {

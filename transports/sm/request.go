@@ -23,6 +23,7 @@ type request struct {
 	proto   proto
 	off     int    // bytes moved so far (pipeline, fallback)
 	id      uint64 // rendezvous id (own, or the receiver's for protoFallback)
+	handle  uint64 // what this side exported for the rendezvous (Exporter; 0: none)
 	done    bool
 	n       int
 	err     error

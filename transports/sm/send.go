@@ -5,9 +5,12 @@ package sm
 // rendezvous requests).
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 
+	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 )
 
@@ -144,10 +147,26 @@ func (e *Endpoint) pushSends(p *peer, posting bool) bool {
 			if !p.tx.cellFree() {
 				return moved
 			}
+			if e.export != nil && e.single.Pull() && r.handle == 0 {
+				h, err := e.export.Export(r.buf, r.place, false)
+				switch {
+				case err == nil:
+					r.handle = h
+				case errors.Is(err, sys.ErrNotSupported):
+					e.disableSingle(p, fmt.Errorf("%s: export for rank %d refused, copy-in/copy-out from now on: %w", e.single.Name(), p.rank, err))
+					r.proto = protoPipeline
+					continue
+				default:
+					r.complete(0, fmt.Errorf("%s: %s: %w", e.name, r.describe(), err))
+					p.sendq.pop()
+					moved = true
+					continue
+				}
+			}
 			e.nextID++
 			r.id, r.waiting = e.nextID, true
 			e.rndv[r.id] = r
-			putWords(p.tx.cell(), []uint64{uint64(len(r.buf)), uint64(addressOf(r.buf)), r.id, uint64(r.place)})
+			putWords(p.tx.cell(), []uint64{uint64(len(r.buf)), uint64(addressOf(r.buf)), r.id, uint64(r.place), r.handle})
 			p.tx.publish(kindRTS, ctrlPayload)
 		}
 		p.sendq.pop()
