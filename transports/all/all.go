@@ -8,4 +8,5 @@ import (
 	_ "github.com/gotune/gotune/transports/ib"
 	_ "github.com/gotune/gotune/transports/sm"
 	_ "github.com/gotune/gotune/transports/tcp"
+	_ "github.com/gotune/gotune/transports/xpmem"
 )

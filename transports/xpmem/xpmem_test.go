@@ -1,0 +1,332 @@
+package xpmem_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/internal/testutil"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/hostmem"
+	"github.com/gotune/gotune/transports/xpmem"
+)
+
+func TestMain(m *testing.M) {
+	launch.Register("xpmem-traffic", trafficRank)
+	launch.MaybeRunRank()
+	os.Exit(m.Run())
+}
+
+// devices are the devices a test runs on: the fake always, the module's
+// when it is loaded (GOTUNE_REQUIRE=xpmem: it must be).
+func devices(t *testing.T) []string {
+	devs := []string{xpmem.Fake}
+	if _, err := xpmem.Probe(nil); err == nil {
+		devs = append(devs, sys.XPMEMDevice)
+	} else {
+		if testutil.Required("xpmem") {
+			t.Fatalf("xpmem required by GOTUNE_REQUIRE but unavailable: %v", err)
+		}
+		t.Logf("real device skipped: %v", err)
+	}
+	return devs
+}
+
+// scenario is a traffic job: Rounds rounds of every size each way, from
+// buffers of a hooked allocator (Fresh: a new buffer per message, freed
+// and purged at once: the sender's releases reach the receiver's cache).
+type scenario struct {
+	Options transports.Options `json:"options"`
+	Sizes   []int              `json:"sizes"`
+	Rounds  int                `json:"rounds"`
+	Fresh   bool               `json:"fresh"`
+}
+
+type report struct {
+	Stats    xpmem.Stats `json:"stats"`
+	Messages int         `json:"messages"`
+	Version  uint32      `json:"version"`
+}
+
+func word(msg, k int) uint64 { return uint64(k)*0x9E3779B97F4A7C15 ^ uint64(msg)<<32 ^ 0xa5 }
+
+func fill(b []byte, msg int) {
+	for k := 0; k+8 <= len(b); k += 8 {
+		binary.LittleEndian.PutUint64(b[k:], word(msg, k))
+	}
+	for k := len(b) &^ 7; k < len(b); k++ {
+		b[k] = byte(msg + k)
+	}
+}
+
+func check(b []byte, msg int) int {
+	for k := 0; k+8 <= len(b); k += 8 {
+		if binary.LittleEndian.Uint64(b[k:]) != word(msg, k) {
+			return k
+		}
+	}
+	for k := len(b) &^ 7; k < len(b); k++ {
+		if b[k] != byte(msg+k) {
+			return k
+		}
+	}
+	return -1
+}
+
+func trafficRank(r *launch.Rank) (any, error) {
+	var s scenario
+	if err := r.Params(&s); err != nil {
+		return nil, err
+	}
+	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: s.Options, AllGather: r.AllGather}
+	t, err := xpmem.New(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := xpmem.Check(t, env); err != nil {
+		return nil, err
+	}
+	cfg := hostmem.DefaultConfig()
+	cfg.Purge = hostmem.Immediate
+	heap, err := hostmem.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	unhook := heap.OnRelease(t.Invalidate)
+	peer := 1 - r.ID
+	var rep report
+	keep := map[int][]byte{}
+	buffer := func(n int) ([]byte, error) {
+		if s.Fresh {
+			return heap.Alloc(n)
+		}
+		if b, ok := keep[n]; ok {
+			return b, nil
+		}
+		b, err := heap.Alloc(n)
+		keep[n] = b
+		return b, err
+	}
+	msg := 0
+	for round := range s.Rounds {
+		for _, n := range s.Sizes {
+			for from := range 2 {
+				msg++
+				b, err := buffer(n)
+				if err != nil {
+					return nil, err
+				}
+				if from == r.ID {
+					fill(b, msg)
+					if err := t.Send(peer, b); err != nil {
+						return nil, fmt.Errorf("round %d, %d bytes: %w", round, n, err)
+					}
+				} else {
+					clear(b)
+					got, err := t.Recv(peer, b)
+					if err != nil {
+						return nil, fmt.Errorf("round %d, %d bytes: %w", round, n, err)
+					}
+					if k := check(b, msg); got != n || k >= 0 {
+						return nil, fmt.Errorf("payload validation failed: round %d, %d bytes from rank %d: got %d bytes, first difference at byte %d", round, n, from, got, k)
+					}
+					rep.Messages++
+				}
+				if s.Fresh {
+					// The receive completes once the sender's FIN is in;
+					// both free only after the pair's barrier, so a buffer
+					// is never released under a copy.
+					if err := r.Barrier(); err != nil {
+						return nil, err
+					}
+					if err := heap.Free(b); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+		r.Beat()
+	}
+	rep.Stats, rep.Version = t.Stats(), t.Version()
+	if err := r.Barrier(); err != nil { // no rank removes its segment under a peer's copy
+		return nil, err
+	}
+	unhook()
+	if err := t.Close(); err != nil {
+		return nil, err
+	}
+	return rep, heap.Close()
+}
+
+func run(t *testing.T, s scenario) [2]report {
+	t.Helper()
+	d, err := transports.Lookup("xpmem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := d.SharedBytes(2, s.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := launch.Run(context.Background(), launch.Job{Kind: "xpmem-traffic", Size: 2, SegmentBytes: seg, Params: params, Stall: 60 * time.Second}, launch.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reps [2]report
+	for r := range reps {
+		if err := json.Unmarshal(res[r], &reps[r]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reps
+}
+
+// Validated messages at every protocol boundary (eager, the single-copy
+// threshold, the fragment size, attachment alignment), each way, in both
+// modes: the second round finds its attachments in the cache.
+func TestTrafficAtEveryBoundary(t *testing.T) {
+	const eager, thr = 4096, 32 << 10
+	sizes := []int{1, eager - 1, eager, eager + 1, thr - 1, thr, thr + 1, 64<<10 - 1, 64 << 10, 64<<10 + 1, 200 << 10, 1 << 20, 3<<20 + 5}
+	for _, dev := range devices(t) {
+		for _, mode := range []string{"pull", "push"} {
+			t.Run(strings.TrimPrefix(dev, "/dev/")+"_"+mode, func(t *testing.T) {
+				o := transports.Options{"xpmem.device": dev, "xpmem.mode": mode, "sm.eager": "4K", "xpmem.threshold": "32K"}
+				reps := run(t, scenario{Options: o, Sizes: sizes, Rounds: 2})
+				for r, rep := range reps {
+					st := rep.Stats
+					t.Logf("rank %d: version %#x, %d messages, %+v", r, rep.Version, rep.Messages, st)
+					if rep.Messages != 2*len(sizes) {
+						t.Errorf("rank %d: %d validated messages, want %d", r, rep.Messages, 2*len(sizes))
+					}
+					if st.Hits == 0 || st.Misses == 0 {
+						t.Errorf("rank %d: cache hits %d, misses %d: a second round must hit", r, st.Hits, st.Misses)
+					}
+					if rep.Version != 0x26005 && dev == xpmem.Fake {
+						t.Errorf("fake version %#x", rep.Version)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Buffers freed (and purged at once) between messages: the sender's
+// allocator hook posts release notices, the receiver drops the attachments
+// they cover before its next copy, every message still validates, and
+// the cache holds no attachment of released memory for long.
+func TestInvalidationUnderTraffic(t *testing.T) {
+	for _, dev := range devices(t) {
+		t.Run(strings.TrimPrefix(dev, "/dev/"), func(t *testing.T) {
+			o := transports.Options{"xpmem.device": dev, "xpmem.align": "4K"}
+			reps := run(t, scenario{Options: o, Sizes: []int{64 << 10, 96 << 10, 1 << 20}, Rounds: 4, Fresh: true})
+			for r, rep := range reps {
+				st := rep.Stats
+				t.Logf("rank %d: %+v", r, st)
+				if st.Posted == 0 || st.Notices == 0 || st.Invalidations == 0 {
+					t.Errorf("rank %d: posted %d, notices read %d, invalidations %d: releases must reach the peer's cache", r, st.Posted, st.Notices, st.Invalidations)
+				}
+				if st.Entries > 3 {
+					t.Errorf("rank %d: %d cached attachments at the end: released ranges stay attached", r, st.Entries)
+				}
+			}
+		})
+	}
+}
+
+// The cache's size bounds what stays attached: 0 attaches and detaches
+// for every message, 1 evicts.
+func TestCacheSize(t *testing.T) {
+	sizes := []int{64 << 10, 512 << 10, 2 << 20}
+	for _, c := range []struct {
+		cache string
+		check func(xpmem.Stats) error
+	}{
+		{"0", func(s xpmem.Stats) error {
+			if s.Hits != 0 || s.Attaches != s.Detaches || s.Attaches != 7 {
+				return fmt.Errorf("hits %d, attaches %d, detaches %d: want 0 and one of each per copy (the check's and 6 messages)", s.Hits, s.Attaches, s.Detaches)
+			}
+			return nil
+		}},
+		{"1", func(s xpmem.Stats) error {
+			if s.Evictions == 0 || s.Entries != 1 {
+				return fmt.Errorf("evictions %d, entries %d", s.Evictions, s.Entries)
+			}
+			return nil
+		}},
+	} {
+		t.Run("cache="+c.cache, func(t *testing.T) {
+			o := transports.Options{"xpmem.device": xpmem.Fake, "xpmem.cache": c.cache, "xpmem.align": "4K"}
+			for r, rep := range run(t, scenario{Options: o, Sizes: sizes, Rounds: 2}) {
+				if err := c.check(rep.Stats); err != nil {
+					t.Errorf("rank %d: %v (%+v)", r, err, rep.Stats)
+				}
+			}
+		})
+	}
+}
+
+func TestMissingDeviceIsNotSupported(t *testing.T) {
+	p := t.TempDir() + "/xpmem"
+	_, err := xpmem.Probe(transports.Options{"xpmem.device": p})
+	if !errors.Is(err, transports.ErrNotSupported) || !strings.Contains(err.Error(), p+" missing") {
+		t.Fatalf("got %v, want ErrNotSupported saying %s is missing", err, p)
+	}
+}
+
+func TestParseParams(t *testing.T) {
+	cases := []struct {
+		opts transports.Options
+		want string
+	}{
+		{nil, ""},
+		{transports.Options{"xpmem.mode": "push", "xpmem.cache": "0", "xpmem.align": "2M", "xpmem.threshold": "16K", "xpmem.device": "fake", "xpmem.hook": "lock"}, ""},
+		{transports.Options{"xpmem.mode": "both"}, `xpmem.mode="both"`},
+		{transports.Options{"xpmem.threshold": "4096"}, "xpmem.threshold=4096"},
+		{transports.Options{"xpmem.cache": "-1"}, `xpmem.cache="-1"`},
+		{transports.Options{"xpmem.cache": "many"}, `xpmem.cache="many"`},
+		{transports.Options{"xpmem.align": "3K"}, "xpmem.align=3072"},
+		{transports.Options{"xpmem.align": "1K"}, "xpmem.align=1024"},
+		{transports.Options{"xpmem.device": ""}, "xpmem.device: empty"},
+		{transports.Options{"xpmem.hook": "maybe"}, `xpmem.hook="maybe"`},
+	}
+	for _, c := range cases {
+		p, err := xpmem.ParseParams(c.opts, 4096)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: %v", c.opts, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v: got %v, want error containing %q", c.opts, err, c.want)
+		case c.want == "" && c.opts == nil && (!p.Pull || p.Threshold != 4097 || p.Cache != xpmem.DefaultCache || p.Align != xpmem.DefaultAlign || p.Device != sys.XPMEMDevice || p.LockedHook):
+			t.Errorf("defaults: %+v", p)
+		}
+	}
+}
+
+// Each documented default is what ParseParams uses without the option.
+func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
+	want, err := xpmem.ParseParams(nil, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range xpmem.Options.Options {
+		if o.Default == "" {
+			continue
+		}
+		got, err := xpmem.ParseParams(transports.Options{o.Key: o.Default}, 4096)
+		if err != nil || got != want {
+			t.Errorf("%s=%s gives %+v, %v; the built-in is %+v", o.Key, o.Default, got, err, want)
+		}
+	}
+}
