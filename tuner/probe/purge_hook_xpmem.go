@@ -1,0 +1,190 @@
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/hostmem"
+	"github.com/gotune/gotune/transports/sm"
+	"github.com/gotune/gotune/transports/xpmem"
+)
+
+// H1X: H1 for the xpmem attachment cache. Two ranks over xpmem take fresh
+// rendezvous-size buffers every iteration from an allocator that purges
+// immediately and whose release hook reaches the transport's Invalidate;
+// the receiver attaches each of the sender's buffers (xpmem.align=4K: one
+// cache entry per buffer, so the table must grow), and every payload is
+// checked. The safe form's hook posts on the notice board and never takes
+// the cache lock, and its table lives on the Go heap. The unsafe form
+// (xpmem.hook=lock) keeps the table in the hooked allocator's memory and
+// grows it under the cache lock: the old table's free purges it, the hook
+// runs on the same goroutine and blocks on the lock it holds.
+
+const h1xKind = "probe-h1x"
+
+func init() {
+	launch.Register(h1xKind, h1xRank)
+	register(&Probe{
+		ID:          "H1X",
+		Hazard:      "H1 in the xpmem attachment cache: the allocator's release hook takes the cache lock the allocating thread holds",
+		Description: "2 ranks over xpmem (the module, or xpmem.device=fake): fresh 64K-1M buffers every iteration from an allocator that purges at once, each attached by the receiver (one cache entry per buffer), validated; unsafe: xpmem.hook=lock with the cache's table in hooked memory, grown under its lock",
+		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
+			return runH1X(ctx, unsafe, deadline, nil)
+		},
+		RunOptions: runH1X,
+	})
+}
+
+// h1xOptions: opts under the probe's stress (immediate purges, one
+// attachment per buffer), safe or unsafe.
+func h1xOptions(opts transports.Options, unsafe bool) transports.Options {
+	o := opts.With(nil)
+	o[hostmem.KeyPurge] = hostmem.Immediate.String()
+	o[xpmem.KeyAlign] = "4K"
+	o[xpmem.KeyMode] = "pull"
+	o[xpmem.KeyHook] = "queue"
+	if unsafe {
+		o[xpmem.KeyHook] = "lock"
+	}
+	return o
+}
+
+type h1xReport struct {
+	Alloc    hostmem.Stats `json:"alloc"`
+	Cache    xpmem.Stats   `json:"cache"`
+	Messages int           `json:"messages"`
+	Version  uint32        `json:"version"`
+}
+
+func runH1X(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
+	start := time.Now()
+	v = Verdict{ID: "H1X", Unsafe: unsafe}
+	defer func() { v.Duration = time.Since(start) }()
+	o := h1xOptions(opts, unsafe)
+	_, err := hostmem.ParseConfig(o)
+	var sp sm.Params
+	if err == nil {
+		sp, err = sm.ParseParams(o)
+	}
+	if err == nil {
+		_, err = xpmem.Probe(o)
+	}
+	if err != nil {
+		v.Outcome, v.Detail = ProbeFailed, err.Error()
+		return v
+	}
+	params, _ := json.Marshal(h1Params{Options: o, Iterations: h1Iterations, Window: h1Window}) // plain data always encodes
+	out, err := launch.Run(ctx, launch.Job{Kind: h1xKind, Size: 2, SegmentBytes: sp.SegmentBytes(2),
+		Params: params, Stall: max(deadline, h1MinStall)}, quiet)
+	dev := o[xpmem.KeyDevice]
+	if dev == "" {
+		dev = "/dev/xpmem"
+	}
+	setting := fmt.Sprintf("xpmem.hook=%s, alloc.purge=immediate, device %s", o[xpmem.KeyHook], dev)
+	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
+		v.Detail = setting + ": " + v.Detail
+		return v
+	}
+	var reps [2]h1xReport
+	for r := range reps {
+		if err := json.Unmarshal(out[r], &reps[r]); err != nil {
+			v.Outcome, v.Detail = ProbeFailed, fmt.Sprintf("decode rank %d's report: %v", r, err)
+			return v
+		}
+	}
+	c := reps[1].Cache
+	v.Detail = fmt.Sprintf("%s (version %#x): 2 ranks, %d iterations x %d fresh buffers (64K-1M), %d validated messages; receiver: %d attaches, %d invalidations from %d notices, table growths %d; sender: %d purges through the release hook",
+		setting, reps[1].Version, h1Iterations, h1Window, reps[1].Messages, c.Attaches, c.Invalidations, c.Notices, c.Grows, reps[0].Alloc.Purges)
+	if c.Grows == 0 || c.Invalidations == 0 {
+		v.Outcome, v.Detail = ProbeFailed, "the stress did not happen (no table growth or no invalidation): "+v.Detail
+	}
+	return v
+}
+
+// h1xRank: rank 0 sends, rank 1 receives (and attaches); both allocate
+// and free a window of buffers every iteration.
+func h1xRank(r *launch.Rank) (any, error) {
+	var par h1Params
+	if err := r.Params(&par); err != nil {
+		return nil, err
+	}
+	cfg, err := hostmem.ParseConfig(par.Options)
+	if err != nil {
+		return nil, err
+	}
+	env := rankEnv(r, par.Options)
+	t, err := xpmem.New(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := xpmem.Check(t, env); err != nil {
+		return nil, err
+	}
+	heap, err := hostmem.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	unhook := heap.OnRelease(t.Invalidate)
+	if t.XPMEMParams().LockedHook {
+		if err := t.UseTableAllocator(heap); err != nil {
+			return nil, err
+		}
+	}
+	peer := 1 - r.ID
+	var rep h1xReport
+	bufs := make([][]byte, 0, par.Window)
+	reqs := make([]transports.Request, 0, par.Window)
+	for i := range par.Iterations {
+		bufs, reqs = bufs[:0], reqs[:0]
+		for w := range par.Window {
+			b, err := heap.Alloc(h1Sizes[(i+w)%len(h1Sizes)])
+			if err != nil {
+				return nil, err
+			}
+			bufs = append(bufs, b)
+			var q transports.Request
+			if r.ID == 0 {
+				fillH1(b, i, w)
+				q, err = t.Isend(peer, b)
+			} else {
+				q, err = t.Irecv(peer, b)
+			}
+			if err != nil {
+				return nil, err
+			}
+			reqs = append(reqs, q)
+		}
+		if err := t.Wait(reqs...); err != nil {
+			return nil, err
+		}
+		if r.ID == 1 {
+			for w, b := range bufs {
+				if k := checkH1(b, i, w); k >= 0 {
+					return nil, fmt.Errorf("payload validation failed: iteration %d message %d (%d bytes): word at byte %d differs", i, w, len(b), k)
+				}
+				rep.Messages++
+			}
+		}
+		// The sender's buffers go back only after the receiver's copies.
+		if err := r.Barrier(); err != nil {
+			return nil, err
+		}
+		for _, b := range bufs {
+			if err := heap.Free(b); err != nil {
+				return nil, err
+			}
+		}
+		r.Beat()
+	}
+	rep.Alloc, rep.Cache, rep.Version = heap.Stats(), t.Stats(), t.Version()
+	if err := r.Barrier(); err != nil {
+		return nil, err
+	}
+	unhook()
+	return rep, errors.Join(t.Close(), heap.Close())
+}
