@@ -142,3 +142,14 @@ VMTEST_PKGS := qemu-system-x86 busybox-static cpio iproute2 xz-utils
 vmtest: build-deps
 	$(call install,$(VMTEST_PKGS))
 	scripts/vm/vmtest.sh
+
+# vmtest-xpmem / vmtest-knem: the stable boot of vmtest with a kernel module
+# the user built for Debian 12's kernel (XPMEM_KO=path / KNEM_KO=path),
+# loaded inside: the transport's tests with the module required, probe H1X
+# (xpmem), gotune selftest, a validated alloc bench and bandwidth beside cma
+# and sm (scripts/vm/modules.sh). Without a module: says so and runs them
+# against the fake device (what CI runs).
+.PHONY: vmtest-xpmem vmtest-knem
+vmtest-xpmem vmtest-knem: build-deps
+	$(call install,$(VMTEST_PKGS))
+	scripts/vm/modules.sh $(@:vmtest-%=%)
