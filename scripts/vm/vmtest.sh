@@ -76,7 +76,7 @@ download() {
 		ls "$CACHE/debs/${p}_"*.deb >/dev/null 2>&1 && continue
 		say "apt-get download $p"
 		(cd "$CACHE/debs" && apt-get "${APT[@]}" download -q "$p" >&2) ||
-			{ apt-get "${APT[@]}" update -qq && (cd "$CACHE/debs" && apt-get "${APT[@]}" download -q "$p" >&2); }
+			{ apt-get "${APT[@]}" update -qq && (cd "$CACHE/debs" && apt-get "${APT[@]}" download -q "$p" >&2); } || return 1
 	done
 }
 
@@ -84,12 +84,16 @@ download() {
 # under the cache; sets VMLINUZ and MODDIR. From Debian 13's kernels on the
 # image package is split into linux-binary-* (vmlinuz) and linux-modules-*.
 fetch_kernel() {
-	apt_for "$1"
-	local meta parts kdir
-	meta=$(apt-cache "${APT[@]}" depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
-	[ -n "$meta" ] || { say "apt-cache depends linux-image-amd64 names no kernel${1:+ in $1} (apt-get update?)"; return 1; }
-	parts=$(apt-cache "${APT[@]}" depends "$meta" | awk '/Depends: linux-(binary|modules)-[0-9]/{print $2}' | sort -u)
-	download "$meta" $parts
+	apt_for "$1" || return 1
+	local meta parts kdir try
+	for try in 1 2; do # lists that name a kernel the mirror no longer has: update once
+		meta=$(apt-cache "${APT[@]}" depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+		[ -n "$meta" ] || { say "apt-cache depends linux-image-amd64 names no kernel${1:+ in $1} (apt-get update?)"; return 1; }
+		parts=$(apt-cache "${APT[@]}" depends "$meta" | awk '/Depends: linux-(binary|modules)-[0-9]/{print $2}' | sort -u)
+		download "$meta" $parts && break
+		[ $try = 1 ] || return 1
+		apt-get "${APT[@]}" update -q >&2 || return 1
+	done
 	kdir=$CACHE/$meta
 	if [ ! -d "$kdir" ]; then
 		say "dpkg -x $meta $parts"
@@ -125,7 +129,7 @@ modclose() {
 # --- rdma-core's user space (this machine's suite, for every boot)
 APT=()
 ulibs="libibverbs1 ibverbs-providers ibverbs-utils libnl-3-200 libnl-route-3-200"
-download $ulibs
+download $ulibs || { say "cannot download rdma-core's user space"; exit 1; }
 ureal=$CACHE/userspace
 stamp=$(for p in $ulibs; do ls "$CACHE/debs/${p}_"*.deb; done | md5sum | cut -c1-12)
 if [ "$(cat "$ureal/.stamp" 2>/dev/null)" != "$stamp" ]; then
