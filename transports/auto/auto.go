@@ -10,7 +10,6 @@ import (
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
-	"github.com/gotune/gotune/transports/cma"
 	"github.com/gotune/gotune/transports/sm"
 )
 
@@ -28,8 +27,8 @@ type Route struct {
 	Profile  *profile.Profile
 	Decision profile.Decision
 	Locality string
-	mins     []int  // range starts, ascending
-	single   []bool // the range goes by single copy (cma)
+	mins     []int    // range starts, ascending
+	single   []string // the range's single-copy mechanism (cma, knem, xpmem), "" for sm
 	SM       sm.Params
 }
 
@@ -70,7 +69,11 @@ func Load(o transports.Options) (*Route, error) {
 	}
 	for _, rg := range d.Ranges {
 		r.mins = append(r.mins, rg.Min)
-		r.single = append(r.single, rg.Transport == "cma")
+		mech := ""
+		if rg.Protocol == "rendezvous" {
+			mech = rg.Transport
+		}
+		r.single = append(r.single, mech)
 	}
 	r.SM, err = sm.ChannelParams(sm.Channel{Depth: d.FIFODepth, CellSize: d.CellSize, EagerLimit: d.EagerLimit,
 		FragSize: d.FragSize, FragSlots: d.FragSlots, Copy: d.Copy, Progress: d.Progress})
@@ -80,20 +83,32 @@ func Load(o transports.Options) (*Route, error) {
 	return r, nil
 }
 
-// UsesSingleCopy reports whether any range goes by CMA.
-func (r *Route) UsesSingleCopy() bool {
+// UsesSingleCopy reports whether any range goes by single copy.
+func (r *Route) UsesSingleCopy() bool { return len(r.Mechanisms()) > 0 }
+
+// Mechanisms lists the single-copy mechanisms the ranges name, in order of
+// first appearance.
+func (r *Route) Mechanisms() []string {
+	var out []string
 	for _, s := range r.single {
-		if s {
-			return true
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
 		}
 	}
-	return false
+	return out
 }
 
 // Rendezvous reports whether an n-byte message goes by single copy.
-func (r *Route) Rendezvous(n int) bool {
+func (r *Route) Rendezvous(n int) bool { return r.MechanismFor(n) != "" }
+
+// MechanismFor is the single-copy mechanism of an n-byte message's range
+// ("" for none).
+func (r *Route) MechanismFor(n int) string {
 	i := sort.SearchInts(r.mins, n+1) - 1 // the last range starting at or below n
-	return i >= 0 && r.single[i]
+	if i < 0 {
+		return ""
+	}
+	return r.single[i]
 }
 
 func init() {
@@ -172,14 +187,22 @@ func New(env transports.Env) (transports.Transport, error) {
 	if r.Locality == profile.Internode {
 		return newInternode(env, r)
 	}
-	var single sm.SingleCopy
-	if r.UsesSingleCopy() {
-		if err := sys.AllowAnyTracer(); err != nil {
-			return nil, err
-		}
-		single = cma.NewRoutedCopier(cma.Params{Pull: true}, r.Rendezvous)
+	if !r.UsesSingleCopy() {
+		return sm.New(env, r.SM, nil, "auto")
 	}
-	return sm.New(env, r.SM, single, "auto")
+	single, err := newSingle(env, r)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := sm.New(env, r.SM, single, "auto")
+	if err != nil {
+		single.close()
+		return nil, err
+	}
+	if len(single.closers) == 0 && len(single.invs) == 0 {
+		return ep, nil // cma: the endpoint itself, as before
+	}
+	return &local{Endpoint: ep, single: single}, nil
 }
 
 // Check proves single copy works between the ranks when the profile uses it.
@@ -199,10 +222,16 @@ func Check(t transports.Transport, env transports.Env) error {
 		}
 		return d.Check(t.(*routed).Transport, env)
 	}
-	if !r.UsesSingleCopy() {
-		return nil
+	for _, name := range r.Mechanisms() {
+		m, ok := sm.LookupMechanism(name)
+		if !ok || m.Check == nil {
+			continue
+		}
+		if err := m.Check(t, env); err != nil {
+			return err
+		}
 	}
-	return cma.Check(t, env)
+	return nil
 }
 
 // routed is the inter-node transport the profile names, built with the

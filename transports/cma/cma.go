@@ -122,6 +122,16 @@ func init() {
 		New:   New,
 		Check: Check,
 	})
+	// auto's ranges that name cma: the receiver pulls.
+	sm.RegisterMechanism("cma", sm.Mechanism{
+		Routed: func(_ transports.Env, route func(int) bool) (sm.SingleCopy, error) {
+			if err := sys.AllowAnyTracer(); err != nil {
+				return nil, err
+			}
+			return NewRoutedCopier(Params{Pull: true}, route), nil
+		},
+		Check: Check,
+	})
 }
 
 // New builds the cma transport: an sm engine with CMA rendezvous.
