@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,25 @@ func TestClusterStallTakesRemoteStacks(t *testing.T) {
 	}
 	if s := st.Stacks[1]; !strings.Contains(s, stacksEnd("1")) || !strings.Contains(s, "goroutine") {
 		t.Errorf("rank 1's stacks did not come through its node agent: %q", s)
+	}
+}
+
+// In a deadlock every rank stops; the remote one's beats arrive through
+// its agent, later than the local one's, and its stacks are taken too.
+func TestClusterDeadlockTakesEveryRanksStacks(t *testing.T) {
+	startCluster(t, "node-b")
+	_, err := Run(context.Background(), Job{Kind: "block", Size: 2, Nodes: 2, Stall: 300 * time.Millisecond}, Hooks{})
+	var st *StallError
+	if !errors.As(err, &st) {
+		t.Fatalf("got %v, want a stall", err)
+	}
+	if !slices.Equal(st.Ranks, []int{0, 1}) {
+		t.Fatalf("stalled ranks %v, want both", st.Ranks)
+	}
+	for r := range 2 {
+		if !strings.Contains(st.Stacks[r], stacksEnd(strconv.Itoa(r))) {
+			t.Errorf("rank %d's stacks missing: %q", r, st.Stacks[r])
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package launch
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,7 +77,7 @@ func (j *running) watch(hb []byte, stop <-chan struct{}) {
 			return
 		case now = <-tick.C:
 		}
-		var stalled []int
+		var stalled, waiting []int
 		var quiet time.Duration
 		for r := range j.size {
 			select {
@@ -98,12 +99,22 @@ func (j *running) watch(hb []byte, stop <-chan struct{}) {
 			if last[r] == 0 { // not started yet: exec, runtime start-up, bootstrap
 				limit = max(limit, startupGrace)
 			}
-			if q := now.Sub(moved[r]); q > limit {
+			switch q := now.Sub(moved[r]); {
+			case q > limit:
 				stalled = append(stalled, r)
 				quiet = max(quiet, q)
+			case q > limit/2 && last[r] != 0:
+				waiting = append(waiting, r)
 			}
 		}
 		if len(stalled) > 0 {
+			// Ranks quiet for half the deadline are part of the same hang
+			// (a deadlock stops every rank, the one that caused it
+			// included): their stacks are taken too. A rank on another
+			// node beats through its agent, up to an eighth of the
+			// deadline late, so it may not have crossed the line yet.
+			stalled = append(stalled, waiting...)
+			slices.Sort(stalled)
 			j.stall(stalled, quiet)
 			return
 		}
