@@ -186,14 +186,14 @@ func brokenCases() []brokenCase {
 			[]string{"decisions.intranode.host_host.ranges[2].min: 4097, not above the previous range's 4097"}},
 		{"unknown transport",
 			func(t testing.TB, _ string) string {
-				return sealed(t, setRange(2, Range{Min: 1 << 20, Transport: "xpmem", Protocol: "rendezvous"}))
+				return sealed(t, setRange(2, Range{Min: 1 << 20, Transport: "shmem", Protocol: "rendezvous"}))
 			},
-			[]string{`decisions.intranode.host_host.ranges[2].transport: "xpmem" is not one of sm|cma`}},
+			[]string{`decisions.intranode.host_host.ranges[2].transport: "shmem" is not one of sm|cma|knem|xpmem`}},
 		{"rendezvous over sm",
 			func(t testing.TB, _ string) string {
 				return sealed(t, setRange(2, Range{Min: 1 << 20, Transport: "sm", Protocol: "rendezvous"}))
 			},
-			[]string{"decisions.intranode.host_host.ranges[2]: rendezvous needs a single-copy transport (cma), not sm"}},
+			[]string{"decisions.intranode.host_host.ranges[2]: rendezvous needs a single-copy transport (cma, knem, xpmem), not sm"}},
 		{"eager beyond the eager limit",
 			func(t testing.TB, _ string) string {
 				return sealed(t, setRange(1, Range{Min: 4097, Transport: "sm", Protocol: "eager"}))

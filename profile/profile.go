@@ -99,7 +99,7 @@ const (
 // next range's Min-1 (the last range is unbounded).
 type Range struct {
 	Min       int    `yaml:"min" mapstructure:"min"`             // bytes
-	Transport string `yaml:"transport" mapstructure:"transport"` // "sm" | "cma"
+	Transport string `yaml:"transport" mapstructure:"transport"` // "sm" | "cma" | "knem" | "xpmem"
 	Protocol  string `yaml:"protocol" mapstructure:"protocol"`   // "eager" | "pipeline" | "rendezvous"
 }
 

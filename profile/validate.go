@@ -17,11 +17,14 @@ import (
 
 // The values a profile may name.
 var (
-	transportNames = []string{"sm", "cma"}
-	protocols      = []string{"eager", "pipeline", "rendezvous"}
-	copyModes      = []string{"auto", "go", "movsb"}
-	progresses     = []string{"", "poll", "thread"}
-	purges         = []string{"immediate", "delayed", "never"}
+	transportNames = []string{"sm", "cma", "knem", "xpmem"}
+	// singleCopy are the transports a rendezvous range may name: one copy
+	// between the ranks' address spaces.
+	singleCopy = []string{"cma", "knem", "xpmem"}
+	protocols  = []string{"eager", "pipeline", "rendezvous"}
+	copyModes  = []string{"auto", "go", "movsb"}
+	progresses = []string{"", "poll", "thread"}
+	purges     = []string{"immediate", "delayed", "never"}
 )
 
 // Passed is the only outcome a profile's verdicts may have.
@@ -201,8 +204,8 @@ func validateDecision(ps *problems, key string, d Decision) {
 		knownProtocol := oneOf(ps, rk+".protocol", r.Protocol, protocols)
 		if knownTransport && knownProtocol {
 			switch {
-			case r.Protocol == "rendezvous" && r.Transport != "cma":
-				ps.add(rk, "rendezvous needs a single-copy transport (cma), not %s", r.Transport)
+			case r.Protocol == "rendezvous" && !slices.Contains(singleCopy, r.Transport):
+				ps.add(rk, "rendezvous needs a single-copy transport (%s), not %s", strings.Join(singleCopy, ", "), r.Transport)
 			case r.Protocol != "rendezvous" && r.Transport != "sm":
 				ps.add(rk, "%s needs the copy-in/copy-out transport (sm), not %s", r.Protocol, r.Transport)
 			}

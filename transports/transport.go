@@ -179,6 +179,12 @@ type Driver struct {
 	// Check reports, inside a running job, whether the transport can work
 	// between these ranks (nil), or why not (an ErrNotSupported error).
 	Check func(t Transport, env Env) error
+	// Present reports, without starting a job, whether this node has what
+	// the transport needs (a kernel module's device, say): nil, or why not
+	// (an ErrNotSupported error). Nil when there is nothing to look for.
+	// Why: a tuner weighs a transport only where it can run, and one whose
+	// module is absent fails every trial.
+	Present func(opts Options) error
 }
 
 var (

@@ -169,6 +169,10 @@ func init() {
 		},
 		New:   func(env transports.Env) (transports.Transport, error) { return New(env) },
 		Check: Check,
+		Present: func(o transports.Options) error {
+			_, err := Probe(o)
+			return err
+		},
 	})
 	sm.RegisterMechanism("knem", sm.Mechanism{
 		Routed: func(env transports.Env, route func(int) bool) (sm.SingleCopy, error) {

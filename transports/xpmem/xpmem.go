@@ -107,6 +107,11 @@ func init() {
 		},
 		New:   func(env transports.Env) (transports.Transport, error) { return New(env) },
 		Check: Check,
+		// The sweep weighs xpmem only where the device is there.
+		Present: func(o transports.Options) error {
+			_, err := Probe(o)
+			return err
+		},
 	})
 }
 

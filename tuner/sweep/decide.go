@@ -462,8 +462,8 @@ func replicated(verdicts, again []SizeVerdict, incumbent string, driverOf map[st
 func rangesFrom(eager int, verdicts []SizeVerdict, driverOf map[string]string) []Range {
 	ranges := []Range{{Min: 0, Transport: "sm", Protocol: "eager"}}
 	route := func(cand string) Range {
-		if driverOf[cand] == "cma" {
-			return Range{Transport: "cma", Protocol: "rendezvous"}
+		if d := driverOf[cand]; singleCopy(d) {
+			return Range{Transport: d, Protocol: "rendezvous"}
 		}
 		return Range{Transport: "sm", Protocol: "pipeline"}
 	}

@@ -94,6 +94,10 @@ func (r *Runner) verify(path, hash string) error {
 		tc := transportCandidates[name]
 		cands = append(cands, candidate{name: name, transport: tc.driver, opts: tc.opts})
 	}
+	cands, err := r.presentOnly(cands)
+	if err != nil {
+		return err
+	}
 	r.meterPlan(stageVerify, r.plan.VerifyRounds*len(cands))
 	for round := 1; round <= r.plan.VerifyRounds; round++ {
 		for _, c := range candidateOrder(cands, round) {

@@ -2,9 +2,11 @@ package sweep
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,7 +42,7 @@ type Plan struct {
 	Depths        []int      `json:"depths" mapstructure:"depths" help:"FIFO depth candidates (cells per channel)"`
 	DepthSizes    SizeList   `json:"depth_sizes" mapstructure:"depth_sizes" help:"sizes the depth stage measures (message rate, bandwidth), besides the chosen eager limit and twice it"`
 	ConfirmSizes  SizeList   `json:"confirm_sizes" mapstructure:"confirm_sizes" help:"sizes where the chosen channel parameters are weighed together against the built-in ones (empty: no confirmation)"`
-	Transports    []string   `json:"transports" mapstructure:"transports" help:"single transports the transport stage weighs: sm, cma (pull), cma-push"`
+	Transports    []string   `json:"transports" mapstructure:"transports" help:"single transports the transport stage weighs: sm, cma (pull), cma-push, knem, xpmem (a kernel module's transport is weighed where its device is present)"`
 	// TransportSizes is the fine ladder; the coarse one keeps every
 	// LadderStep-th size.
 	TransportSizes SizeList `json:"transport_sizes" mapstructure:"transport_sizes" help:"sizes of the transport stage's ladder"`
@@ -128,7 +130,7 @@ func Quick() Plan {
 		FragmentSizes: mustSizes("16K:16M"),
 		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: mustSizes("8,512,1K,4K,32K"),
 		ConfirmSizes: mustSizes("1:16M"),
-		Transports:   []string{"sm", "cma"}, TransportSizes: mustSizes("8K:16M"), LadderStep: 2, Bisect: true,
+		Transports:   []string{"sm", "cma", "knem", "xpmem"}, TransportSizes: mustSizes("8K:16M"), LadderStep: 2, Bisect: true,
 		AllocPurges: []string{"immediate", "delayed", "never"}, AllocTHP: []bool{false, true},
 		AllocCaches: parseText[Size]("8M", "64M", "256M"), AllocSizes: mustSizes("64K,1M,4M"),
 		Probes: []string{"H1", "H3", "H5", "H6", "H8"}, ProbeDeadline: 2 * time.Second,
@@ -152,7 +154,7 @@ func Full() Plan {
 	p.FragmentSizes = mustSizes("16K:16M")
 	p.Depths = []int{4, 8, 16, 32, 64, 128, 256}
 	p.DepthSizes = mustSizes("8,64,512,1K,4K,8K,32K")
-	p.Transports = []string{"sm", "cma", "cma-push"}
+	p.Transports = []string{"sm", "cma", "cma-push", "knem", "xpmem"}
 	p.TransportSizes, p.LadderStep = mustSizes("4K:64M"), 2
 	p.AllocCaches = parseText[Size]("0", "8M", "64M", "256M", "1G")
 	p.AllocSizes = mustSizes("16K:16M")
@@ -244,7 +246,7 @@ func (p Plan) Check() error {
 	}
 	for _, t := range p.Transports {
 		if _, ok := transportCandidates[t]; !ok {
-			return fmt.Errorf("transports: %q: want sm, cma or cma-push", t)
+			return fmt.Errorf("transports: %q: want one of %s", t, strings.Join(TransportCandidateNames(), ", "))
 		}
 	}
 	for _, pu := range p.AllocPurges {
@@ -330,4 +332,17 @@ var transportCandidates = map[string]struct {
 	"sm":       {"sm", nil},
 	"cma":      {"cma", transports.Options{"cma.mode": "pull"}},
 	"cma-push": {"cma", transports.Options{"cma.mode": "push"}},
+	"knem":     {"knem", transports.Options{"knem.mode": "pull"}},
+	"xpmem":    {"xpmem", transports.Options{"xpmem.mode": "pull"}},
 }
+
+// TransportCandidateNames lists the names a plan's transports may use.
+func TransportCandidateNames() []string {
+	names := slices.Collect(maps.Keys(transportCandidates))
+	slices.Sort(names)
+	return names
+}
+
+// singleCopy says whether a driver moves rendezvous messages by one copy
+// between address spaces: a profile's rendezvous ranges name it.
+func singleCopy(driver string) bool { return driver == "cma" || driver == "knem" || driver == "xpmem" }

@@ -181,8 +181,8 @@ func transportCands(p Plan, sm SMParams) []candidate {
 	for i, name := range p.Transports {
 		tc := transportCandidates[name]
 		o := sm.options().With(tc.opts)
-		if tc.driver == "cma" {
-			o["cma.threshold"] = itoa(sm.Eager + 1)
+		if singleCopy(tc.driver) {
+			o[tc.driver+".threshold"] = itoa(sm.Eager + 1)
 		}
 		out = append(out, candidate{name: name, transport: tc.driver, opts: o, cost: int64(i), sm: sm})
 	}
@@ -436,7 +436,10 @@ func find(cands []candidate, name string) *candidate {
 // the size between them, until every crossover is known to a doubling.
 func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 	p := r.plan
-	cands := transportCands(p, sm)
+	cands, err := r.presentOnly(transportCands(p, sm))
+	if err != nil {
+		return err
+	}
 	out.Candidates = cands
 	coarse := p.TransportSizes.Every(p.LadderStep)
 	if err := r.measure(stageTransport, cands, transportPatterns, coarse, p.Rounds); err != nil {
