@@ -199,7 +199,10 @@ func (s *Sender) Send(a, b []byte, zerocopy bool) (int, error) {
 		flags |= unix.MSG_ZEROCOPY
 	}
 	for {
-		r, _, e := unix.Syscall(unix.SYS_SENDMSG, s.fd, uintptr(unsafe.Pointer(&s.msg)), uintptr(flags))
+		// RawSyscall: a non-blocking send returns at once, so it need not
+		// enter the runtime's syscall state, where the scheduler may hand
+		// this thread's P to another thread around it (see Receiver.Recv).
+		r, _, e := unix.RawSyscall(unix.SYS_SENDMSG, s.fd, uintptr(unsafe.Pointer(&s.msg)), uintptr(flags))
 		switch {
 		case e == 0:
 			s.iov = [2]unix.Iovec{} // drop the references to the buffers

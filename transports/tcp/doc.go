@@ -56,14 +56,28 @@
 // non-blocking reads and writes on the raw descriptors (internal/sys). A
 // goroutine per connection would put a scheduler wake-up (and a channel
 // hand-off) on every message's path and make the payload land in a buffer
-// the reader chose rather than the receive buffer. Wait polls every
-// connection for 50 µs, then sleeps in poll(2) on all of them, so a rank
-// that waits long costs no CPU. Small frames are read several at a time
-// into a 64 KiB staging area per connection; payloads past what is staged
-// are read straight into their destination. Requests, frames, arrivals and
-// eager buffers are recycled, so the steady state allocates nothing per
-// message. A Transport is driven by one goroutine at a time; a request must
-// not be used after the Wait that completed it returns.
+// the reader chose rather than the receive buffer. The connections are
+// detached from the Go runtime's netpoller once set up (duplicated, the
+// net.Conn closed): left registered there, every segment and ACK woke a
+// runtime thread, which on two cores took the CPU from the ranks. The
+// non-blocking calls bypass the runtime's syscall state (RawSyscall), so
+// sysmon never hands the rank's P to another thread around them; only the
+// sleeping poll(2) enters it.
+//
+// Reads: a read that returns less than it asked for has drained the
+// socket; the next is tried only once poll(2) with a zero timeout, over
+// all connections at once, says there is more (poll takes no socket lock,
+// a read that finds nothing does). Writes are simply retried. Small frames
+// are read several at a time into a 64 KiB staging area per connection;
+// the rest of a payload is read straight into its destination with what
+// follows it into the stage (one recvmsg with two buffers, as Open MPI's
+// btl tcp reads into a fragment and its endpoint cache). Wait spins for
+// 50 µs, then sleeps in poll(2) on every connection, so a rank that waits
+// long costs no CPU. Requests, frames, arrivals and eager buffers are
+// recycled, so the steady state allocates nothing per message. A
+// Transport is driven by one goroutine at a time; a request must not be
+// used after the Wait that completed it returns. docs/tcp.md has the
+// measurements behind these choices.
 //
 // # Errors
 //

@@ -122,14 +122,19 @@ type conn struct {
 	t    *Transport
 	peer *peer
 	idx  int
-	nc   *net.TCPConn
-	fd   uintptr
+	fd   uintptr // the socket, detached from the runtime's netpoller
 	snd  *sys.Sender
-	out  fifo[*frame] // to write, in order
-	zc   bool         // SO_ZEROCOPY is on
-	zcID uint32       // zerocopy sends made
-	zcOK uint32       // zerocopy sends completed (all ids below it)
-	zcQ  fifo[*frame] // written with MSG_ZEROCOPY, pages not yet released
+	rcv  *sys.Receiver
+	// rdWait: the last read found the socket empty or drained it;
+	// progress asks poll(2) before reading again (a read that finds
+	// nothing still takes the socket's lock, which the packets arriving
+	// for it then wait for; poll takes none).
+	rdWait bool
+	out    fifo[*frame] // to write, in order
+	zc     bool         // SO_ZEROCOPY is on
+	zcID   uint32       // zerocopy sends made
+	zcOK   uint32       // zerocopy sends completed (all ids below it)
+	zcQ    fifo[*frame] // written with MSG_ZEROCOPY, pages not yet released
 	// receive side
 	stage []byte
 	r, w  int
@@ -192,17 +197,31 @@ func (t *Transport) addConn(rank int, addr string, idx int, nc *net.TCPConn) err
 		p = &peer{rank: rank, addr: addr, conns: make([]*conn, t.params.Conns)}
 		t.peers[rank] = p
 	}
-	c := &conn{t: t, peer: p, idx: idx, nc: nc, stage: make([]byte, stageBytes)}
+	c := &conn{t: t, peer: p, idx: idx, stage: make([]byte, stageBytes)}
+	fail := func(err error) error {
+		return fmt.Errorf("tcp: rank %d connection %d to rank %d (%s): %w", t.rank, idx, rank, addr, err)
+	}
+	// Detach the socket from the runtime's netpoller: this transport polls
+	// it itself, and the registration would wake a runtime thread for every
+	// segment and ACK (see sys.DupFD). Closing nc removes it; the duplicate
+	// keeps the connection.
 	rc, err := nc.SyscallConn()
 	if err != nil {
 		nc.Close()
-		return err
+		return fail(err)
 	}
-	// The descriptor stays valid while nc is open: until Close.
-	rc.Control(func(fd uintptr) { c.fd = fd })
+	var derr error
+	if cerr := rc.Control(func(fd uintptr) { c.fd, derr = sys.DupFD(fd) }); cerr != nil {
+		derr = cerr
+	}
+	nc.Close()
+	if derr != nil {
+		return fail(derr)
+	}
 	c.snd = sys.NewSender(c.fd)
-	fail := func(err error) error {
-		nc.Close()
+	c.rcv = sys.NewReceiver(c.fd)
+	fail = func(err error) error {
+		sys.CloseFD(c.fd)
 		return fmt.Errorf("tcp: rank %d connection %d to rank %d (%s): %w", t.rank, idx, rank, addr, err)
 	}
 	if err := sys.SetNoDelay(c.fd, t.params.NoDelay); err != nil {
@@ -454,23 +473,61 @@ func (t *Transport) Wait(reqs ...transports.Request) error {
 
 // block sleeps in poll(2) until a connection can move (or timeoutMs).
 func (t *Transport) block(timeoutMs int) {
+	t.pollEvents(true)
+	if n, _ := sys.Poll(t.fds, timeoutMs); n > 0 {
+		t.pollResults()
+	}
+}
+
+// pollEvents sets what to poll each connection for: everything it waits
+// for when every is true (before sleeping), else only whether a drained
+// socket has more to read.
+func (t *Transport) pollEvents(every bool) {
 	for i, c := range t.conns {
 		ev := int16(0)
-		if !c.eof && c.peer.err == nil {
-			ev = sys.PollIn
-		}
-		if c.out.len() > 0 && c.peer.err == nil {
-			ev |= sys.PollOut
+		if c.peer.err == nil {
+			if !c.eof && (every || c.rdWait) {
+				ev = sys.PollIn
+			}
+			if c.out.len() > 0 && every {
+				ev |= sys.PollOut
+			}
 		}
 		t.fds[i].Events = ev
 		t.fds[i].Revents = 0
 	}
-	sys.Poll(t.fds, timeoutMs)
+}
+
+// pollResults lets the connections that poll found readable read again.
+func (t *Transport) pollResults() {
+	for i, c := range t.conns {
+		re := t.fds[i].Revents
+		if re&(sys.PollIn|sys.PollErr|sys.PollHup) != 0 {
+			c.rdWait = false
+		}
+	}
 }
 
 // progress moves whatever can move on every connection without blocking;
-// it reports whether anything did.
+// it reports whether anything did. Connections whose socket was empty are
+// asked with one poll(2) over all of them, which takes no socket lock,
+// rather than read again. Queued frames are simply written again: a write
+// waits for no poll, so the pipe refills as soon as the peer takes data.
 func (t *Transport) progress() bool {
+	moved := t.step()
+	if moved {
+		return true
+	}
+	t.pollEvents(false)
+	if n, _ := sys.PollNow(t.fds); n == 0 {
+		return false
+	}
+	t.pollResults()
+	return t.step()
+}
+
+// step tries every connection once.
+func (t *Transport) step() bool {
 	moved := false
 	for _, c := range t.conns {
 		p := c.peer
@@ -503,7 +560,7 @@ func (c *conn) progress() (bool, error) {
 		}
 		moved = moved || m
 	}
-	if !c.eof {
+	if !c.eof && !c.rdWait {
 		m, err := c.read()
 		if err != nil {
 			return true, err
@@ -538,7 +595,7 @@ func (c *conn) flush() error {
 		}
 		f.off += n
 		if f.off < hdrLen+len(f.payload) {
-			continue
+			return nil // a short write: the socket is full
 		}
 		c.out.pop()
 		if f.zc {
@@ -583,41 +640,40 @@ func (c *conn) reap() (bool, error) {
 	return moved, nil
 }
 
-// read takes in what the socket holds and dispatches it.
+// read takes in what the socket holds and dispatches it. A read that
+// returns less than it asked for has drained the socket: the next one waits
+// for poll(2) to see more (rdWait) rather than find it empty.
 func (c *conn) read() (bool, error) {
 	moved := false
 	for {
-		// A payload goes straight to its destination once the staged
-		// bytes are used up.
-		if c.inHdr && c.r == c.w && c.dpos < len(c.dst) {
-			n, err := sys.Recv(c.fd, c.dst[c.dpos:])
-			if err == sys.ErrWouldBlock {
-				return moved, nil
+		var a, b []byte
+		switch {
+		case c.r < c.w:
+			// Staged bytes first: a header, or payload that came with one.
+			err := c.consume()
+			if err == nil {
+				moved = true
+				continue
 			}
-			if err != nil {
-				return true, c.wrap(err)
-			}
-			if n == 0 {
-				return true, c.closed()
-			}
-			moved = true
-			c.plen -= n
-			c.dpos += n
-			c.payloadDone(n)
-			continue
-		}
-		if c.r < c.w {
-			moved = true
-			if err := c.consume(); err == errPartial {
-				return moved, nil
-			} else if err != nil {
+			if err != errPartial {
 				return true, err
 			}
-			continue
+			// A partial header: move it to the front and read the rest.
+			k := copy(c.stage, c.stage[c.r:c.w])
+			c.r, c.w = 0, k
+			a = c.stage[k:]
+		case c.inHdr && c.dpos < len(c.dst):
+			// The rest of a payload straight into its destination;
+			// what follows it lands in the stage.
+			c.r, c.w = 0, 0
+			a, b = c.dst[c.dpos:], c.stage
+		default:
+			c.r, c.w = 0, 0
+			a = c.stage
 		}
-		c.r, c.w = 0, 0
-		n, err := sys.Recv(c.fd, c.stage)
+		n, err := c.rcv.Recv(a, b)
 		if err == sys.ErrWouldBlock {
+			c.rdWait = true
 			return moved, nil
 		}
 		if err != nil {
@@ -626,12 +682,32 @@ func (c *conn) read() (bool, error) {
 		if n == 0 {
 			return true, c.closed()
 		}
-		c.w = n
 		moved = true
+		if b != nil {
+			k := min(n, len(a))
+			c.plen -= k
+			c.dpos += k
+			c.w = n - k
+			c.payloadDone(k)
+		} else {
+			c.w += n
+		}
+		if n < len(a)+len(b) {
+			c.rdWait = true // drained: consume what came, then ask poll
+			for c.r < c.w {
+				if err := c.consume(); err == errPartial {
+					break
+				} else if err != nil {
+					return true, err
+				}
+			}
+			return moved, nil
+		}
 	}
 }
 
-// consume handles staged bytes: a header, or part of a payload.
+// consume handles staged bytes: a header, or part of a payload. It returns
+// errPartial when less than a header is staged.
 func (c *conn) consume() error {
 	if c.inHdr {
 		n := min(c.w-c.r, c.plen)
@@ -643,23 +719,7 @@ func (c *conn) consume() error {
 		return nil
 	}
 	if c.w-c.r < hdrLen {
-		// Move the partial header to the front and read more.
-		k := copy(c.stage, c.stage[c.r:c.w])
-		c.r, c.w = 0, k
-		n, err := sys.Recv(c.fd, c.stage[k:])
-		if err == sys.ErrWouldBlock {
-			// Leave the partial header staged; read() sees r<w again
-			// only after more arrives, so park it behind the cursor.
-			return errPartial
-		}
-		if err != nil {
-			return c.wrap(err)
-		}
-		if n == 0 {
-			return c.closed()
-		}
-		c.w += n
-		return nil
+		return errPartial
 	}
 	h := c.stage[c.r : c.r+hdrLen]
 	c.r += hdrLen
@@ -668,7 +728,7 @@ func (c *conn) consume() error {
 	return c.dispatch(kind, seq, n, off)
 }
 
-// errPartial stops read() with a partial header staged.
+// errPartial: less than a header is staged.
 var errPartial = errors.New("partial header")
 
 // dispatch starts handling one frame.
@@ -906,22 +966,27 @@ func (t *Transport) Close() error {
 		t.ln.Close()
 	}
 	for _, c := range t.conns {
-		c.nc.CloseWrite()
+		sys.ShutdownWrite(c.fd)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for _, c := range t.conns {
-		if c.eof || c.peer.err != nil {
-			continue
-		}
-		c.nc.SetReadDeadline(deadline)
-		for {
-			if _, err := c.nc.Read(c.stage); err != nil {
+		for !c.eof && c.peer.err == nil {
+			n, err := sys.Recv(c.fd, c.stage)
+			if err == sys.ErrWouldBlock {
+				left := time.Until(deadline)
+				if left <= 0 {
+					break
+				}
+				sys.Poll([]sys.PollFD{{Fd: int32(c.fd), Events: sys.PollIn}}, int(left/time.Millisecond)+1)
+				continue
+			}
+			if err != nil || n == 0 {
 				break
 			}
 		}
 	}
 	for _, c := range t.conns {
-		c.nc.Close()
+		sys.CloseFD(c.fd)
 	}
 	if t.acc != nil {
 		t.acc.wg.Wait()
