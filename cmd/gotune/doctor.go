@@ -32,6 +32,10 @@ type doctorEnv struct {
 	getenv  func(string) string           // gotune's own variables (GOTUNE_COORDINATOR, ...)
 	pickIP  func() string                 // the address launcher rank 0 would listen on
 	rdma    func(w io.Writer) error       // RDMA devices, ports and GIDs, or why none (nil: not asked)
+	// module describes the kernel module behind a transport (knem, xpmem:
+	// its device, version and features) for the line of one that works;
+	// "" for a transport without one. Nil: not asked.
+	module func(transport string) (string, error)
 }
 
 func realDoctorEnv() doctorEnv {
@@ -47,12 +51,18 @@ func realDoctorEnv() doctorEnv {
 			}
 			return ds
 		},
-		probe: func(ctx context.Context, t string) error { return bench.Probe(ctx, t, nil) },
-		gpus:  openGPUs,
+		probe:  func(ctx context.Context, t string) error { return bench.Probe(ctx, t, nil) },
+		gpus:   openGPUs,
 		job:    func() (launcher.Info, error) { return launcher.FromEnv(os.LookupEnv) },
 		getenv: os.Getenv,
 		pickIP: launch.PickIP,
-		rdma:  func(w io.Writer) error { return verbs.Report(w, os.DirFS(verbs.SysfsRoot)) },
+		rdma:   func(w io.Writer) error { return verbs.Report(w, os.DirFS(verbs.SysfsRoot)) },
+		module: func(t string) (string, error) {
+			if f, ok := selftestModules[t]; ok {
+				return f(nil)
+			}
+			return "", nil
+		},
 	}
 }
 
@@ -214,6 +224,13 @@ func doctorTransports(ctx context.Context, w io.Writer, env doctorEnv) (failed i
 		status := "available"
 		switch err := env.probe(ctx, d.Name); {
 		case err == nil:
+			if env.module != nil {
+				// The job worked: what it ran on is worth saying (a
+				// module's version, a DMA engine or none).
+				if line, merr := env.module(d.Name); merr == nil && line != "" {
+					status += ": " + line
+				}
+			}
 		case errors.Is(err, sys.ErrNotSupported):
 			status = "not supported: " + notSupportedWhy(err)
 		default:
