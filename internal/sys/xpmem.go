@@ -151,9 +151,11 @@ func (x *XPMEM) Remove(segid int64) error {
 }
 
 // Get asks for read-write access to segid and returns the access permit id.
-// EACCES (the segment's mode refuses this user) matches ErrNotSupported.
-func (x *XPMEM) Get(segid int64, mode uint32) (int64, error) {
-	a := xpmemCmdGetArg{segid: segid, flags: xpmemRDWR, permitType: xpmemPermitMode, permitValue: uint64(mode)}
+// The permit value must be NULL (the module checks the segment's mode
+// against this process and returns EINVAL for any other value). EACCES (the
+// segment's mode refuses this user) matches ErrNotSupported.
+func (x *XPMEM) Get(segid int64) (int64, error) {
+	a := xpmemCmdGetArg{segid: segid, flags: xpmemRDWR, permitType: xpmemPermitMode}
 	if _, err := x.ioctl(xpmemCmdGet, unsafe.Pointer(&a)); err != nil {
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 			return 0, NotSupported("xpmem get", fmt.Sprintf("segment %#x refuses this process", segid), err)

@@ -52,13 +52,11 @@ func openReal(path string) (*realDevice, error) {
 	return &realDevice{x: x}, nil
 }
 
-func (d *realDevice) Version() (uint32, error) { return d.x.Version() }
-func (d *realDevice) Make() (int64, error)     { return d.x.Make(0, sys.XPMEMMaxAddrSize, segmentMode) }
-func (d *realDevice) Remove(s int64) error     { return d.x.Remove(s) }
-func (d *realDevice) Get(s int64) (int64, error) {
-	return d.x.Get(s, segmentMode)
-}
-func (d *realDevice) Release(a int64) error { return d.x.Release(a) }
+func (d *realDevice) Version() (uint32, error)   { return d.x.Version() }
+func (d *realDevice) Make() (int64, error)       { return d.x.Make(0, sys.XPMEMMaxAddrSize, segmentMode) }
+func (d *realDevice) Remove(s int64) error       { return d.x.Remove(s) }
+func (d *realDevice) Get(s int64) (int64, error) { return d.x.Get(s) }
+func (d *realDevice) Release(a int64) error      { return d.x.Release(a) }
 func (d *realDevice) Attach(apid int64, remote uintptr, n int) (uintptr, error) {
 	return d.x.Attach(apid, remote, n)
 }
