@@ -27,7 +27,13 @@ import sys
 
 
 def run(argv):
-    p = subprocess.run(argv, capture_output=True, text=True)
+    # mpirun forwards stdin to rank 0: give it none, or a caller's stdin
+    # that never closes keeps the job from ending.
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                           timeout=float(os.environ.get("STEP_TIMEOUT", "300")))
+    except subprocess.TimeoutExpired as e:
+        sys.exit("nstcp: %s timed out after %ss:\n%s" % (" ".join(argv), e.timeout, e.stderr or ""))
     if p.returncode != 0:
         sys.exit("nstcp: %s failed (%d):\n%s%s" % (" ".join(argv), p.returncode, p.stdout, p.stderr))
     return p.stdout
