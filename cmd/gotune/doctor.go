@@ -259,7 +259,7 @@ func doctorTransports(ctx context.Context, w io.Writer, env doctorEnv) (failed i
 		}
 	}
 	if auto != nil {
-		fmt.Fprintf(w, "%-8s the profile's routes over sm and cma (gotune bench --profile FILE)\n", auto.Name)
+		fmt.Fprintf(w, "%-8s the profile's routes over sm and its single copies: cma, knem, xpmem (gotune bench --profile FILE)\n", auto.Name)
 	}
 	return failed
 }
