@@ -94,7 +94,7 @@ func TestBadInputNamesTheCulprit(t *testing.T) {
 		{[]string{"bench", "--opt", "sm.depth=0"}, "sm.depth=0"},
 		{[]string{"bench", "--opt", "sm.dpeth=4"}, "sm.dpeth"},
 		{[]string{"bench", "--opt", "novalue"}, "--opt"},
-		{[]string{"bench", "-t", "xpmem"}, `unknown transport "xpmem"`},
+		{[]string{"bench", "-t", "shmem"}, `unknown transport "shmem"`},
 		{[]string{"bench", "--segment", "sysv", "-s", "8"}, "sysv"},
 		{[]string{"bench", "--mem", "gpu"}, `--mem: unknown memory kind "gpu"`},
 		{[]string{"bench", "--mem", "H,D,H"}, "--mem"},
