@@ -12,9 +12,9 @@ type Info struct {
 	Launcher  string // "openmpi", "hydra" or "slurm": whose variables said so
 	Rank      int
 	Size      int
-	LocalRank int // rank among the job's processes on this node
-	LocalSize int // processes of the job on this node; 0: the launcher does not say
-	Node      int // index of this node in the job; -1: the launcher does not say
+	LocalRank int    // rank among the job's processes on this node
+	LocalSize int    // processes of the job on this node; 0: the launcher does not say
+	Node      int    // index of this node in the job; -1: the launcher does not say
 	JobID     string // the launcher's job (and, for Slurm, step) id: unique to this launch
 }
 
