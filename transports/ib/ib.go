@@ -10,6 +10,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gotune/gotune/internal/queue"
+
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/verbs"
 	"github.com/gotune/gotune/transports"
@@ -110,11 +112,11 @@ type peer struct {
 	// send slots and queue
 	sendFree []uint32
 	sqFree   int
-	queue    opQueue // in order: waiting for a credit, a slot or a send queue entry
+	queue    queue.FIFO[op] // in order: waiting for a credit, a slot or a send queue entry
 	// matching
 	sendSeq, recvSeq uint32
-	posted           fifo[*request]
-	unexpected       fifo[*arrival]
+	posted           queue.FIFO[*request]
+	unexpected       queue.FIFO[*arrival]
 	rndvSend         []*request // read: waiting for FIN; write: for CTS, then for the writes
 	rndvRecv         []*request // read: waiting for the reads; write: for FIN
 	err              error
@@ -531,7 +533,7 @@ func (t *Transport) Isend(peer int, buf []byte) (transports.Request, error) {
 		return r, nil
 	}
 	if len(buf) <= t.params.Eager {
-		p.queue.push(op{kind: kEager, seq: r.seq, len: uint64(len(buf)), payload: buf, req: r})
+		p.queue.Push(op{kind: kEager, seq: r.seq, len: uint64(len(buf)), payload: buf, req: r})
 	} else {
 		r.rndv = true
 		o := op{kind: kRTS, mode: modeWrite, seq: r.seq, len: uint64(len(buf))}
@@ -545,7 +547,7 @@ func (t *Transport) Isend(peer int, buf []byte) (transports.Request, error) {
 			_, rkey := e.r.Keys()
 			o.mode, o.addr, o.rkey = modeRead, uint64(sys.AddressOf(buf)), rkey
 		}
-		p.queue.push(o)
+		p.queue.Push(o)
 		p.rndvSend = append(p.rndvSend, r)
 	}
 	t.flush(p)
@@ -561,15 +563,15 @@ func (t *Transport) Irecv(peer int, buf []byte) (transports.Request, error) {
 	r := t.newRequest(p, buf, false)
 	r.seq = p.recvSeq
 	p.recvSeq++
-	if p.unexpected.len() > 0 {
-		t.match(r, p.unexpected.pop())
+	if p.unexpected.Len() > 0 {
+		t.match(r, p.unexpected.Pop())
 		return r, nil
 	}
 	if p.err != nil {
 		t.finish(r, p.err)
 		return r, nil
 	}
-	p.posted.push(r)
+	p.posted.Push(r)
 	return r, nil
 }
 
@@ -589,7 +591,7 @@ func (t *Transport) match(r *request, a *arrival) {
 		r.n = min(a.len, len(r.buf))
 		if a.mode == modeRead {
 			if r.n == 0 {
-				p.queue.push(op{kind: kFINRead, seq: a.seq})
+				p.queue.Push(op{kind: kFINRead, seq: a.seq})
 				t.finishRecv(r)
 				break
 			}
@@ -602,7 +604,7 @@ func (t *Transport) match(r *request, a *arrival) {
 			lkey, _ := e.r.Keys()
 			for off := 0; off < r.n; off += t.maxMsg {
 				l := min(t.maxMsg, r.n-off)
-				p.queue.push(op{rdma: verbs.OpRDMARead, seq: a.seq, laddr: sys.AddressOf(r.buf) + uintptr(off), llen: l, lkey: lkey, addr: a.addr + uint64(off), rkey: a.rkey})
+				p.queue.Push(op{rdma: verbs.OpRDMARead, seq: a.seq, laddr: sys.AddressOf(r.buf) + uintptr(off), llen: l, lkey: lkey, addr: a.addr + uint64(off), rkey: a.rkey})
 				r.pending++
 			}
 			p.rndvRecv = append(p.rndvRecv, r)
@@ -619,7 +621,7 @@ func (t *Transport) match(r *request, a *arrival) {
 			_, rkey := e.r.Keys()
 			o.addr, o.rkey = uint64(sys.AddressOf(r.buf)), rkey
 		}
-		p.queue.push(o)
+		p.queue.Push(o)
 		p.rndvRecv = append(p.rndvRecv, r)
 	}
 	t.flush(p)
@@ -653,8 +655,8 @@ func (t *Transport) finish(r *request, err error) {
 // flush posts queued work requests in order while the peer has credits,
 // send slots and send queue entries for them.
 func (t *Transport) flush(p *peer) {
-	for p.queue.len() > 0 && p.err == nil {
-		o := p.queue.peek()
+	for p.queue.Len() > 0 && p.err == nil {
+		o := p.queue.Front()
 		if p.sqFree == 0 {
 			return
 		}
@@ -669,7 +671,7 @@ func (t *Transport) flush(p *peer) {
 				return
 			}
 			p.sqFree--
-			p.queue.pop()
+			p.queue.Pop()
 			continue
 		}
 		t.takeCredits(p)
@@ -701,7 +703,7 @@ func (t *Transport) flush(p *peer) {
 		if o.req != nil {
 			t.finish(o.req, nil) // eager: the payload is in the slot
 		}
-		p.queue.pop()
+		p.queue.Pop()
 	}
 }
 
@@ -760,11 +762,11 @@ func (t *Transport) progress() bool {
 		if p == nil || p.err != nil {
 			continue
 		}
-		before := p.queue.len()
+		before := p.queue.Len()
 		t.takeCredits(p)
 		t.flush(p)
 		t.returnCredits(p)
-		if p.queue.len() != before {
+		if p.queue.Len() != before {
 			moved = true
 		}
 	}
@@ -795,7 +797,7 @@ func (t *Transport) complete(wc verbs.WC) {
 			r.pending--
 			if r.pending == 0 {
 				p.rndvRecv = remove(p.rndvRecv, r)
-				p.queue.push(op{kind: kFINRead, seq: idx})
+				p.queue.Push(op{kind: kFINRead, seq: idx})
 				t.finishRecv(r)
 			}
 		}
@@ -830,8 +832,8 @@ func (t *Transport) arrive(p *peer, i uint32, n int) {
 			err = fmt.Errorf("eager message %d of %d bytes in a %d-byte completion (ib.eager=%d: do both ranks use the same?)", seq, ln, n, t.params.Eager)
 			break
 		}
-		if p.posted.len() > 0 {
-			r := p.posted.pop()
+		if p.posted.Len() > 0 {
+			r := p.posted.Pop()
 			r.msgLen = ln
 			r.n = copy(r.buf, s[hdrLen:hdrLen+ln])
 			t.finishRecv(r)
@@ -839,13 +841,13 @@ func (t *Transport) arrive(p *peer, i uint32, n int) {
 		}
 		a := &arrival{kind: kEager, seq: seq, len: ln, data: t.eagerBuf()}
 		copy(a.data, s[hdrLen:hdrLen+ln])
-		p.unexpected.push(a)
+		p.unexpected.Push(a)
 	case kRTS:
 		a := &arrival{kind: kRTS, mode: mode, seq: seq, len: ln, addr: addr, rkey: rkey}
-		if p.posted.len() > 0 {
-			t.match(p.posted.pop(), a)
+		if p.posted.Len() > 0 {
+			t.match(p.posted.Pop(), a)
 		} else {
-			p.unexpected.push(a)
+			p.unexpected.Push(a)
 		}
 	case kCTS:
 		r := find(p.rndvSend, seq)
@@ -855,7 +857,7 @@ func (t *Transport) arrive(p *peer, i uint32, n int) {
 		}
 		if ln == 0 {
 			p.rndvSend = remove(p.rndvSend, r)
-			p.queue.push(op{kind: kFINWrite, seq: seq})
+			p.queue.Push(op{kind: kFINWrite, seq: seq})
 			t.finish(r, nil)
 			break
 		}
@@ -868,10 +870,10 @@ func (t *Transport) arrive(p *peer, i uint32, n int) {
 		lkey, _ := e.r.Keys()
 		for off := 0; off < ln; off += t.maxMsg {
 			l := min(t.maxMsg, ln-off)
-			p.queue.push(op{rdma: verbs.OpRDMAWrite, seq: seq, laddr: sys.AddressOf(r.buf) + uintptr(off), llen: l, lkey: lkey, addr: addr + uint64(off), rkey: rkey})
+			p.queue.Push(op{rdma: verbs.OpRDMAWrite, seq: seq, laddr: sys.AddressOf(r.buf) + uintptr(off), llen: l, lkey: lkey, addr: addr + uint64(off), rkey: rkey})
 			r.pending++
 		}
-		p.queue.push(op{kind: kFINWrite, seq: seq})
+		p.queue.Push(op{kind: kFINWrite, seq: seq})
 	case kFINRead:
 		r := find(p.rndvSend, seq)
 		if r == nil {
@@ -936,17 +938,17 @@ func (t *Transport) fail(p *peer, err error) {
 		return
 	}
 	p.err = fmt.Errorf("ib: rank %d with rank %d (%s): %w", t.rank, p.rank, t.dev, err)
-	for p.queue.len() > 0 {
-		if o := p.queue.pop(); o.req != nil {
+	for p.queue.Len() > 0 {
+		if o := p.queue.Pop(); o.req != nil {
 			t.finish(o.req, opErr(o.req, p.err))
 		}
 	}
-	for _, q := range [][]*request{p.posted.all(), p.rndvSend, p.rndvRecv} {
+	for _, q := range [][]*request{p.posted.All(), p.rndvSend, p.rndvRecv} {
 		for _, r := range q {
 			t.finish(r, opErr(r, p.err))
 		}
 	}
-	p.posted.reset()
+	p.posted.Reset()
 	p.rndvSend, p.rndvRecv = nil, nil
 }
 
@@ -1038,7 +1040,7 @@ func (t *Transport) sleep() {
 	}
 	timeout := 100
 	for _, p := range t.peers {
-		if p != nil && p.queue.len() > 0 {
+		if p != nil && p.queue.Len() > 0 {
 			timeout = 1
 		}
 	}
@@ -1058,7 +1060,7 @@ func (t *Transport) Close() error {
 	for t.cq != nil && time.Now().Before(deadline) {
 		busy := false
 		for _, p := range t.peers {
-			if p != nil && p.err == nil && (p.sqFree < t.params.Depth || p.queue.len() > 0) {
+			if p != nil && p.err == nil && (p.sqFree < t.params.Depth || p.queue.Len() > 0) {
 				busy = true
 			}
 		}

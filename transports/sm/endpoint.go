@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/gotune/gotune/internal/queue"
+
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 )
@@ -65,10 +67,10 @@ type peer struct {
 	tx    producer
 	rx    consumer
 	spell spellGuard // the sender's copies into tx's ring (spell.go)
-	ctrl  queue[ctrlMsg]
-	sendq queue[*request]
-	recvq queue[*request]
-	unexp queue[*unexpected]
+	ctrl  queue.FIFO[ctrlMsg]
+	sendq queue.FIFO[*request]
+	recvq queue.FIFO[*request]
+	unexp queue.FIFO[*unexpected]
 
 	// Pipelined sends on tx taken from sendq, oldest first: those the
 	// receiver awaits send one fragment each in turn, turn naming the next
@@ -92,7 +94,7 @@ type peer struct {
 
 	// fallq holds rendezvous sends whose single copy was refused, on their
 	// way through the fragments to the receive that matched them.
-	fallq queue[*request]
+	fallq queue.FIFO[*request]
 	// noSingle stops single copy with this peer, for the reason in fallback.
 	noSingle bool
 	fallback error
@@ -265,11 +267,11 @@ func (e *Endpoint) Close() error {
 	// A rendezvous nobody will receive must still release its sender.
 	var unreceived []error
 	for _, p := range e.active {
-		if n := p.unexp.len(); n > 0 {
+		if n := p.unexp.Len(); n > 0 {
 			unreceived = append(unreceived, fmt.Errorf("%s: close with %d unreceived messages from rank %d", e.name, n, p.rank))
 		}
-		for p.unexp.len() > 0 {
-			if u := p.unexp.pop(); u.rts {
+		for p.unexp.Len() > 0 {
+			if u := p.unexp.Pop(); u.rts {
 				e.queueCtrl(p, kindFIN, u.id, finFailed, 0, 0)
 			}
 		}
@@ -279,8 +281,8 @@ func (e *Endpoint) Close() error {
 		return errors.Join(unreceived...)
 	}
 	for _, p := range e.active {
-		if sends := p.sendq.len() + p.fallq.len() + len(p.streams); sends+p.recvq.len() > 0 || len(p.arriving) > 0 {
-			return fmt.Errorf("%s: close with %d sends and %d receives outstanding to rank %d", e.name, sends, p.recvq.len(), p.rank)
+		if sends := p.sendq.Len() + p.fallq.Len() + len(p.streams); sends+p.recvq.Len() > 0 || len(p.arriving) > 0 {
+			return fmt.Errorf("%s: close with %d sends and %d receives outstanding to rank %d", e.name, sends, p.recvq.Len(), p.rank)
 		}
 	}
 	if len(e.rndv) > 0 {
@@ -297,7 +299,7 @@ func (e *Endpoint) Close() error {
 
 func (e *Endpoint) ctrlPending() bool {
 	for _, p := range e.active {
-		if p.ctrl.len() > 0 {
+		if p.ctrl.Len() > 0 {
 			return true
 		}
 	}

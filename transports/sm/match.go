@@ -64,11 +64,11 @@ type incoming struct {
 func (e *Endpoint) postRecv(p *peer, r *request) {
 	e.countLarge(r)
 	e.await(p)
-	if p.unexp.len() == 0 {
-		p.recvq.push(r)
+	if p.unexp.Len() == 0 {
+		p.recvq.Push(r)
 		return
 	}
-	u := p.unexp.pop()
+	u := p.unexp.Pop()
 	switch {
 	case u.rts:
 		e.startRendezvousRecv(p, r, u.size, u.addr, u.id, u.place, u.handle)
@@ -101,16 +101,16 @@ func startsMessage(p *peer, kind uint8, body []byte) bool {
 
 // parkEarly queues a message that arrived before its receive.
 func (e *Endpoint) parkEarly(p *peer, u *unexpected) {
-	p.unexp.push(u)
+	p.unexp.Push(u)
 	e.early++
 }
 
 // matchNew pops the posted receive for a newly arriving message, or nil.
 func (e *Endpoint) matchNew(p *peer) *request {
-	if p.recvq.len() == 0 {
+	if p.recvq.Len() == 0 {
 		return nil
 	}
-	return p.recvq.pop()
+	return p.recvq.Pop()
 }
 
 // arrivingIndex finds pipelined message id among p.arriving, opening

@@ -6,6 +6,8 @@ package sm
 import (
 	"fmt"
 
+	"github.com/gotune/gotune/internal/queue"
+
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 )
@@ -96,8 +98,8 @@ func (e *Endpoint) flushCtrl() {
 		}
 		if spin&livenessMask == livenessMask {
 			for _, p := range e.active {
-				if p.ctrl.len() > 0 && e.peerExited(p) {
-					p.ctrl = queue[ctrlMsg]{}
+				if p.ctrl.Len() > 0 && e.peerExited(p) {
+					p.ctrl = queue.FIFO[ctrlMsg]{}
 				}
 			}
 		}

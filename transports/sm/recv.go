@@ -29,7 +29,7 @@ func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 		return 0, err
 	}
 	// Fast path for two ranks: nothing pending, poll the one channel.
-	if e.mem == nil && len(e.active) == 1 && p.recvq.len() == 0 && p.unexp.len() == 0 && len(p.arriving) == 0 && p.sendq.len() == 0 && p.ctrl.len() == 0 {
+	if e.mem == nil && len(e.active) == 1 && p.recvq.Len() == 0 && p.unexp.Len() == 0 && len(p.arriving) == 0 && p.sendq.Len() == 0 && p.ctrl.Len() == 0 {
 		for spin := 0; ; spin++ {
 			h := p.rx.peek()
 			if h == nil {
@@ -101,7 +101,7 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 			return moved
 		}
 		body := p.rx.body()
-		if !park && p.recvq.len() == 0 && startsMessage(p, h.kind, body) {
+		if !park && p.recvq.Len() == 0 && startsMessage(p, h.kind, body) {
 			e.held = true
 			return moved
 		}

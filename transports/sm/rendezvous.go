@@ -147,7 +147,7 @@ func (e *Endpoint) pushRendezvous(p *peer, sendID, recvID uint64, addr uintptr, 
 // receiver's request recvID.
 func (e *Endpoint) sendByFragments(p *peer, r *request, recvID uint64) {
 	r.proto, r.id, r.off, r.waiting = protoFallback, recvID, 0, false
-	p.fallq.push(r)
+	p.fallq.Push(r)
 	e.progressSend(p)
 }
 
@@ -173,8 +173,8 @@ func (e *Endpoint) disableSingle(p *peer, why error) {
 // fragments may interleave with an ordinary pipelined message.
 func (e *Endpoint) progressFallback(p *peer) bool {
 	moved := false
-	for p.fallq.len() > 0 {
-		r := p.fallq.front()
+	for p.fallq.Len() > 0 {
+		r := p.fallq.Front()
 		if e.sendFragments(p, r, kindFragTo, r.id, 0) {
 			moved = true
 		}
@@ -182,7 +182,7 @@ func (e *Endpoint) progressFallback(p *peer) bool {
 			return moved
 		}
 		r.complete(len(r.buf), nil)
-		p.fallq.pop()
+		p.fallq.Pop()
 		moved = true
 	}
 	return moved
@@ -217,7 +217,7 @@ func (e *Endpoint) queueCtrl(p *peer, kind uint8, w0, w1, w2, w3 uint64) {
 
 // queueCtrlWords is queueCtrl with all five words.
 func (e *Endpoint) queueCtrlWords(p *peer, kind uint8, w [5]uint64) {
-	p.ctrl.push(ctrlMsg{kind: kind, words: w})
+	p.ctrl.Push(ctrlMsg{kind: kind, words: w})
 	e.progressSend(p)
 }
 

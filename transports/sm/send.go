@@ -32,7 +32,7 @@ func (e *Endpoint) send(to int, buf []byte) error {
 		return err
 	}
 	// Fast path: nothing queued ahead and room for an eager cell.
-	if e.mem == nil && len(buf) <= e.params.EagerLimit && p.sendq.len() == 0 && len(p.streams) == 0 && p.ctrl.len() == 0 && p.tx.cellFree() {
+	if e.mem == nil && len(buf) <= e.params.EagerLimit && p.sendq.Len() == 0 && len(p.streams) == 0 && p.ctrl.Len() == 0 && p.tx.cellFree() {
 		copy(p.tx.cell(), buf)
 		p.tx.publish(kindEager, len(buf))
 		p.msgOut++
@@ -83,7 +83,7 @@ func (e *Endpoint) postSend(p *peer, r *request) {
 	r.proto = e.protoFor(p, r)
 	r.msg = p.msgOut
 	p.msgOut++
-	p.sendq.push(r)
+	p.sendq.Push(r)
 	e.pushSends(p, true)
 }
 
@@ -95,16 +95,16 @@ func (e *Endpoint) progressSend(p *peer) bool { return e.pushSends(p, false) }
 // once every one of them has started.
 func (e *Endpoint) pushSends(p *peer, posting bool) bool {
 	moved := false
-	for p.ctrl.len() > 0 && p.tx.cellFree() {
-		c := p.ctrl.pop()
+	for p.ctrl.Len() > 0 && p.tx.cellFree() {
+		c := p.ctrl.Pop()
 		putWords(p.tx.cell(), c.words[:])
 		p.tx.publish(c.kind, ctrlPayload)
 		moved = true
 	}
-	if p.ctrl.len() > 0 {
+	if p.ctrl.Len() > 0 {
 		return moved
 	}
-	if p.fallq.len() > 0 && e.progressFallback(p) {
+	if p.fallq.Len() > 0 && e.progressFallback(p) {
 		moved = true
 	}
 	for {
@@ -113,10 +113,10 @@ func (e *Endpoint) pushSends(p *peer, posting bool) bool {
 		}
 		// Messages match in the order they start: nothing queued behind a
 		// pipelined send goes before its first fragment.
-		if n := len(p.streams); n > 0 && p.streams[n-1].off == 0 || p.sendq.len() == 0 {
+		if n := len(p.streams); n > 0 && p.streams[n-1].off == 0 || p.sendq.Len() == 0 {
 			return moved
 		}
-		r := p.sendq.front()
+		r := p.sendq.Front()
 		if r.persistent && !r.credit && !e.takeCredit(p, r) {
 			return moved // every credit is in flight: wait for a completion
 		}
@@ -158,7 +158,7 @@ func (e *Endpoint) pushSends(p *peer, posting bool) bool {
 					continue
 				default:
 					r.complete(0, fmt.Errorf("%s: %s: %w", e.name, r.describe(), err))
-					p.sendq.pop()
+					p.sendq.Pop()
 					moved = true
 					continue
 				}
@@ -169,7 +169,7 @@ func (e *Endpoint) pushSends(p *peer, posting bool) bool {
 			putWords(p.tx.cell(), []uint64{uint64(len(r.buf)), uint64(addressOf(r.buf)), r.id, uint64(r.place), r.handle})
 			p.tx.publish(kindRTS, ctrlPayload)
 		}
-		p.sendq.pop()
+		p.sendq.Pop()
 		moved = true
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gotune/gotune/internal/queue"
+
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 )
@@ -60,10 +62,10 @@ type Transport struct {
 	addrs      []string // every rank's listening address, by rank
 	fds        []sys.PollFD
 	conns      []*conn // every connection, in fds order
-	free       freeList[request]
-	freeFrames freeList[frame]
+	free       queue.FreeList[request]
+	freeFrames queue.FreeList[frame]
 	eagerBufs  [][]byte
-	freeArr    freeList[arrival]
+	freeArr    queue.FreeList[arrival]
 	zcNote     string // why MSG_ZEROCOPY is off although asked for
 	closed     bool
 }
@@ -74,11 +76,11 @@ type peer struct {
 	conns            []*conn
 	nconns           int
 	sendSeq, recvSeq uint32
-	posted           fifo[*request] // receives not yet matched with an arrival
-	unexpected       fifo[*arrival] // arrivals not yet matched with a receive
-	ctsWait          fifo[*request] // rendezvous sends waiting for clear-to-send
-	rndvRecv         []*request     // rendezvous receives waiting for their payload
-	err              error          // the pair has failed
+	posted           queue.FIFO[*request] // receives not yet matched with an arrival
+	unexpected       queue.FIFO[*arrival] // arrivals not yet matched with a receive
+	ctsWait          queue.FIFO[*request] // rendezvous sends waiting for clear-to-send
+	rndvRecv         []*request           // rendezvous receives waiting for their payload
+	err              error                // the pair has failed
 }
 
 // arrival is a message that came before its receive was posted.
@@ -130,11 +132,11 @@ type conn struct {
 	// nothing still takes the socket's lock, which the packets arriving
 	// for it then wait for; poll takes none).
 	rdWait bool
-	out    fifo[*frame] // to write, in order
-	zc     bool         // SO_ZEROCOPY is on
-	zcID   uint32       // zerocopy sends made
-	zcOK   uint32       // zerocopy sends completed (all ids below it)
-	zcQ    fifo[*frame] // written with MSG_ZEROCOPY, pages not yet released
+	out    queue.FIFO[*frame] // to write, in order
+	zc     bool               // SO_ZEROCOPY is on
+	zcID   uint32             // zerocopy sends made
+	zcOK   uint32             // zerocopy sends completed (all ids below it)
+	zcQ    queue.FIFO[*frame] // written with MSG_ZEROCOPY, pages not yet released
 	// receive side
 	stage []byte
 	r, w  int
@@ -261,13 +263,13 @@ func (t *Transport) peerOf(rank int) (*peer, error) {
 }
 
 func (t *Transport) newRequest(p *peer, buf []byte, send bool) *request {
-	r := t.free.get()
+	r := t.free.Get()
 	r.t, r.peer, r.buf, r.send = t, p, buf, send
 	return r
 }
 
 func (t *Transport) newFrame(kind byte, seq uint32, n, off int, payload []byte, req *request) *frame {
-	f := t.freeFrames.get()
+	f := t.freeFrames.Get()
 	f.hdr[0] = kind
 	binary.LittleEndian.PutUint32(f.hdr[4:], seq)
 	binary.LittleEndian.PutUint64(f.hdr[8:], uint64(n))
@@ -277,7 +279,7 @@ func (t *Transport) newFrame(kind byte, seq uint32, n, off int, payload []byte, 
 }
 
 func (t *Transport) newArrival(kind byte, seq uint32, n int) *arrival {
-	a := t.freeArr.get()
+	a := t.freeArr.Get()
 	*a = arrival{kind: kind, seq: seq, len: n}
 	return a
 }
@@ -307,11 +309,11 @@ func (t *Transport) Isend(peer int, buf []byte) (transports.Request, error) {
 	c := p.conns[0]
 	if len(buf) <= t.params.Eager {
 		r.pending = 1
-		c.out.push(t.newFrame(kEager, r.seq, len(buf), 0, buf, r))
+		c.out.Push(t.newFrame(kEager, r.seq, len(buf), 0, buf, r))
 	} else {
 		r.rndv = true
-		c.out.push(t.newFrame(kRTS, r.seq, len(buf), 0, nil, nil))
-		p.ctsWait.push(r)
+		c.out.Push(t.newFrame(kRTS, r.seq, len(buf), 0, nil, nil))
+		p.ctsWait.Push(r)
 	}
 	if err := c.flush(); err != nil {
 		p.fail(err)
@@ -328,8 +330,8 @@ func (t *Transport) Irecv(peer int, buf []byte) (transports.Request, error) {
 	r := t.newRequest(p, buf, false)
 	r.seq = p.recvSeq
 	p.recvSeq++
-	if p.unexpected.len() > 0 {
-		a := p.unexpected.pop()
+	if p.unexpected.Len() > 0 {
+		a := p.unexpected.Pop()
 		switch a.kind {
 		case kEager:
 			r.msgLen = a.len
@@ -340,7 +342,7 @@ func (t *Transport) Irecv(peer int, buf []byte) (transports.Request, error) {
 			}
 		case kRTS:
 			t.clearToSend(r, a.len)
-			t.freeArr.put(a)
+			t.freeArr.Put(a)
 		}
 		return r, nil
 	}
@@ -348,7 +350,7 @@ func (t *Transport) Irecv(peer int, buf []byte) (transports.Request, error) {
 		t.finish(r, p.err)
 		return r, nil
 	}
-	p.posted.push(r)
+	p.posted.Push(r)
 	return r, nil
 }
 
@@ -362,7 +364,7 @@ func (t *Transport) deliverArrival(r *request, a *arrival) {
 	}
 	t.eagerBufs = append(t.eagerBufs, a.data)
 	*a = arrival{}
-	t.freeArr.put(a)
+	t.freeArr.Put(a)
 	t.finish(r, err)
 }
 
@@ -377,7 +379,7 @@ func (t *Transport) clearToSend(r *request, n int) {
 		return
 	}
 	c := p.conns[0]
-	c.out.push(t.newFrame(kCTS, r.seq, r.n, 0, nil, nil))
+	c.out.Push(t.newFrame(kCTS, r.seq, r.n, 0, nil, nil))
 	if r.pending == 0 {
 		t.finishRecv(r)
 	} else {
@@ -466,7 +468,7 @@ func (t *Transport) Wait(reqs ...transports.Request) error {
 		if r.err != nil && first == nil {
 			first = r.err
 		}
-		t.free.put(r)
+		t.free.Put(r)
 	}
 	return first
 }
@@ -489,7 +491,7 @@ func (t *Transport) pollEvents(every bool) {
 			if !c.eof && (every || c.rdWait) {
 				ev = sys.PollIn
 			}
-			if c.out.len() > 0 && every {
+			if c.out.Len() > 0 && every {
 				ev |= sys.PollOut
 			}
 		}
@@ -546,14 +548,14 @@ func (t *Transport) step() bool {
 
 func (c *conn) progress() (bool, error) {
 	moved := false
-	if c.out.len() > 0 {
-		before := c.out.len()
+	if c.out.Len() > 0 {
+		before := c.out.Len()
 		if err := c.flush(); err != nil {
 			return true, err
 		}
-		moved = c.out.len() != before
+		moved = c.out.Len() != before
 	}
-	if c.zcQ.len() > 0 {
+	if c.zcQ.Len() > 0 {
 		m, err := c.reap()
 		if err != nil {
 			return true, err
@@ -573,8 +575,8 @@ func (c *conn) progress() (bool, error) {
 // flush writes queued frames until the socket is full.
 func (c *conn) flush() error {
 	t := c.t
-	for c.out.len() > 0 {
-		f := c.out.peek()
+	for c.out.Len() > 0 {
+		f := c.out.Front()
 		var a, b []byte
 		if f.off < hdrLen {
 			a, b = f.hdr[f.off:], f.payload
@@ -597,9 +599,9 @@ func (c *conn) flush() error {
 		if f.off < hdrLen+len(f.payload) {
 			return nil // a short write: the socket is full
 		}
-		c.out.pop()
+		c.out.Pop()
 		if f.zc {
-			c.zcQ.push(f)
+			c.zcQ.Push(f)
 			continue
 		}
 		t.frameWritten(f)
@@ -614,7 +616,7 @@ func (t *Transport) frameWritten(f *frame) {
 			t.finish(r, nil)
 		}
 	}
-	t.freeFrames.put(f)
+	t.freeFrames.Put(f)
 }
 
 // reap collects MSG_ZEROCOPY completions and finishes the frames whose
@@ -633,8 +635,8 @@ func (c *conn) reap() (bool, error) {
 			c.zcOK = hi + 1
 		}
 	}
-	for c.zcQ.len() > 0 && int32(c.zcQ.peek().zcLast-c.zcOK) < 0 {
-		c.t.frameWritten(c.zcQ.pop())
+	for c.zcQ.Len() > 0 && int32(c.zcQ.Front().zcLast-c.zcOK) < 0 {
+		c.t.frameWritten(c.zcQ.Pop())
 		moved = true
 	}
 	return moved, nil
@@ -737,8 +739,8 @@ func (c *conn) dispatch(kind byte, seq uint32, n, off int) error {
 	switch kind {
 	case kEager:
 		c.startPayload(kind, seq, n)
-		if p.posted.len() > 0 {
-			r := p.posted.pop()
+		if p.posted.Len() > 0 {
+			r := p.posted.Pop()
 			r.msgLen = n
 			c.areq = r
 			c.dst = r.buf[:min(n, len(r.buf))]
@@ -748,7 +750,7 @@ func (c *conn) dispatch(kind byte, seq uint32, n, off int) error {
 			}
 			a := t.newArrival(kEager, seq, n)
 			a.data = t.eagerBuf()
-			p.unexpected.push(a)
+			p.unexpected.Push(a)
 			c.arr = a
 			c.dst = a.data[:n]
 		}
@@ -756,18 +758,18 @@ func (c *conn) dispatch(kind byte, seq uint32, n, off int) error {
 			c.payloadDone(0)
 		}
 	case kRTS:
-		if p.posted.len() > 0 {
-			t.clearToSend(p.posted.pop(), n)
+		if p.posted.Len() > 0 {
+			t.clearToSend(p.posted.Pop(), n)
 		} else {
 			a := t.newArrival(kRTS, seq, n)
 			a.complete = true
-			p.unexpected.push(a)
+			p.unexpected.Push(a)
 		}
 	case kCTS:
-		if p.ctsWait.len() == 0 || p.ctsWait.peek().seq != seq {
+		if p.ctsWait.Len() == 0 || p.ctsWait.Front().seq != seq {
 			return c.wrap(fmt.Errorf("clear-to-send for message %d that is not waiting", seq))
 		}
-		t.stripe(p.ctsWait.pop(), n)
+		t.stripe(p.ctsWait.Pop(), n)
 	case kData:
 		var r *request
 		for _, q := range p.rndvRecv {
@@ -847,11 +849,11 @@ func (t *Transport) stripe(r *request, n int) {
 	for off := 0; off < n; off += size {
 		l := min(size, n-off)
 		c := p.conns[(off/size)%len(p.conns)]
-		c.out.push(t.newFrame(kData, r.seq, l, off, r.buf[off:off+l], r))
+		c.out.Push(t.newFrame(kData, r.seq, l, off, r.buf[off:off+l], r))
 		r.pending++
 	}
 	for _, c := range p.conns {
-		if c.out.len() > 0 {
+		if c.out.Len() > 0 {
 			if err := c.flush(); err != nil {
 				p.fail(err)
 				return
@@ -894,11 +896,11 @@ func (c *conn) closed() error {
 
 // busy reports whether anything is under way with the peer.
 func (p *peer) busy() bool {
-	if p.posted.len() > 0 || p.ctsWait.len() > 0 || len(p.rndvRecv) > 0 {
+	if p.posted.Len() > 0 || p.ctsWait.Len() > 0 || len(p.rndvRecv) > 0 {
 		return true
 	}
 	for _, c := range p.conns {
-		if c.out.len() > 0 || c.zcQ.len() > 0 {
+		if c.out.Len() > 0 || c.zcQ.Len() > 0 {
 			return true
 		}
 	}
@@ -917,13 +919,13 @@ func (p *peer) fail(err error) {
 	var t *Transport
 	for _, c := range p.conns {
 		t = c.t
-		for _, q := range []*fifo[*frame]{&c.out, &c.zcQ} {
-			for _, f := range q.all() {
+		for _, q := range []*queue.FIFO[*frame]{&c.out, &c.zcQ} {
+			for _, f := range q.All() {
 				if f.req != nil {
 					t.finish(f.req, opErr(f.req, err))
 				}
 			}
-			q.reset()
+			q.Reset()
 		}
 		if c.areq != nil {
 			t.finish(c.areq, opErr(c.areq, err))
@@ -932,13 +934,13 @@ func (p *peer) fail(err error) {
 			t.finish(c.arr.req, opErr(c.arr.req, err))
 		}
 	}
-	for _, q := range [][]*request{p.posted.all(), p.ctsWait.all(), p.rndvRecv} {
+	for _, q := range [][]*request{p.posted.All(), p.ctsWait.All(), p.rndvRecv} {
 		for _, r := range q {
 			t.finish(r, opErr(r, err))
 		}
 	}
-	p.posted.reset()
-	p.ctsWait.reset()
+	p.posted.Reset()
+	p.ctsWait.Reset()
 	p.rndvRecv = nil
 }
 

@@ -391,7 +391,7 @@ func peerGoneRank(r *launch.Rank) (any, error) {
 			// Take the request to send (nothing else can come before
 			// the clear-to-send), answer it, read the first part of the
 			// payload, leave with the rest unread.
-			for t.peers[0].unexpected.len() == 0 {
+			for t.peers[0].unexpected.Len() == 0 {
 				if !t.progress() {
 					t.block(100)
 				}
