@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,10 +20,11 @@ import (
 
 // Environment a user sets for a job started by an external launcher.
 const (
-	envRendezvous  = "GOTUNE_RENDEZVOUS"     // directory shared by every node
-	envCoordinator = "GOTUNE_COORDINATOR"    // host:port of launcher rank 0, instead of a rendezvous file
-	envJobToken    = "GOTUNE_JOB_TOKEN"      // the job's secret, with GOTUNE_COORDINATOR
-	envBootAddr    = "GOTUNE_BOOTSTRAP_ADDR" // IP or interface rank 0 listens on
+	envRendezvous     = "GOTUNE_RENDEZVOUS"     // directory shared by every node
+	envCoordinator    = "GOTUNE_COORDINATOR"    // host:port of launcher rank 0, instead of a rendezvous file
+	envJobToken       = "GOTUNE_JOB_TOKEN"      // the job's secret, with GOTUNE_COORDINATOR
+	envBootAddr       = "GOTUNE_BOOTSTRAP_ADDR" // IP or interface rank 0 listens on
+	defaultRendezvous = ".gotune-rendezvous"    // under the working directory
 )
 
 // launchers are --launcher's values and the launcher environments each
@@ -99,7 +101,7 @@ func (c *clusterFlags) join(ctx context.Context, cmd *cobra.Command) (joined, er
 		}
 		cfg.RendezvousFile = file
 	}
-	if b := firstSet(c.bootstrap, os.Getenv(envBootAddr)); b != "" {
+	if b := cmp.Or(c.bootstrap, os.Getenv(envBootAddr)); b != "" {
 		ip, err := launch.InterfaceIP(b)
 		if err != nil {
 			return joined{}, fmt.Errorf("--bootstrap-addr: %w", err)
@@ -127,7 +129,7 @@ func (c *clusterFlags) rendezvousFile(info launcher.Info) (string, error) {
 	if info.JobID == "" {
 		return "", fmt.Errorf("the %s environment names no job id: set $%s=HOST:PORT and $%s on every process instead", info.Launcher, envCoordinator, envJobToken)
 	}
-	dir := firstSet(c.rendezvous, os.Getenv(envRendezvous), ".gotune-rendezvous")
+	dir := cmp.Or(c.rendezvous, os.Getenv(envRendezvous), defaultRendezvous)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("--rendezvous: %w", err)
 	}
@@ -139,14 +141,4 @@ func launcherExample(name string) string {
 		return "srun -N2 --ntasks-per-node=1 gotune ... --launcher srun"
 	}
 	return "mpirun -np 2 --map-by node gotune ... --launcher mpirun"
-}
-
-// firstSet returns the first non-empty string.
-func firstSet(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }

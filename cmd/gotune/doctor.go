@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,7 +169,7 @@ func bootstrapPlan(in launcher.Info, getenv func(string) string, pickIP func() s
 	if in.JobID == "" {
 		return fmt.Sprintf("no job id in the environment: set $%s and $%s on every process", envCoordinator, envJobToken), false
 	}
-	dir := firstSet(getenv(envRendezvous), ".gotune-rendezvous")
+	dir := cmp.Or(getenv(envRendezvous), defaultRendezvous)
 	ip := pickIP()
 	if b := getenv(envBootAddr); b != "" {
 		ip = b
