@@ -18,7 +18,7 @@ import (
 const Interval = 15 * time.Second
 
 // noBudget: a budget this long is none (a verification runs all its
-// rounds), and the lines count trials instead.
+// rounds), and the lines count what is done instead.
 const noBudget = 1000 * time.Hour
 
 // Meter shows a run's stages: a bar each on a terminal, plain lines
@@ -38,6 +38,8 @@ type Meter struct {
 	budget  atomic.Int64
 	total   atomic.Int64 // trials done in the run
 	closed  bool
+	unit    string    // what is counted: "trials" unless Unit says
+	origin  time.Time // when New made the meter: Step's clock
 }
 
 // stage is one stage's count.
@@ -49,15 +51,26 @@ type stage struct {
 	lastLine      time.Time
 }
 
+// Option adjusts a new Meter.
+type Option func(*Meter)
+
+// Unit names what the meter counts, plural ("runs", "sizes"): the sweep
+// counts trials (the default), anchors and stacks their benchmark runs.
+func Unit(plural string) Option { return func(m *Meter) { m.unit = plural } }
+
 // New returns a meter writing to w: bars when w is a terminal (an *os.File
 // on one), plain lines otherwise.
-func New(w io.Writer) *Meter { return newMeter(w, nil) }
+func New(w io.Writer, opts ...Option) *Meter { return newMeter(w, nil, opts...) }
 
 // newMeter is New with the bars redrawn on each receive from refresh
 // instead of five times a second (tests; nil: the timer).
-func newMeter(w io.Writer, refresh <-chan any) *Meter {
-	m := &Meter{now: time.Now}
-	m.started.Store(m.now().UnixNano())
+func newMeter(w io.Writer, refresh <-chan any, opts ...Option) *Meter {
+	m := &Meter{now: time.Now, unit: "trials"}
+	for _, o := range opts {
+		o(m)
+	}
+	m.origin = m.now()
+	m.started.Store(m.origin.UnixNano())
 	if IsTerminal(w) {
 		opts := []mpb.ContainerOption{mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(200 * time.Millisecond)}
 		if refresh != nil {
@@ -105,8 +118,8 @@ func (l lineWriter) Write(p []byte) (int, error) {
 	return l.m.bars.Write(p)
 }
 
-// Plan says that stageName will run up to trials more trials; a new stage
-// closes the one before, done or cut short.
+// Plan says that stageName will run up to trials more trials (of the
+// meter's unit); a new stage closes the one before, done or cut short.
 func (m *Meter) Plan(stageName string, trials int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -123,7 +136,7 @@ func (m *Meter) Plan(stageName string, trials int) {
 	m.endStage()
 	m.startStage(stageName, trials)
 	if m.bars == nil {
-		fmt.Fprintf(m.out, "[%s] stage %s: %d trials planned%s\n", stamp(m.elapsed()), stageName, trials, suffix(m.budgetLeft()))
+		fmt.Fprintf(m.out, "[%s] stage %s: %d %s planned%s\n", stamp(m.elapsed()), stageName, trials, m.unit, suffix(m.budgetLeft()))
 		m.stage.lastLine = m.now()
 	}
 }
@@ -168,8 +181,16 @@ func (m *Meter) Done(stageName, line string, reused bool, elapsed, budget time.D
 	}
 	if now := m.now(); now.Sub(s.lastLine) >= Interval || done == planned {
 		s.lastLine = now
-		fmt.Fprintf(m.out, "[%s] %s: %d/%d trials%s%s\n", stamp(elapsed), s.name, done, planned, m.stageLeft(s), suffix(m.budgetLeft()))
+		fmt.Fprintf(m.out, "[%s] %s: %d/%d %s%s%s\n", stamp(elapsed), s.name, done, planned, m.unit, m.stageLeft(s), suffix(m.budgetLeft()))
 	}
+}
+
+// Step says that one more of stageName's units (a run, a size, a probe)
+// ended, on the meter's own clock (since New) and without a budget: for
+// commands that count work rather than spend a budget, so that their
+// stages share one elapsed time.
+func (m *Meter) Step(stageName, line string) {
+	m.Done(stageName, line, false, m.now().Sub(m.origin), 0)
 }
 
 // Close ends the last stage and the bars; the meter shows nothing more.
@@ -199,7 +220,7 @@ func (m *Meter) endStage() {
 	if s.bar != nil {
 		s.bar.SetTotal(done, true)
 	} else if done < planned {
-		fmt.Fprintf(m.out, "[%s] %s: ended after %d of %d planned trials\n", stamp(m.elapsed()), s.name, done, planned)
+		fmt.Fprintf(m.out, "[%s] %s: ended after %d of %d planned %s\n", stamp(m.elapsed()), s.name, done, planned, m.unit)
 	}
 	m.stage = nil
 }
@@ -231,7 +252,7 @@ func (m *Meter) budgetLeft() string {
 		if m.total.Load() == 0 {
 			return ""
 		}
-		return fmt.Sprintf("%d trials done", m.total.Load())
+		return fmt.Sprintf("%d %s done", m.total.Load(), m.unit)
 	}
 	left := budget - m.elapsed()
 	if left < 0 {

@@ -16,9 +16,10 @@ type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time      { return c.t }
 func (c *fakeClock) add(d time.Duration) { c.t = c.t.Add(d) }
-func newPlain(w io.Writer, c *fakeClock) *Meter {
-	m := New(w)
+func newPlain(w io.Writer, c *fakeClock, opts ...Option) *Meter {
+	m := New(w, opts...)
 	m.now = c.now
+	m.origin = c.t
 	m.started.Store(c.t.UnixNano())
 	return m
 }
@@ -65,6 +66,33 @@ func TestPlainLines(t *testing.T) {
 	}
 	if m.Writer() != io.Writer(&b) {
 		t.Errorf("Writer() is not the output without a terminal")
+	}
+}
+
+// A meter of another unit counts it in every line; Step times the units
+// on the meter's own clock, with no budget, so the lines count the units
+// done across stages.
+func TestStepsInAUnit(t *testing.T) {
+	var b bytes.Buffer
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	m := newPlain(&b, c, Unit("runs"))
+	m.Plan("latency", 2)
+	c.add(3 * time.Second)
+	m.Step("latency", "round 1/2: a latency")
+	c.add(3 * time.Second)
+	m.Step("latency", "round 2/2: a latency")
+	m.Plan("bw", 3)
+	c.add(20 * time.Second)
+	m.Step("bw", "round 1/3: a bw")
+	m.Close()
+	want := `[ 0:00] stage latency: 2 runs planned
+[ 0:06] latency: 2/2 runs; 2 runs done
+[ 0:06] stage bw: 3 runs planned; 2 runs done
+[ 0:26] bw: 1/3 runs, stage ~0:40 left; 3 runs done
+[ 0:26] bw: ended after 1 of 3 planned runs
+`
+	if got := b.String(); got != want {
+		t.Errorf("lines:\n%s\nwant:\n%s", got, want)
 	}
 }
 
