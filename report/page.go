@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/font"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/tuner/sweep"
 )
@@ -57,7 +58,14 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"f1":         func(v float64) string { return fmt.Sprintf("%.1f", v) },
 	"median":     func(m map[string]float64, k string) string { return fmt.Sprintf("%.0f", m[k]) },
 	"join":       strings.Join,
-	"lower":      strings.ToLower,
+	"gpuMatrix":  gpuMatrix,
+	"mbps": func(n int) string {
+		if n%1000 == 0 {
+			return fmt.Sprintf("%d Gb/s", n/1000)
+		}
+		return fmt.Sprintf("%d Mb/s", n)
+	},
+	"lower": strings.ToLower,
 }).Parse(pageText))
 
 // humanBytes writes a byte count with a binary unit and three digits.
@@ -393,4 +401,35 @@ func writeFile(path string, data []byte) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	return nil
+}
+
+// gpuMatrix is the GPU connection matrix as nvidia-smi topo -m prints it:
+// a header row and column of GPU names, X on the diagonal, each pair's path
+// elsewhere (its P2P read status added where it is not OK); nil with fewer
+// than two GPUs.
+func gpuMatrix(g *hostinfo.GPUs) [][]string {
+	n := len(g.Devices)
+	if n < 2 {
+		return nil
+	}
+	rows := make([][]string, n+1)
+	rows[0] = make([]string, n+1)
+	for i := range n {
+		rows[0][i+1] = fmt.Sprintf("GPU%d", i)
+		rows[i+1] = make([]string, n+1)
+		rows[i+1][0] = rows[0][i+1]
+		rows[i+1][i+1] = "X"
+	}
+	for _, l := range g.Links {
+		a, b := l.GPUs[0], l.GPUs[1]
+		if a < 0 || b < 0 || a >= n || b >= n {
+			continue
+		}
+		cell := l.Path
+		if l.P2P != "" && l.P2P != "OK" {
+			cell += " (" + l.P2P + ")"
+		}
+		rows[a+1][b+1], rows[b+1][a+1] = cell, cell
+	}
+	return rows
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/compare"
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/testutil"
 )
 
@@ -282,4 +284,82 @@ func TestCompareReport(t *testing.T) {
 	if _, err := WriteCompare(out, nil); err == nil {
 		t.Error("an empty comparison was drawn")
 	}
+}
+
+// The machine section lists the GPUs with their connection matrix, the
+// NICs and the RDMA devices a run recorded (testdata/machine.html).
+func TestMachineSection(t *testing.T) {
+	src := filepath.Join(testutil.ModuleRoot(t), "results/report/tiny-sweep")
+	dir := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var meta map[string]any
+	metaPath := filepath.Join(dir, "meta.json")
+	b, err := os.ReadFile(metaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	prov := meta["provenance"].(map[string]any)
+	machine := hostinfo.Provenance{
+		GPUs: &hostinfo.GPUs{
+			Devices: []hostinfo.GPU{
+				{Index: 0, Name: "NVIDIA H200", BusID: "0000:19:00.0", NUMANode: 0, NVLinks: 18},
+				{Index: 1, Name: "NVIDIA H200", BusID: "0000:3b:00.0", NUMANode: 0, NVLinks: 18},
+				{Index: 2, Name: "NVIDIA L4", BusID: "0000:ca:00.0", NUMANode: -1},
+			},
+			Links: []hostinfo.GPULink{
+				{GPUs: [2]int{0, 1}, Path: "NV18", P2P: "OK"},
+				{GPUs: [2]int{0, 2}, Path: "SYS", P2P: "NS"},
+				{GPUs: [2]int{1, 2}, Path: "SYS", P2P: "NS"},
+			},
+		},
+		NICs: []hostinfo.NIC{{Name: "ens1f0", Driver: "mlx5_core", SpeedMbps: 100000, MTU: 9000, State: "up"}, {Name: "eth0", MTU: 1500, State: "down"}},
+		RDMA: []hostinfo.RDMADevice{{Name: "mlx5_0", Firmware: "28.39.1002", Ports: []hostinfo.RDMAPort{{Port: 1, State: "ACTIVE", Rate: "200 Gb/sec (4X HDR)", LinkLayer: "InfiniBand"}}},
+			{Name: "rxe0", Parent: "eth0", Ports: []hostinfo.RDMAPort{{Port: 1, State: "ACTIVE", LinkLayer: "Ethernet"}}}},
+	}
+	extra, err := json.Marshal(machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(extra, &fields); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"gpus", "nics", "rdma"} {
+		prov[k] = fields[k]
+	}
+	if b, err = json.Marshal(meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(metaPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	path, err := Write(context.Background(), out, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := regexp.MustCompile(`(?s)Machine</h3>\n(.*?)\n</table>`).FindSubmatch(page)
+	if section == nil {
+		t.Fatal("no machine table on the page")
+	}
+	golden(t, "machine.html", section[1])
 }

@@ -415,3 +415,23 @@ func TestTextNames(t *testing.T) {
 		t.Error("out-of-range values do not say what they are")
 	}
 }
+
+// Describe keeps every GPU and every pair's label and read P2P status.
+func TestDescribe(t *testing.T) {
+	topo := discover(t, fourGPUs(), fourGPUsSysfs(t))
+	g := topo.Describe()
+	if len(g.Devices) != len(topo.Devices) || len(g.Links) != len(topo.Pairs) {
+		t.Fatalf("Describe: %d devices, %d links; want %d, %d", len(g.Devices), len(g.Links), len(topo.Devices), len(topo.Pairs))
+	}
+	for i, d := range topo.Devices {
+		got := g.Devices[i]
+		if got.Index != d.Index || got.Name != d.Name || got.BusID != d.BusID || got.NUMANode != d.NUMANode || got.NVLinks != d.NVLinks {
+			t.Errorf("device %d: %+v, from %+v", i, got, d)
+		}
+	}
+	for k, p := range topo.Pairs {
+		if l := g.Links[k]; l.GPUs != p.GPUs || l.Path != p.Label() || l.P2P != p.P2P.Read.String() {
+			t.Errorf("link %d: %+v, from %+v", k, l, p)
+		}
+	}
+}

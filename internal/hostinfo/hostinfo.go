@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,62 @@ type Provenance struct {
 	// Ranks says where each rank's message buffers lived, for runs whose
 	// ranks had GPUs (Spec.UsesGPU); empty for host-only runs.
 	Ranks []RankInfo `json:"ranks,omitempty"`
+	// NICs are the network interfaces backed by a device (no loopback,
+	// bridges or veths); RDMA the verbs devices, Soft-RoCE's included.
+	NICs []NIC        `json:"nics,omitempty"`
+	RDMA []RDMADevice `json:"rdma,omitempty"`
+	// GPUs and how each pair is connected, where a run looked (a sweep
+	// does, through NVML; Collect does not, to stay cheap).
+	GPUs *GPUs `json:"gpus,omitempty"`
+}
+
+// NIC is one network interface as sysfs describes it.
+type NIC struct {
+	Name      string `json:"name"`
+	Driver    string `json:"driver,omitempty"`     // the device's driver: "mlx5_core", "virtio_net"
+	SpeedMbps int    `json:"speed_mbps,omitempty"` // 0: not reported (link down, virtual)
+	MTU       int    `json:"mtu,omitempty"`
+	State     string `json:"state,omitempty"` // operstate: "up", "down"
+}
+
+// RDMADevice is one verbs device and its ports.
+type RDMADevice struct {
+	Name     string     `json:"name"`
+	Firmware string     `json:"firmware,omitempty"`
+	Parent   string     `json:"parent,omitempty"` // Soft-RoCE's network interface
+	Ports    []RDMAPort `json:"ports,omitempty"`
+}
+
+// RDMAPort is one port of a verbs device, in sysfs's words.
+type RDMAPort struct {
+	Port      int    `json:"port"`
+	State     string `json:"state,omitempty"`      // "ACTIVE"
+	Rate      string `json:"rate,omitempty"`       // "200 Gb/sec (4X HDR)"
+	LinkLayer string `json:"link_layer,omitempty"` // "InfiniBand", "Ethernet"
+}
+
+// GPUs is a node's GPUs and the connection of every pair.
+type GPUs struct {
+	Devices []GPU     `json:"devices"`
+	Links   []GPULink `json:"links,omitempty"`
+}
+
+// GPU is one device of a node.
+type GPU struct {
+	Index    int    `json:"index"`
+	Name     string `json:"name"`
+	BusID    string `json:"bus_id"`
+	NUMANode int    `json:"numa_node"` // -1: unknown
+	NVLinks  int    `json:"nvlinks"`   // active NVLinks, to GPUs or NVSwitches
+}
+
+// GPULink is how two GPUs reach each other: "NV18" (18 NVLinks), else the
+// PCIe/SMP path as nvidia-smi topo -m names it (PIX … SYS); P2P is
+// nvidia-smi topo -p2p's read status ("OK", "NS", …).
+type GPULink struct {
+	GPUs [2]int `json:"gpus"`
+	Path string `json:"path"`
+	P2P  string `json:"p2p,omitempty"`
 }
 
 // RankInfo is one rank's buffers and GPU, as the rank found them.
@@ -92,7 +149,75 @@ func Collect(root string) Provenance {
 	}
 	nodes, _ := filepath.Glob(filepath.Join(root, "sys/devices/system/node/node[0-9]*"))
 	p.NUMANodes = max(len(nodes), 1)
+	p.NICs = nics(filepath.Join(root, "sys/class/net"))
+	p.RDMA = rdmaDevices(filepath.Join(root, "sys/class/infiniband"))
 	return p
+}
+
+// nics lists the interfaces under dir (sysfs's class/net) that have a
+// device behind them, by name.
+func nics(dir string) []NIC {
+	entries, _ := os.ReadDir(dir)
+	var out []NIC
+	for _, e := range entries {
+		base := filepath.Join(dir, e.Name())
+		if _, err := os.Stat(filepath.Join(base, "device")); err != nil {
+			continue // loopback, bridge, veth, tunnel: no hardware behind it
+		}
+		n := NIC{Name: e.Name(), State: readLine(base, "operstate"), MTU: readInt(base, "mtu")}
+		if drv, err := os.Readlink(filepath.Join(base, "device/driver")); err == nil {
+			n.Driver = filepath.Base(drv)
+		}
+		n.SpeedMbps = max(readInt(base, "speed"), 0) // -1 where the link reports none
+		out = append(out, n)
+	}
+	return out
+}
+
+// rdmaDevices lists the verbs devices under dir (sysfs's class/infiniband)
+// with their ports, by name and port number.
+func rdmaDevices(dir string) []RDMADevice {
+	entries, _ := os.ReadDir(dir)
+	var out []RDMADevice
+	for _, e := range entries {
+		base := filepath.Join(dir, e.Name())
+		d := RDMADevice{Name: e.Name(), Firmware: readLine(base, "fw_ver"), Parent: readLine(base, "parent")}
+		ports, _ := os.ReadDir(filepath.Join(base, "ports"))
+		for _, pe := range ports {
+			num, err := strconv.Atoi(pe.Name())
+			if err != nil {
+				continue
+			}
+			pb := filepath.Join(base, "ports", pe.Name())
+			state := readLine(pb, "state") // "4: ACTIVE"
+			if _, name, ok := strings.Cut(state, ": "); ok {
+				state = name
+			}
+			d.Ports = append(d.Ports, RDMAPort{Port: num, State: state, Rate: readLine(pb, "rate"), LinkLayer: readLine(pb, "link_layer")})
+		}
+		slices.SortFunc(d.Ports, func(a, b RDMAPort) int { return a.Port - b.Port })
+		out = append(out, d)
+	}
+	return out
+}
+
+// readLine is the first line of dir/name, trimmed; "" if unreadable.
+func readLine(dir, name string) string {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
+}
+
+// readInt is dir/name as an integer; 0 if unreadable or not a number.
+func readInt(dir, name string) int {
+	v, err := strconv.Atoi(readLine(dir, name))
+	if err != nil {
+		return 0
+	}
+	return v
 }
 
 // memTotal reads MemTotal from /proc/meminfo's text, in bytes; 0 if absent.

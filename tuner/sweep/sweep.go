@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/gpu"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/transports"
@@ -160,6 +161,14 @@ func Open(ctx context.Context, cfg Config) (*Runner, error) {
 		}
 	} else {
 		prov := hostinfo.Collect("/")
+		// The GPUs and their links are for the report's machine section;
+		// a node without NVML has none to show.
+		switch g, err := gpu.Machine(); {
+		case err == nil:
+			prov.GPUs = g
+		case !errors.Is(err, gpu.ErrNotSupported) && r.progress != nil:
+			fmt.Fprintf(r.progress, "machine: GPUs not described: %v\n", err)
+		}
 		host := prov.Host
 		if host == "" {
 			host = "unknown-host"
