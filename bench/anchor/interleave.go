@@ -34,7 +34,11 @@ type Contender struct {
 //
 // settle > 0 puts one discarded point of that many bytes before the sizes
 // of every run, the same for every contender (bench.WithSettle says why).
-func Interleave(ctx context.Context, cs []Contender, spec bench.Spec, rounds, settle, block int, progress io.Writer) ([]bench.Result, error) {
+//
+// m, if not nil, is told of the runs: the pattern as the stage, planned
+// rounds x size blocks x contenders, and each run as it ends ("round 2/5:
+// gotune sm bw (sizes 4K-64K)").
+func Interleave(ctx context.Context, cs []Contender, spec bench.Spec, rounds, settle, block int, m Meter) ([]bench.Result, error) {
 	if rounds < 1 {
 		return nil, fmt.Errorf("interleave: %d rounds", rounds)
 	}
@@ -46,6 +50,10 @@ func Interleave(ctx context.Context, cs []Contender, spec bench.Spec, rounds, se
 	}
 	pools := make([]pool, len(cs))
 	blocks := sizeBlocks(spec.Sizes, block)
+	stage := string(spec.Pattern)
+	if m != nil {
+		m.Plan(stage, rounds*len(blocks)*len(cs))
+	}
 	for round := range rounds {
 		for _, sizes := range blocks {
 			part := spec
@@ -54,9 +62,6 @@ func Interleave(ctx context.Context, cs []Contender, spec bench.Spec, rounds, se
 			one.Reps = 1
 			for _, i := range bench.InterleaveOrder(len(cs), round+1) {
 				c := cs[i]
-				if progress != nil {
-					fmt.Fprintf(progress, "round %d/%d: %s %s%s\n", round+1, rounds, c.Label, spec.Pattern, blockLabel(sizes, len(blocks)))
-				}
 				res, err := c.Run(ctx, one)
 				if err == nil {
 					err = bench.DropSettle(&res, settle, sizes)
@@ -65,6 +70,9 @@ func Interleave(ctx context.Context, cs []Contender, spec bench.Spec, rounds, se
 					return nil, fmt.Errorf("%s, round %d: %w", c.Label, round+1, err)
 				}
 				pools[i].add(res)
+				if m != nil {
+					m.Step(stage, fmt.Sprintf("round %d/%d: %s %s%s", round+1, rounds, c.Label, spec.Pattern, blockLabel(sizes, len(blocks))))
+				}
 			}
 		}
 	}
@@ -137,10 +145,35 @@ func blockLabel(sizes []int, blocks int) string {
 		return ""
 	}
 	if len(sizes) == 1 {
-		return " " + transports.FormatSize(sizes[0])
+		return " (size " + transports.FormatSize(sizes[0]) + ")"
 	}
-	return " " + transports.FormatSize(sizes[0]) + "-" + transports.FormatSize(sizes[len(sizes)-1])
+	return " (sizes " + transports.FormatSize(sizes[0]) + "-" + transports.FormatSize(sizes[len(sizes)-1]) + ")"
 }
+
+// Meter is told how far an interleaving has got; internal/progress's
+// Meter satisfies it (bars on a terminal, periodic lines elsewhere).
+// Declared here so that bench/anchor does not depend on how it is shown.
+type Meter interface {
+	// Plan says that stage (the pattern) will take runs more runs.
+	Plan(stage string, runs int)
+	// Step says that a run of stage ended; line says which.
+	Step(stage, line string)
+}
+
+// Lines is a Meter that writes each run's line to w as it ends (nil w:
+// a nil Meter, nothing), for callers whose progress is a stream of lines
+// (the sweep's stack tuning).
+func Lines(w io.Writer) Meter {
+	if w == nil {
+		return nil
+	}
+	return lines{w}
+}
+
+type lines struct{ w io.Writer }
+
+func (lines) Plan(string, int)             {}
+func (l lines) Step(_ string, line string) { fmt.Fprintln(l.w, line) }
 
 // Split separates ours from theirs, keeping the order.
 func Split(cs []Contender, results []bench.Result) (ours, theirs []bench.Result) {

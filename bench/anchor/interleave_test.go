@@ -2,7 +2,10 @@ package anchor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/bench"
@@ -164,5 +167,64 @@ func TestSizeBlocks(t *testing.T) {
 		if !slices.EqualFunc(got, c.want, slices.Equal[[]int]) {
 			t.Errorf("block %d: %v, want %v", c.block, got, c.want)
 		}
+	}
+}
+
+// meterLog records what Interleave tells its meter.
+type meterLog []string
+
+func (l *meterLog) Plan(stage string, runs int) {
+	*l = append(*l, fmt.Sprintf("plan %s %d", stage, runs))
+}
+func (l *meterLog) Step(stage, line string) { *l = append(*l, stage+": "+line) }
+
+// The meter hears the pattern's planned runs (rounds x blocks x
+// contenders) first, then each run as it ends, naming its round,
+// contender and block; a run that fails is not counted; Lines writes the
+// runs' lines.
+func TestInterleaveTellsTheMeter(t *testing.T) {
+	ok := func(label string) Contender {
+		return Contender{Label: label, Run: func(_ context.Context, s bench.Spec) (bench.Result, error) {
+			var pts []bench.Point
+			for _, size := range s.Sizes {
+				pts = append(pts, bench.Point{Size: size, Samples: []float64{1}, Unit: "MB/s"})
+			}
+			return bench.Result{Spec: s, Points: pts}, nil
+		}}
+	}
+	failing := Contender{Label: "bad", Run: func(context.Context, bench.Spec) (bench.Result, error) {
+		return bench.Result{}, errors.New("no")
+	}}
+	for _, c := range []struct {
+		name  string
+		cs    []Contender
+		sizes []int
+		block int
+		want  []string
+		fails bool
+	}{
+		{"whole ladder", []Contender{ok("a"), ok("b")}, []int{4, 8}, 0, []string{
+			"plan bw 4", "bw: round 1/2: a bw", "bw: round 1/2: b bw", "bw: round 2/2: b bw", "bw: round 2/2: a bw"}, false},
+		{"blocks", []Contender{ok("a")}, []int{4, 8, 16}, 2, []string{
+			"plan bw 4", "bw: round 1/2: a bw (sizes 4-8)", "bw: round 1/2: a bw (size 16)",
+			"bw: round 2/2: a bw (sizes 4-8)", "bw: round 2/2: a bw (size 16)"}, false},
+		{"a run fails", []Contender{ok("a"), failing}, []int{4}, 0, []string{"plan bw 4", "bw: round 1/2: a bw"}, true},
+	} {
+		var got meterLog
+		_, err := Interleave(context.Background(), c.cs, bench.Spec{Pattern: bench.Bandwidth, Sizes: c.sizes}, 2, 0, c.block, &got)
+		if (err != nil) != c.fails || !slices.Equal(got, c.want) {
+			t.Errorf("%s: error %v, meter heard\n%q\nwant\n%q", c.name, err, got, c.want)
+		}
+	}
+
+	var b strings.Builder
+	if _, err := Interleave(context.Background(), []Contender{ok("a")}, bench.Spec{Pattern: bench.Latency, Sizes: []int{8}}, 2, 0, 0, Lines(&b)); err != nil {
+		t.Fatal(err)
+	}
+	if want := "round 1/2: a latency\nround 2/2: a latency\n"; b.String() != want {
+		t.Errorf("Lines wrote %q, want %q", b.String(), want)
+	}
+	if Lines(nil) != nil {
+		t.Error("Lines(nil) is a meter: Interleave would call it")
 	}
 }

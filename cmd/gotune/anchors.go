@@ -17,6 +17,7 @@ import (
 	"github.com/gotune/gotune/bench/report"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/progress"
 	"github.com/gotune/gotune/transports"
 )
 
@@ -24,6 +25,7 @@ func newAnchors() *cobra.Command {
 	var (
 		latSizes, bwSizes, outDir, settleSize string
 		rounds, block                         int
+		quiet                                 bool
 		opts                                  []string
 		timeout                               time.Duration
 	)
@@ -37,7 +39,9 @@ configuration once, back to back, so a machine whose speed drifts is compared wi
 Every bandwidth run opens with one discarded point (--settle) so that the first measured size
 does not pay for the first milliseconds after launch. With --block N each run measures N sizes
 of the ladder, every configuration in turn, so the configurations' points at one size are taken
-seconds apart (at the cost of more launches). Ratios > 1 mean gotune is better.`,
+seconds apart (at the cost of more launches). Ratios > 1 mean gotune is better.
+On a terminal a bar per pattern counts the runs done of those planned; elsewhere
+plain lines say so every 15 s; --quiet shows neither. The tables print at the end.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := parseOpts(opts)
@@ -55,12 +59,22 @@ seconds apart (at the cost of more launches). Ratios > 1 mean gotune is better.`
 				return err
 			}
 			defer os.RemoveAll(tmp)
-			bin, err := anchor.Build(ctx, anchor.OpenMPIVader("cma"), tmp)
+			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), quiet)
+			// The tables wait for the bars to end: they would tear them.
+			var tables bytes.Buffer
+			flush := func() error {
+				closeMeter()
+				_, err := cmd.OutOrStdout().Write(tables.Bytes())
+				tables.Reset()
+				return err
+			}
+			defer flush()
+			cs, err := anchorContenders(ctx, tmp, stderr)
 			if err != nil {
 				return err
 			}
 			var text bytes.Buffer
-			out := io.MultiWriter(cmd.OutOrStdout(), &text)
+			out := io.MultiWriter(&tables, &text)
 			fmt.Fprintf(&text, "# gotune %s\n# command: gotune %s\n", hostinfo.GotuneVersion(), strings.Join(os.Args[1:], " "))
 			var all []bench.Result
 			for _, pc := range []struct {
@@ -73,8 +87,7 @@ seconds apart (at the cost of more launches). Ratios > 1 mean gotune is better.`
 					return err
 				}
 				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, Options: o, CPUs: bench.DefaultCPUs(2)}
-				cs := contenders(bin, cmd.ErrOrStderr())
-				res, err := anchor.Interleave(ctx, cs, spec, rounds, pc.settle, block, cmd.ErrOrStderr())
+				res, err := anchor.Interleave(ctx, cs, spec, rounds, pc.settle, block, m)
 				if err != nil {
 					return err
 				}
@@ -84,6 +97,9 @@ seconds apart (at the cost of more launches). Ratios > 1 mean gotune is better.`
 					return err
 				}
 				all = append(all, res...)
+			}
+			if err := flush(); err != nil {
+				return err
 			}
 			if outDir == "" {
 				return nil
@@ -100,7 +116,31 @@ seconds apart (at the cost of more launches). Ratios > 1 mean gotune is better.`
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/<host>-<time>.txt (tables) and .jsonl (every run)")
 	fl.StringArrayVar(&opts, "opt", nil, "gotune transport option KEY=VALUE (repeatable)")
 	fl.DurationVar(&timeout, "timeout", time.Hour, "give up after this long")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress (bars on a terminal, lines elsewhere) on stderr")
 	return cmd
+}
+
+// anchorContenders builds the reference benchmark in dir and returns
+// anchors' configurations, their ranks' stderr going to stderr. A test
+// replaces it with contenders that need no MPI.
+var anchorContenders = func(ctx context.Context, dir string, stderr io.Writer) ([]anchor.Contender, error) {
+	bin, err := anchor.Build(ctx, anchor.OpenMPIVader("cma"), dir)
+	if err != nil {
+		return nil, err
+	}
+	return contenders(bin, stderr), nil
+}
+
+// runsMeter is the progress of anchors and stacks on w: a bar of runs per
+// pattern on a terminal, periodic plain lines elsewhere, nothing (a nil
+// meter) with quiet. stderr is where the run's other lines go so as not to
+// tear the bars; closeMeter ends the bars (again: nothing).
+func runsMeter(w io.Writer, quiet bool) (m anchor.Meter, stderr io.Writer, closeMeter func()) {
+	if quiet {
+		return nil, w, func() {}
+	}
+	pm := progress.New(w, progress.Unit("runs"))
+	return pm, pm.Writer(), pm.Close
 }
 
 func contenders(anchorBin string, stderr io.Writer) []anchor.Contender {

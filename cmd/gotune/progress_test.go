@@ -1,8 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/creack/pty"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/profile"
 )
 
 // A probe says on stderr which one runs (not with --quiet), and one cut
@@ -45,4 +56,116 @@ func TestBenchQuiet(t *testing.T) {
 	if _, e, code := run(t, "bench", "-q", "-s", "8,64", "--reps", "2", "--iters", "20", "--warmup", "1"); code != 0 || e != "" {
 		t.Errorf("exit %d, stderr %q; want 0 and nothing", code, e)
 	}
+}
+
+// fakeRuns makes anchors and stacks measure with contenders that need no
+// MPI: gotune sm and a reference, each writing a line to the ranks'
+// stderr it was given, as a rank's warning would.
+func fakeRuns(t *testing.T) {
+	t.Helper()
+	fake := func(stderr io.Writer) []anchor.Contender {
+		mk := func(label string, ours bool) anchor.Contender {
+			return anchor.Contender{Label: label, Ours: ours, Run: func(_ context.Context, s bench.Spec) (bench.Result, error) {
+				fmt.Fprintf(stderr, "rank stderr of %s\n", label)
+				var pts []bench.Point
+				for _, size := range s.Sizes {
+					pts = append(pts, bench.Summarize(size, s.Pattern.Unit(), []float64{float64(size)}, nil))
+				}
+				return bench.Result{Label: label, Spec: s, Points: pts}, nil
+			}}
+		}
+		return []anchor.Contender{mk("gotune sm", true), mk("fake mpi", false)}
+	}
+	oldAnchors, oldStacks := anchorContenders, newStackContenders
+	t.Cleanup(func() { anchorContenders, newStackContenders = oldAnchors, oldStacks })
+	anchorContenders = func(_ context.Context, _ string, stderr io.Writer) ([]anchor.Contender, error) {
+		return fake(stderr), nil
+	}
+	newStackContenders = func(_ context.Context, _ string, _ []string, _ *profile.Profile, stderr io.Writer) ([]anchor.Contender, error) {
+		return fake(stderr), nil
+	}
+}
+
+// runsArgs are anchors' and stacks' arguments for 2 rounds of 2
+// contenders: 4 runs of latency, then 4 of bw.
+var runsArgs = [][]string{
+	{"anchors", "--reps", "2", "--latency-sizes", "8", "--bw-sizes", "4K,8K", "--settle", "0"},
+	{"stacks", "--reps", "2", "--latency-sizes", "8", "--bw-sizes", "4K,8K", "--settle", "0"},
+}
+
+// Without a terminal anchors and stacks say each pattern's planned runs
+// and how many are done in plain lines; the ranks' stderr passes; the
+// tables follow on stdout. --quiet leaves only the ranks' stderr.
+func TestRunsProgressLines(t *testing.T) {
+	fakeRuns(t)
+	for _, args := range runsArgs {
+		stdout, stderr, code := run(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		for _, want := range []string{"stage latency: 4 runs planned\n", "latency: 4/4 runs; 4 runs done\n",
+			"stage bw: 4 runs planned; 4 runs done\n", "bw: 4/4 runs; 8 runs done\n", "rank stderr of fake mpi\n"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%v: stderr has no %q:\n%s", args, want, stderr)
+			}
+		}
+		if strings.Contains(stderr, "\x1b[") || !strings.Contains(stdout, "fake mpi") {
+			t.Errorf("%v: stderr %q (control sequences without a terminal?), stdout %q", args, stderr, stdout)
+		}
+
+		stdout, stderr, code = run(t, append(args, "-q")...)
+		if code != 0 || !strings.Contains(stdout, "fake mpi") {
+			t.Fatalf("%v -q: exit %d, stdout %q, stderr %s", args, code, stdout, stderr)
+		}
+		if kept := strings.ReplaceAll(strings.ReplaceAll(stderr, "rank stderr of gotune sm\n", ""), "rank stderr of fake mpi\n", ""); kept != "" {
+			t.Errorf("%v -q: stderr has more than the ranks' lines: %q", args, kept)
+		}
+	}
+}
+
+// On a terminal (a pseudo-terminal, as a user's shows it) anchors and
+// stacks draw a bar per pattern that ends at its planned runs, with the
+// ranks' stderr above the bars; the tables print after the bars.
+func TestRunsProgressBarOnTerminal(t *testing.T) {
+	fakeRuns(t)
+	for _, args := range runsArgs {
+		var stdout bytes.Buffer
+		got, code := onTerminal(t, func(tty *os.File) int { return Main(args, &stdout, tty) })
+		if code != 0 {
+			t.Fatalf("%v: exit %d:\n%s", args, code, got)
+		}
+		for _, want := range []string{"latency", "bw", "4/4 [", "8 runs done", "rank stderr of fake mpi"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%v: the terminal shows no %q:\n%q", args, want, got)
+			}
+		}
+		if strings.Count(got, "4/4 [") < 2 || strings.Contains(got, "runs planned") {
+			t.Errorf("%v: want both bars at 4/4 and no plain lines:\n%q", args, got)
+		}
+		if !strings.Contains(stdout.String(), "fake mpi") {
+			t.Errorf("%v: stdout %q", args, stdout.String())
+		}
+	}
+}
+
+// onTerminal runs f with a sized pseudo-terminal as its stderr and returns
+// what the terminal received, and f's result.
+func onTerminal(t *testing.T, f func(tty *os.File) int) (string, int) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("open a pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	if err := pty.Setsize(tty, &pty.Winsize{Rows: 40, Cols: 140}); err != nil {
+		t.Fatal(err)
+	}
+	screen := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(ptmx) // until the tty side is closed
+		screen <- string(b)
+	}()
+	code := f(tty)
+	tty.Close()
+	return <-screen, code
 }

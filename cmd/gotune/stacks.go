@@ -35,6 +35,7 @@ func newStacks() *cobra.Command {
 		latSizes, bwSizes, settleSize, profilePath, format, outDir string
 		only                                                       []string
 		rounds                                                     int
+		quiet                                                      bool
 		timeout                                                    time.Duration
 	)
 	cmd := &cobra.Command{
@@ -51,7 +52,9 @@ as its native file. Every round runs each configuration once, back to back, in a
 rotating order, so that a machine whose speed drifts is compared with itself.
 
 The comparison takes gotune sm as the reference: a ratio > 1 means that side is
-better. A stack that is not installed is left out with a note.`,
+better. A stack that is not installed is left out with a note. On a terminal a bar
+per pattern counts the runs done of those planned; elsewhere plain lines say so
+every 15 s; --quiet shows neither.`,
 		Example: `  gotune stacks
   gotune stacks --profile results/node1/20261126-101500/profile.yaml --reps 8 --out results/stacks`,
 		Args: cobra.NoArgs,
@@ -88,7 +91,9 @@ better. A stack that is not installed is left out with a note.`,
 				return err
 			}
 			defer os.RemoveAll(dir)
-			cs, err := stackContenders(ctx, dir, only, prof, cmd.ErrOrStderr())
+			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), quiet)
+			defer closeMeter()
+			cs, err := newStackContenders(ctx, dir, only, prof, stderr)
 			if err != nil {
 				return err
 			}
@@ -103,7 +108,7 @@ better. A stack that is not installed is left out with a note.`,
 					return err
 				}
 				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, CPUs: bench.DefaultCPUs(2)}
-				res, err := anchor.Interleave(ctx, cs, spec, rounds, pc.settle, 0, cmd.ErrOrStderr())
+				res, err := anchor.Interleave(ctx, cs, spec, rounds, pc.settle, 0, m)
 				if err != nil {
 					return err
 				}
@@ -111,6 +116,7 @@ better. A stack that is not installed is left out with a note.`,
 					results[r.Label] = append(results[r.Label], r)
 				}
 			}
+			closeMeter() // before the comparison prints: it would tear the bars
 			var sides []compare.Side
 			var all []bench.Result
 			for _, c := range cs {
@@ -146,8 +152,13 @@ better. A stack that is not installed is left out with a note.`,
 	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(compare.Formats, "|"))
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/stacks-<host>-<time>.txt (the comparison) and .jsonl (every run)")
 	fl.DurationVar(&timeout, "timeout", time.Hour, "give up after this long")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress (bars on a terminal, lines elsewhere) on stderr")
 	return cmd
 }
+
+// newStackContenders is stackContenders; a test replaces it with
+// contenders that need no MPI.
+var newStackContenders = stackContenders
 
 // stackContenders is gotune sm, gotune auto routed by prof's decisions
 // (when there is a profile), then each named stack with its defaults and,

@@ -170,7 +170,7 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 			cs = append(cs, a.Contender(cfg.Dir, p.Name+"="+v, params))
 		}
 		spec := bench.Spec{Pattern: p.Pattern, Sizes: p.Sizes, Reps: 1, Iters: cfg.Iters}
-		results, err := anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, cfg.Progress)
+		results, err := anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, anchor.Lines(cfg.Progress))
 		if err != nil {
 			return res, fmt.Errorf("tune %s: %s: %w", a.Name(), p.Name, err)
 		}
@@ -196,7 +196,7 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 	} {
 		cs := []anchor.Contender{a.Contender(cfg.Dir, "defaults", nil), a.Contender(cfg.Dir, "tuned", res.Params)}
 		spec := bench.Spec{Pattern: p.Pattern, Sizes: p.Sizes, Reps: 1, Iters: cfg.Iters}
-		results, err := anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, cfg.Progress)
+		results, err := anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, anchor.Lines(cfg.Progress))
 		if err != nil {
 			return res, fmt.Errorf("tune %s: confirm %s: %w", a.Name(), p.Pattern, err)
 		}
