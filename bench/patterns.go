@@ -504,8 +504,8 @@ func measureAll(t transports.Transport, rank int, spec Spec, a *arena, beat func
 	var points []Point
 	warnings := make([][]string, 0, len(spec.Sizes))
 	some := false
-	for _, size := range spec.Sizes {
-		st.start("measuring %s at %s", spec.Pattern, transports.FormatSize(size))
+	for i, size := range spec.Sizes {
+		st.measure(spec, i)
 		p, err := newLoop(t, rank, spec, size, a).measure(spec.Reps, cost, beat)
 		if err != nil {
 			return nil, nil, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -30,6 +31,10 @@ type step struct {
 	Rank int    `json:"rank"`
 	Seq  int    `json:"seq"`
 	What string `json:"what"`
+	// Point is the 1-based index in the spec's sizes of the size this
+	// step measures (0: the step measures none): the sizes before it are
+	// done.
+	Point int `json:"point,omitempty"`
 }
 
 // stepper announces one rank's steps on w; a nil stepper announces
@@ -43,11 +48,21 @@ type stepper struct {
 // start announces the step now beginning. The line goes out in one write,
 // so that the lines of two ranks never mix.
 func (s *stepper) start(format string, args ...any) {
+	s.announce(0, format, args...)
+}
+
+// measure announces the measurement of the i-th (from 0) of spec's sizes.
+func (s *stepper) measure(spec Spec, i int) {
+	s.announce(i+1, "measuring %s at %s", spec.Pattern, transports.FormatSize(spec.Sizes[i]))
+}
+
+// announce writes a step; point as in step.
+func (s *stepper) announce(point int, format string, args ...any) {
 	if s == nil {
 		return
 	}
 	s.seq++
-	b, err := json.Marshal(step{Rank: s.rank, Seq: s.seq, What: fmt.Sprintf(format, args...)})
+	b, err := json.Marshal(step{Rank: s.rank, Seq: s.seq, What: fmt.Sprintf(format, args...), Point: point})
 	if err != nil {
 		return
 	}
@@ -59,7 +74,26 @@ type RunOption func(*runOptions)
 
 type runOptions struct {
 	progress io.Writer
+	meter    Meter
 	onChange func(what string) // sees every new step (tests)
+}
+
+// Meter counts a run's sizes as they are measured; internal/progress's
+// Meter satisfies it (a bar on a terminal). Declared here so that bench
+// does not depend on how progress is shown.
+type Meter interface {
+	// Plan says that stage (the pattern) will measure n more sizes.
+	Plan(stage string, n int)
+	// Step says that a size of stage has been measured; line says which.
+	Step(stage, line string)
+}
+
+// WithMeter tells m of the sizes measured: the pattern as the stage with
+// the spec's sizes planned (the settling pass is not one), then a size
+// each time the rank that is behind starts the next one, and the rest
+// when the run succeeds. A failed run leaves m where its ranks were.
+func WithMeter(m Meter) RunOption {
+	return func(o *runOptions) { o.meter = m }
 }
 
 // WithProgress makes Run write to w what it is doing before each step that
@@ -87,11 +121,15 @@ type tracker struct {
 	after func(d time.Duration, f func()) (stop func() bool)
 	// onChange, if set, sees every new step description (tests).
 	onChange func(what string)
+	meter    Meter // told of the sizes measured; nil: none
+	spec     Spec  // the sizes the meter counts
 
 	mu        sync.Mutex
 	began     time.Time
 	parent    string       // the launcher's step
 	ranks     map[int]step // each rank's current step
+	measured  map[int]int  // each rank's sizes done, as of its last size begun
+	counted   int          // sizes the meter was told of
 	started   time.Time    // when the rank processes were started (zero: not yet)
 	printed   string       // the last line's step
 	lastPrint time.Time
@@ -100,7 +138,7 @@ type tracker struct {
 }
 
 func newTracker(ctx context.Context, out io.Writer, size int) *tracker {
-	t := &tracker{ctx: ctx, out: out, size: size, now: time.Now, ranks: map[int]step{},
+	t := &tracker{ctx: ctx, out: out, size: size, now: time.Now, ranks: map[int]step{}, measured: map[int]int{},
 		after: func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }}
 	t.began = t.now()
 	return t
@@ -135,7 +173,40 @@ func (t *tracker) rankStep(line []byte) {
 		return
 	}
 	t.ranks[s.Rank] = s
+	if s.Point > 0 {
+		t.measured[s.Rank] = s.Point - 1
+	}
 	t.changed()
+	if len(t.measured) == t.size {
+		t.count(slices.Min(slices.Collect(maps.Values(t.measured))))
+	}
+}
+
+// plan tells the meter, if any, of spec's sizes.
+func (t *tracker) plan(spec Spec) {
+	if t.meter != nil {
+		t.spec = spec
+		t.meter.Plan(string(spec.Pattern), len(spec.Sizes))
+	}
+}
+
+// measuredAll tells the meter, if any, that all n sizes of a run that
+// succeeded are measured.
+func (t *tracker) measuredAll(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.count(n)
+}
+
+// count tells the meter, if any, that the first done sizes are measured.
+// t.mu is held.
+func (t *tracker) count(done int) {
+	if t.meter == nil {
+		return
+	}
+	for ; t.counted < min(done, len(t.spec.Sizes)); t.counted++ {
+		t.meter.Step(string(t.spec.Pattern), fmt.Sprintf("%s at %s", t.spec.Pattern, transports.FormatSize(t.spec.Sizes[t.counted])))
+	}
 }
 
 // current says what the run is doing: the launcher's step until every

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +194,69 @@ func TestStallStacksWithoutSteps(t *testing.T) {
 		if strings.Contains(s, stepMarker) {
 			t.Errorf("rank %d's stacks hold step lines:\n%s", r, s)
 		}
+	}
+}
+
+// meterLog records what a run tells its meter.
+type meterLog []string
+
+func (l *meterLog) Plan(stage string, n int) { *l = append(*l, fmt.Sprintf("plan %s %d", stage, n)) }
+func (l *meterLog) Step(stage, line string)  { *l = append(*l, stage+": "+line) }
+func pointLine(rank, seq, point int) string {
+	b, _ := json.Marshal(step{Rank: rank, Seq: seq, What: "measuring", Point: point})
+	return stepMarker + string(b) + "\n"
+}
+
+// The meter counts the sizes before the one the rank that is behind
+// measures: none until both ranks measure, more than one at once when a
+// step line was lost, and the rest when the run succeeds.
+func TestTrackerCountsSizesMeasured(t *testing.T) {
+	var m meterLog
+	tr := newTracker(context.Background(), nil, 2)
+	tr.meter = &m
+	tr.plan(Spec{Pattern: Bandwidth, Sizes: []int{8, 1 << 10, 1 << 20, 4 << 20}})
+	f := tr.filter(&bytes.Buffer{})
+	for _, c := range []struct {
+		line string
+		want []string // heard so far
+	}{
+		{stepLine(0, 1, "allocating"), []string{"plan bw 4"}},
+		{pointLine(0, 2, 1), []string{"plan bw 4"}},
+		{pointLine(0, 3, 2), []string{"plan bw 4"}}, // rank 1 has measured nothing
+		{pointLine(1, 2, 1), []string{"plan bw 4"}},
+		{pointLine(1, 3, 2), []string{"plan bw 4", "bw: bw at 8"}},
+		{pointLine(0, 5, 4), []string{"plan bw 4", "bw: bw at 8"}}, // rank 0's point 3 lost
+		{pointLine(1, 5, 4), []string{"plan bw 4", "bw: bw at 8", "bw: bw at 1K", "bw: bw at 1M"}},
+		{stepLine(1, 6, "closing transport sm"), []string{"plan bw 4", "bw: bw at 8", "bw: bw at 1K", "bw: bw at 1M"}},
+	} {
+		f.Write([]byte(c.line))
+		if !slices.Equal(m, c.want) {
+			t.Fatalf("after %q: meter heard %q, want %q", c.line, m, c.want)
+		}
+	}
+	tr.measuredAll(4)
+	tr.measuredAll(4) // no more
+	if want := []string{"plan bw 4", "bw: bw at 8", "bw: bw at 1K", "bw: bw at 1M", "bw: bw at 4M"}; !slices.Equal(m, want) {
+		t.Errorf("after the run: meter heard %q, want %q", m, want)
+	}
+}
+
+// A rank announces the size it measures with its place in the ladder.
+func TestStepperAnnouncesThePoint(t *testing.T) {
+	var b bytes.Buffer
+	st := &stepper{w: &b, rank: 1}
+	st.start("allocating")
+	st.measure(Spec{Pattern: Latency, Sizes: []int{8, 64}}, 1)
+	var got []step
+	for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		var s step
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(l, stepMarker)), &s); err != nil {
+			t.Fatalf("step line %q: %v", l, err)
+		}
+		got = append(got, s)
+	}
+	want := []step{{Rank: 1, Seq: 1, What: "allocating"}, {Rank: 1, Seq: 2, What: "measuring latency at 64", Point: 2}}
+	if !slices.Equal(got, want) {
+		t.Errorf("steps %+v, want %+v", got, want)
 	}
 }

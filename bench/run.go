@@ -182,7 +182,8 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 		return Result{}, err
 	}
 	tr := newTracker(ctx, o.progress, 2)
-	tr.onChange = o.onChange
+	tr.onChange, tr.meter = o.onChange, o.meter
+	tr.plan(spec)
 	if spec.UsesGPU() {
 		tr.setParent("checking the GPUs")
 	}
@@ -217,6 +218,7 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 		}
 	}
 	res.Points = outs[0].Points
+	tr.measuredAll(len(res.Points))
 	for i, ws := range outs[1].Warnings {
 		if i >= len(res.Points) {
 			break

@@ -22,6 +22,7 @@ import (
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/progress"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	_ "github.com/gotune/gotune/transports/all"
@@ -311,10 +312,18 @@ func newBench() *cobra.Command {
 			}
 			defer j.close()
 			var opts []bench.RunOption
+			stderr, closeMeter := cmd.ErrOrStderr(), func() {}
 			if !quiet {
-				opts = append(opts, bench.WithProgress(cmd.ErrOrStderr()))
+				if progress.IsTerminal(stderr) { // a bar of sizes under the lines
+					m := progress.New(stderr, progress.Unit("sizes"))
+					stderr, closeMeter = m.Writer(), m.Close
+					opts = append(opts, bench.WithMeter(m))
+				}
+				opts = append(opts, bench.WithProgress(stderr))
 			}
-			res, err := bench.Run(ctx, spec, f.stall, launch.Hooks{Stderr: cmd.ErrOrStderr()}, opts...)
+			defer closeMeter()
+			res, err := bench.Run(ctx, spec, f.stall, launch.Hooks{Stderr: stderr}, opts...)
+			closeMeter() // before the results, which may go to the same terminal
 			if err != nil {
 				return err
 			}
@@ -330,6 +339,6 @@ func newBench() *cobra.Command {
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr (what the run is doing, at most one a second, none for a run under half a second)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr (lines saying what the run is doing, at most one a second, none for a run under half a second; on a terminal also a bar of the sizes measured)")
 	return cmd
 }

@@ -169,3 +169,26 @@ func onTerminal(t *testing.T, f func(tty *os.File) int) (string, int) {
 	tty.Close()
 	return <-screen, code
 }
+
+// On a terminal bench draws a bar of the sizes measured, under its lines,
+// that reaches every size of a run; the results follow on stdout. Without
+// a terminal there is no bar (its lines are tested in bench).
+func TestBenchProgressBarOnTerminal(t *testing.T) {
+	var stdout bytes.Buffer
+	args := []string{"bench", "-t", "sm", "-p", "latency", "-s", "8,64", "--reps", "2", "--iters", "20", "--warmup", "1"}
+	got, code := onTerminal(t, func(tty *os.File) int { return Main(args, &stdout, tty) })
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, got)
+	}
+	for _, want := range []string{"latency ", "2/2 [", "2 sizes done"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the terminal shows no %q:\n%q", want, got)
+		}
+	}
+	if !strings.Contains(stdout.String(), "64") {
+		t.Errorf("stdout %q", stdout.String())
+	}
+	if _, e, code := run(t, args...); code != 0 || strings.Contains(e, "\x1b[") || strings.Contains(e, "sizes done") {
+		t.Errorf("without a terminal: exit %d, stderr %q", code, e)
+	}
+}
