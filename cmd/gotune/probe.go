@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gotune/gotune/internal/progress"
 	"github.com/gotune/gotune/tuner/probe"
 )
 
@@ -54,13 +55,27 @@ func newProbe() *cobra.Command {
 			if unsafe {
 				form = "unsafe"
 			}
+			stage := p.ID + " " + form
+			closeMeter, probed := func() {}, func() {}
 			if !quiet {
-				fmt.Fprintf(cmd.ErrOrStderr(), "%s %s: running (a rank without progress for %v is a hang)\n", p.ID, form, deadline)
+				stderr := cmd.ErrOrStderr()
+				if progress.IsTerminal(stderr) { // a bar with the time it has run, under the line
+					m := progress.New(stderr, progress.Unit("probes"))
+					m.Plan(stage, 1)
+					stderr, closeMeter = m.Writer(), m.Close
+					probed = func() { m.Step(stage, stage) }
+				}
+				fmt.Fprintf(stderr, "%s: running (a rank without progress for %v is a hang)\n", stage, deadline)
 			}
+			defer closeMeter()
 			ctx, cancel := jobContext(timeout)
 			defer cancel()
 			began := time.Now()
 			v := p.Run(ctx, unsafe, deadline)
+			if ctx.Err() == nil {
+				probed()
+			}
+			closeMeter() // before the verdict, which may go to the same terminal
 			fmt.Fprintln(w, v.Line())
 			if ctx.Err() != nil {
 				return fmt.Errorf("%s: interrupted while running its %s form, %v in: %w", p.ID, form, time.Since(began).Round(time.Second), context.Cause(ctx))
@@ -84,7 +99,7 @@ func newProbe() *cobra.Command {
 	fl.BoolVar(&list, "list", false, "list the probes")
 	fl.BoolVar(&unsafe, "unsafe", false, "run the deliberately unsafe variant, which the watchdog must catch")
 	fl.BoolVar(&stacks, "stacks", false, "print the stalled ranks' stacks to stderr")
-	fl.BoolVarP(&quiet, "quiet", "q", false, "no line on stderr saying which probe runs")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr: the line saying which probe runs (and on a terminal its bar)")
 	fl.DurationVar(&deadline, "deadline", 2*time.Second, "watchdog: a rank without progress for this long is a hang")
 	fl.DurationVar(&timeout, "timeout", 5*time.Minute, "give up on the probe after this long")
 	return cmd

@@ -192,3 +192,21 @@ func TestBenchProgressBarOnTerminal(t *testing.T) {
 		t.Errorf("without a terminal: exit %d, stderr %q", code, e)
 	}
 }
+
+// On a terminal probe draws a bar of the probe it runs, under the line
+// saying which, that ends at 1/1; the verdict follows on stdout.
+func TestProbeProgressBarOnTerminal(t *testing.T) {
+	var stdout bytes.Buffer
+	got, code := onTerminal(t, func(tty *os.File) int { return Main([]string{"probe", "H5"}, &stdout, tty) })
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, got)
+	}
+	for _, want := range []string{"H5 safe: running", "H5 safe ", "1/1 [", "1 probes done"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the terminal shows no %q:\n%q", want, got)
+		}
+	}
+	if !strings.HasPrefix(stdout.String(), "H5 safe: passed") {
+		t.Errorf("stdout %q", stdout.String())
+	}
+}
