@@ -201,7 +201,7 @@ func TestProbeProgressBarOnTerminal(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, got)
 	}
-	for _, want := range []string{"H5 safe: running", "H5 safe ", "1/1 [", "1 probes done"} {
+	for _, want := range []string{"H5 safe: running", "H5 safe ", "1/1 [", "1 probe done"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the terminal shows no %q:\n%q", want, got)
 		}

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/creack/pty"
 
 	"github.com/gotune/gotune/internal/testutil"
 )
@@ -93,25 +90,13 @@ func TestVerifyProgressBarOnTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatalf("open a pseudo-terminal: %v", err)
-	}
-	defer ptmx.Close()
-	if err := pty.Setsize(tty, &pty.Winsize{Rows: 40, Cols: 140}); err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), cliEnv+"="+strings.Join(verifyArgs(t, t.TempDir()), "\x1f"))
-	cmd.Stderr = tty
-	screen := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(ptmx) // until the last holder of the tty side closes it
-		screen <- string(b)
-	}()
-	err = cmd.Run()
-	tty.Close()
-	got := <-screen
+	got, _ := onTerminal(t, func(tty *os.File) int {
+		cmd.Stderr = tty
+		err = cmd.Run()
+		return 0
+	})
 	if err != nil {
 		t.Fatalf("verify on a terminal: %v\n%s", err, got)
 	}

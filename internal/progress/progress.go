@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,7 +137,7 @@ func (m *Meter) Plan(stageName string, trials int) {
 	m.endStage()
 	m.startStage(stageName, trials)
 	if m.bars == nil {
-		fmt.Fprintf(m.out, "[%s] stage %s: %d %s planned%s\n", stamp(m.elapsed()), stageName, trials, m.unit, suffix(m.budgetLeft()))
+		fmt.Fprintf(m.out, "[%s] stage %s: %s planned%s\n", stamp(m.elapsed()), stageName, m.count(int64(trials)), suffix(m.budgetLeft()))
 		m.stage.lastLine = m.now()
 	}
 }
@@ -252,7 +253,7 @@ func (m *Meter) budgetLeft() string {
 		if m.total.Load() == 0 {
 			return ""
 		}
-		return fmt.Sprintf("%d %s done", m.total.Load(), m.unit)
+		return m.count(m.total.Load()) + " done"
 	}
 	left := budget - m.elapsed()
 	if left < 0 {
@@ -277,4 +278,12 @@ func stamp(d time.Duration) string { return fmt.Sprintf("%5s", clock(d)) }
 func clock(d time.Duration) string {
 	d = d.Round(time.Second)
 	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+// count is n of the meter's unit: "1 trial", "3 trials".
+func (m *Meter) count(n int64) string {
+	if n == 1 {
+		return "1 " + strings.TrimSuffix(m.unit, "s")
+	}
+	return fmt.Sprintf("%d %s", n, m.unit)
 }
