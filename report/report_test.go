@@ -316,6 +316,7 @@ func TestMachineSection(t *testing.T) {
 	prov := meta["provenance"].(map[string]any)
 	machine := hostinfo.Provenance{
 		GPUs: &hostinfo.GPUs{
+			Driver: "580.95.05", CUDA: "13.0",
 			Devices: []hostinfo.GPU{
 				{Index: 0, Name: "NVIDIA H200", BusID: "0000:19:00.0", NUMANode: 0, NVLinks: 18},
 				{Index: 1, Name: "NVIDIA H200", BusID: "0000:3b:00.0", NUMANode: 0, NVLinks: 18},

@@ -14,7 +14,8 @@ func (t *Topology) Describe() *hostinfo.GPUs {
 	return g
 }
 
-// Machine asks NVML for this node's GPUs and their connections; it fails
+// Machine asks NVML for this node's GPUs, their connections and the
+// driver's versions; it fails
 // matching ErrNotSupported where NVML is absent.
 func Machine() (*hostinfo.GPUs, error) {
 	s, err := OpenNVML()
@@ -22,11 +23,17 @@ func Machine() (*hostinfo.GPUs, error) {
 		return nil, err
 	}
 	t, err := Discover(s)
+	var driver, cuda string
+	if err == nil {
+		driver, cuda, err = s.Versions()
+	}
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, err
 	}
-	return t.Describe(), nil
+	g := t.Describe()
+	g.Driver, g.CUDA = driver, cuda
+	return g, nil
 }

@@ -284,3 +284,20 @@ func p2pOf(s nvml.GpuP2PStatus) P2PStatus {
 	}
 	return P2PUnknown
 }
+
+// Versions reports the NVIDIA driver's version ("580.95.05") and the CUDA
+// version its driver API implements ("13.0").
+func (s *NVML) Versions() (driver, cuda string, err error) {
+	if s.lib == nil {
+		return "", "", errors.New("gpu: NVML is closed")
+	}
+	driver, ret := s.lib.SystemGetDriverVersion()
+	if ret != nvml.SUCCESS {
+		return "", "", nvmlError("nvmlSystemGetDriverVersion", ret)
+	}
+	v, ret := s.lib.SystemGetCudaDriverVersion()
+	if ret != nvml.SUCCESS {
+		return "", "", nvmlError("nvmlSystemGetCudaDriverVersion", ret)
+	}
+	return driver, fmt.Sprintf("%d.%d", v/1000, v%1000/10), nil
+}

@@ -67,6 +67,8 @@ type RDMAPort struct {
 
 // GPUs is a node's GPUs and the connection of every pair.
 type GPUs struct {
+	Driver  string    `json:"driver,omitempty"` // the NVIDIA driver's version
+	CUDA    string    `json:"cuda,omitempty"`   // the CUDA version of its driver API
 	Devices []GPU     `json:"devices"`
 	Links   []GPULink `json:"links,omitempty"`
 }
