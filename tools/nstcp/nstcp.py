@@ -13,6 +13,13 @@ OUT.jsonl as it is measured; the end prints, per size, the median over
 rounds of the round's gotune/Open MPI ratio (medians of the repetitions)
 with its range, and the iperf3 ceiling against both.
 
+Binding: namespace-hosts share one machine's CPUs, and Open MPI binds the
+first rank of every "host" to core 0, so two busy-polling ranks would share
+a core and each message would wait a scheduler tick (4 ms at HZ=250). As
+on a real cluster each rank gets a core of its own: Open MPI's anchor
+through a rankfile (rank i on slot i of host i+1), gotune with
+`--bind-to none` so that its launcher pins rank i to the i-th CPU itself.
+
 Environment: NSHOSTS (the nshosts command, default nshosts), SLOT (its
 cluster, default 0), GOTUNE (the gotune binary), ANCHOR (the anchor
 binary), REPS (repetitions per size, default 5), OPTS (extra gotune bench
@@ -49,9 +56,20 @@ def nbytes(s):
     return str(int(s[:-1] if mult > 1 else s) * mult)
 
 
+def rankfile(base, path):
+    """Writes a rankfile putting rank i on slot i of the hostfile's host i+1."""
+    with open(base[base.index("--hostfile") + 1]) as f:
+        hosts = [line.split()[0] for line in f if line.strip() and not line.startswith("#")]
+    with open(path, "w") as f:
+        for i, h in enumerate(hosts[:2]):
+            f.write("rank %d=%s slot=%d\n" % (i, h, i))
+    return path
+
+
 def ompi(base, anchor, pattern, sizes, reps):
     sizes = ",".join(nbytes(s) for s in sizes.split(","))
-    argv = ["mpirun"] + base + ["-np", "2", "--map-by", "node", "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
+    rf = rankfile(base, os.path.join(os.environ.get("TMPDIR", "/tmp"), "nstcp-rankfile"))
+    argv = ["mpirun"] + base + ["-np", "2", "--rankfile", rf, "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
                                 anchor, pattern, sizes, str(reps), "0", "0", "64" if pattern == "bw" else "1"]
     out = {}
     for line in run(argv).splitlines():
@@ -62,7 +80,7 @@ def ompi(base, anchor, pattern, sizes, reps):
 
 
 def gotune(base, exe, pattern, sizes, reps, opts):
-    argv = ["mpirun"] + base + ["-np", "2", "--map-by", "node", exe, "bench", "--launcher", "mpirun",
+    argv = ["mpirun"] + base + ["-np", "2", "--map-by", "node", "--bind-to", "none", exe, "bench", "--launcher", "mpirun",
                                 "-t", "tcp", "-p", pattern, "-s", sizes, "--reps", str(reps), "-f", "json", "-q"] + opts
     out = {}
     for line in run(argv).splitlines():
