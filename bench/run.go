@@ -13,6 +13,7 @@ import (
 
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/launcher"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 )
@@ -150,13 +151,28 @@ func (s *Spec) Normalize() error {
 }
 
 // DefaultCPUs pins rank i to the i-th CPU this process may use, when there
-// are enough of them; otherwise it returns nil (no pinning).
+// are enough of them; otherwise it returns nil (no pinning). Under a
+// launcher an affinity mask narrower than that is the launcher's binding
+// of the one process it started (mpirun binds to a core by default), not
+// a limit on the ranks this process starts: they take the CPUs of its
+// cpuset instead, which a launcher's allocation (Slurm's cgroup) does
+// limit.
 func DefaultCPUs(ranks int) []int {
 	cpus, err := sys.AllowedCPUs()
+	if err == nil && len(cpus) < ranks && underLauncher() {
+		cpus, err = sys.CpusetCPUs("/")
+	}
 	if err != nil || len(cpus) < ranks {
 		return nil
 	}
 	return cpus[:ranks]
+}
+
+// underLauncher reports whether mpirun, srun or another launcher started
+// this process.
+func underLauncher() bool {
+	_, err := launcher.FromEnv(os.LookupEnv)
+	return err == nil
 }
 
 // DefaultStall is how long a benchmark rank may go without finishing a

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/launcher"
 )
@@ -119,6 +120,9 @@ func (c *clusterFlags) join(ctx context.Context, cmd *cobra.Command) (joined, er
 		return joined{}, err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "gotune: %d launcher processes (%s) on %d node(s): %s\n", info.Size, info.Launcher, len(cl.Nodes()), strings.Join(cl.Nodes(), ", "))
+	if bench.DefaultCPUs(2) == nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "gotune: warning: the launcher gave this process fewer than 2 CPUs: the two ranks of a pair on one node will share them and measure contention (srun: --cpus-per-task=2 or more)\n")
+	}
 	return joined{cluster: cl}, nil
 }
 

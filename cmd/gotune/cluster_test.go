@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,12 +124,18 @@ func TestAcrossHostsThroughLaunchers(t *testing.T) {
 			}
 
 			out, err = start(ctx, dir, "bench", "--launcher", name, "--profile", paths[0], "-p", "bw",
-				"-s", "8,"+strconv.Itoa(d.EagerLimit)+","+strconv.Itoa(d.EagerLimit+1)+",1M", "--validate", "--reps", "2", "-q").CombinedOutput()
+				"-s", "8,"+strconv.Itoa(d.EagerLimit)+","+strconv.Itoa(d.EagerLimit+1)+",1M", "--validate", "--reps", "2", "-q", "-f", "json").CombinedOutput()
 			if err != nil {
 				t.Fatalf("bench --profile through %s: %v\n%s", name, err, out)
 			}
-			if !strings.Contains(string(out), "on 2 node(s): "+strings.Join(names, ", ")) || !strings.Contains(string(out), "gotune auto") {
+			if !strings.Contains(string(out), "on 2 node(s): "+strings.Join(names, ", ")) || !strings.Contains(string(out), `"label":"gotune auto"`) {
 				t.Errorf("bench did not run auto across %v:\n%s", names, out)
+			}
+			// Each rank has a CPU of its own, whatever the launcher bound
+			// the gotune processes to (mpirun binds each host's first to
+			// core 0; the namespace-hosts share the machine's cores).
+			if cpus := runCPUs(t, out); len(cpus) != 2 || cpus[0] == cpus[1] {
+				t.Errorf("ranks pinned to %v through %s, want two distinct CPUs\n%s", cpus, name, out)
 			}
 
 			// A hang on the other node is caught by the watchdog, with the
@@ -174,4 +181,22 @@ func (h *hangingRecv) Recv(peer int, buf []byte) (int, error) {
 		select {} // a goroutine blocked forever, as in a lost wake-up
 	}
 	return h.Transport.Recv(peer, buf)
+}
+
+// runCPUs is the CPUs of the run record in bench's JSON lines.
+func runCPUs(t *testing.T, out []byte) []int {
+	t.Helper()
+	for _, line := range strings.Split(string(out), "\n") {
+		var rec struct {
+			Type string `json:"type"`
+			Spec struct {
+				CPUs []int `json:"cpus"`
+			} `json:"spec"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Type == "run" {
+			return rec.Spec.CPUs
+		}
+	}
+	t.Fatalf("no run record in:\n%s", out)
+	return nil
 }

@@ -6,9 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gotune/gotune/internal/sys"
 )
 
 // CPUList is a sorted set of CPU numbers. As text it is the kernel's cpu-list
@@ -18,43 +19,8 @@ type CPUList []int
 // ParseCPUList parses the kernel's cpu-list syntax ("0-15,32-47", "3", or
 // empty) into sorted, distinct CPU numbers.
 func ParseCPUList(s string) (CPUList, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	var cpus CPUList
-	for _, item := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(item), "-")
-		first, err := cpuNumber(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: %w", s, err)
-		}
-		last := first
-		if isRange {
-			if last, err = cpuNumber(hi); err != nil {
-				return nil, fmt.Errorf("cpu list %q: %w", s, err)
-			}
-			if last < first {
-				return nil, fmt.Errorf("cpu list %q: range %s runs backwards", s, item)
-			}
-		}
-		for c := first; c <= last; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	slices.Sort(cpus)
-	return slices.Compact(cpus), nil
-}
-
-// maxCPU bounds CPU numbers, so that a corrupt list cannot allocate without end.
-const maxCPU = 1 << 16
-
-func cpuNumber(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || n >= maxCPU || strings.HasPrefix(s, "+") {
-		return 0, fmt.Errorf("bad CPU number %q", s)
-	}
-	return n, nil
+	l, err := sys.ParseCPUList(s)
+	return CPUList(l), err
 }
 
 // String writes the list in cpu-list syntax with the longest ranges.
