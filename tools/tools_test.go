@@ -16,9 +16,9 @@ import (
 // --opt), mpirun running the anchor (three repetitions at each size) and
 // the phase probe (one round at a 40 ns round trip); mpirun running gotune
 // bench (bandwidth 1000 MB/s at 1K, 2000 at 4K; latency 4 us), the anchor
-// at 8 B (latency 5 us), and nshosts (iperf3 at 8 Gbit/s). mpirun fails
-// an anchor run without a rankfile placing rank i on slot i of host i+1,
-// and a gotune run that mpirun binds.
+// at 8 B (latency 5 us), and nshosts (iperf3 at 8 Gbit/s). Across hosts
+// (a --hostfile) mpirun fails an anchor run without a rankfile placing rank
+// i on slot i of host i+1, and a gotune run that mpirun binds.
 var fakes = map[string]string{
 	"gotune": `#!/bin/sh
 v=1000
@@ -29,11 +29,11 @@ echo "{\"type\":\"point\",\"size\":4096,\"samples\":[$((v*2)),$((v*2)),$((v*2))]
 `,
 	"mpirun": `#!/bin/sh
 case "$*" in
-*" bench "*" --bind-to none "*|*" --bind-to none "*" bench "*) ;;
-*" bench "*) echo "mpirun: gotune bench bound by mpirun" >&2; exit 1 ;;
-*" --rankfile "*) rf=$(echo "$*" | sed 's/.*--rankfile \([^ ]*\).*/\1/')
+*"--hostfile "*" bench "*" --bind-to none "*|*"--hostfile "*" --bind-to none "*" bench "*) ;;
+*"--hostfile "*" bench "*) echo "mpirun: gotune bench bound by mpirun" >&2; exit 1 ;;
+*"--hostfile "*" --rankfile "*) rf=$(echo "$*" | sed 's/.*--rankfile \([^ ]*\).*/\1/')
 	grep -qx "rank 0=h1 slot=0" "$rf" && grep -qx "rank 1=h2 slot=1" "$rf" || { echo "mpirun: rankfile $rf:" >&2; cat "$rf" >&2; exit 1; } ;;
-*) echo "mpirun: the anchor without a rankfile" >&2; exit 1 ;;
+*"--hostfile "*) echo "mpirun: the anchor across hosts without a rankfile" >&2; exit 1 ;;
 esac
 case "$*" in
 *" bench "*latency*) echo '{"type":"point","size":8,"samples":[4,4,4]}' ;;
