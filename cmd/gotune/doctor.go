@@ -37,6 +37,10 @@ type doctorEnv struct {
 	// its device, version and features) for the line of one that works;
 	// "" for a transport without one. Nil: not asked.
 	module func(transport string) (string, error)
+	// cpus is where ranks would run: this process's affinity mask, its
+	// cpuset, and the CPUs --cpus auto pins a pair to (nil: none). Nil:
+	// not asked.
+	cpus func() (mask, cpuset, ranks []int)
 }
 
 func realDoctorEnv() doctorEnv {
@@ -63,6 +67,11 @@ func realDoctorEnv() doctorEnv {
 				return f(nil)
 			}
 			return "", nil
+		},
+		cpus: func() (mask, cpuset, ranks []int) {
+			mask, _ = sys.AllowedCPUs()
+			cpuset, _ = sys.CpusetCPUs("/")
+			return mask, cpuset, bench.DefaultCPUs(2)
 		},
 	}
 }
@@ -98,6 +107,10 @@ func doctor(ctx context.Context, w io.Writer, env doctorEnv) (failed int) {
 		fmt.Fprintln(w, "kernel.yama.ptrace_scope: no Yama (no extra ptrace restrictions)")
 	}
 	failed += doctorLauncher(w, env)
+	if env.cpus != nil {
+		mask, cpuset, ranks := env.cpus()
+		doctorCPUs(w, mask, cpuset, ranks)
+	}
 	fmt.Fprintln(w)
 	failed += doctorTransports(ctx, w, env)
 	fmt.Fprintln(w)
@@ -147,6 +160,22 @@ func doctorLauncher(w io.Writer, env doctorEnv) (failed int) {
 		}
 	}
 	return 0
+}
+
+// doctorCPUs says where a pair's ranks run with --cpus auto: on CPUs of
+// this process's affinity mask, of its cpuset where a launcher's binding
+// left the mask too narrow, or unpinned and sharing what there is.
+func doctorCPUs(w io.Writer, mask, cpuset, ranks []int) {
+	list := func(c []int) string { return gpu.CPUList(c).String() }
+	pair := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ranks)), ","), "[]")
+	switch {
+	case len(ranks) == 0:
+		fmt.Fprintf(w, "ranks: not pinned: this process may run on CPU %s only (cpuset %s), so a pair's two ranks on this node share it (give it two: srun --cpus-per-task=2, a wider taskset)\n", list(mask), list(cpuset))
+	case len(mask) >= len(ranks):
+		fmt.Fprintf(w, "ranks: a pair on CPUs %s (--cpus auto; this process may run on %s)\n", pair, list(mask))
+	default:
+		fmt.Fprintf(w, "ranks: a pair on CPUs %s of this process's cpuset %s (--cpus auto; the launcher bound this process to %s)\n", pair, list(cpuset), list(mask))
+	}
 }
 
 // launcherFlag is the --launcher value for a launcher's environment.

@@ -177,3 +177,26 @@ func TestDoctorListsEachOptionOnce(t *testing.T) {
 		t.Errorf("no GPU section:\n%s", out)
 	}
 }
+
+// The ranks line says where --cpus auto puts a pair: in the affinity mask,
+// in the cpuset past a launcher's binding, or nowhere.
+func TestDoctorCPUs(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		mask, cpuset, ranks []int
+		want                string
+	}{
+		{"free", []int{0, 1, 2, 3}, []int{0, 1, 2, 3}, []int{0, 1},
+			"ranks: a pair on CPUs 0,1 (--cpus auto; this process may run on 0-3)\n"},
+		{"bound by mpirun", []int{4}, []int{0, 1, 2, 3, 4, 5, 6, 7}, []int{0, 1},
+			"ranks: a pair on CPUs 0,1 of this process's cpuset 0-7 (--cpus auto; the launcher bound this process to 4)\n"},
+		{"one CPU", []int{3}, []int{3}, nil,
+			"ranks: not pinned: this process may run on CPU 3 only (cpuset 3), so a pair's two ranks on this node share it (give it two: srun --cpus-per-task=2, a wider taskset)\n"},
+	} {
+		var b strings.Builder
+		doctorCPUs(&b, c.mask, c.cpuset, c.ranks)
+		if b.String() != c.want {
+			t.Errorf("%s: %q\nwant %q", c.name, b.String(), c.want)
+		}
+	}
+}
