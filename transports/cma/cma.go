@@ -109,18 +109,12 @@ func (c *Copier) copy(pid int, local []byte, remote uintptr, pull bool) error {
 
 func init() {
 	transports.Register(&transports.Driver{
-		Name:      "cma",
-		NodeLocal: true,
-		Options:   []*transports.OptionSet{sm.Options, Options},
-		SharedBytes: func(size int, o transports.Options) (int, error) {
-			p, err := sm.ParseParams(o)
-			if err != nil {
-				return 0, err
-			}
-			return p.SegmentBytes(size), nil
-		},
-		New:   New,
-		Check: Check,
+		Name:        "cma",
+		NodeLocal:   true,
+		Options:     []*transports.OptionSet{sm.Options, Options},
+		SharedBytes: sm.SharedBytes,
+		New:         New,
+		Check:       Check,
 	})
 	// auto's ranges that name cma: the receiver pulls.
 	sm.RegisterMechanism("cma", sm.Mechanism{

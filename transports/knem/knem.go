@@ -157,18 +157,12 @@ func Probe(o transports.Options) (Info, error) {
 
 func init() {
 	transports.Register(&transports.Driver{
-		Name:      "knem",
-		NodeLocal: true,
-		Options:   []*transports.OptionSet{sm.Options, Options},
-		SharedBytes: func(size int, o transports.Options) (int, error) {
-			p, err := sm.ParseParams(o)
-			if err != nil {
-				return 0, err
-			}
-			return p.SegmentBytes(size), nil
-		},
-		New:   func(env transports.Env) (transports.Transport, error) { return New(env) },
-		Check: Check,
+		Name:        "knem",
+		NodeLocal:   true,
+		Options:     []*transports.OptionSet{sm.Options, Options},
+		SharedBytes: sm.SharedBytes,
+		New:         func(env transports.Env) (transports.Transport, error) { return New(env) },
+		Check:       Check,
 		Present: func(o transports.Options) error {
 			_, err := Probe(o)
 			return err

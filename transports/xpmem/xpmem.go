@@ -95,18 +95,12 @@ func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
 
 func init() {
 	transports.Register(&transports.Driver{
-		Name:      "xpmem",
-		NodeLocal: true,
-		Options:   []*transports.OptionSet{sm.Options, Options},
-		SharedBytes: func(size int, o transports.Options) (int, error) {
-			p, err := sm.ParseParams(o)
-			if err != nil {
-				return 0, err
-			}
-			return p.SegmentBytes(size), nil
-		},
-		New:   func(env transports.Env) (transports.Transport, error) { return New(env) },
-		Check: Check,
+		Name:        "xpmem",
+		NodeLocal:   true,
+		Options:     []*transports.OptionSet{sm.Options, Options},
+		SharedBytes: sm.SharedBytes,
+		New:         func(env transports.Env) (transports.Transport, error) { return New(env) },
+		Check:       Check,
 		// The sweep weighs xpmem only where the device is there.
 		Present: func(o transports.Options) error {
 			_, err := Probe(o)
