@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/payload"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/hostmem"
 	"github.com/gotune/gotune/transports/xpmem"
@@ -220,7 +220,7 @@ func selftestRank(r *launch.Rank) (any, error) {
 				}
 			}
 			if from == r.ID {
-				selftestFill(buf[:n], msg)
+				payload.Fill(buf[:n], selftestKey(msg))
 				if err := t.Send(peer, buf[:n]); err != nil {
 					return fmt.Errorf("send %d bytes: %w", n, err)
 				}
@@ -230,7 +230,7 @@ func selftestRank(r *launch.Rank) (any, error) {
 				if err != nil {
 					return fmt.Errorf("receive %d bytes: %w", n, err)
 				}
-				if k := selftestCheck(buf[:n], msg); got != n || k >= 0 {
+				if k := payload.Check(buf[:n], selftestKey(msg)); got != n || k >= 0 {
 					return fmt.Errorf("payload validation failed: message %d of %d bytes from rank %d: got %d bytes, first difference at byte %d", msg, n, from, got, k)
 				}
 				if fresh {
@@ -310,28 +310,5 @@ func selftestRank(r *launch.Rank) (any, error) {
 	return rep, heap.Close()
 }
 
-func selftestWord(msg, k int) uint64 { return uint64(k)*0x9E3779B97F4A7C15 ^ uint64(msg)<<32 ^ 0x3c }
-
-func selftestFill(b []byte, msg int) {
-	for k := 0; k+8 <= len(b); k += 8 {
-		binary.LittleEndian.PutUint64(b[k:], selftestWord(msg, k))
-	}
-	for k := len(b) &^ 7; k < len(b); k++ {
-		b[k] = byte(msg + k)
-	}
-}
-
-// selftestCheck returns the offset of the first byte that differs, or -1.
-func selftestCheck(b []byte, msg int) int {
-	for k := 0; k+8 <= len(b); k += 8 {
-		if binary.LittleEndian.Uint64(b[k:]) != selftestWord(msg, k) {
-			return k
-		}
-	}
-	for k := len(b) &^ 7; k < len(b); k++ {
-		if b[k] != byte(msg+k) {
-			return k
-		}
-	}
-	return -1
-}
+// selftestKey names message msg.
+func selftestKey(msg int) uint64 { return uint64(msg)<<32 ^ 0x3c }

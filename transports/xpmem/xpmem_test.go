@@ -2,7 +2,6 @@ package xpmem_test
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/payload"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
@@ -56,30 +56,8 @@ type report struct {
 	Version  uint32      `json:"version"`
 }
 
-func word(msg, k int) uint64 { return uint64(k)*0x9E3779B97F4A7C15 ^ uint64(msg)<<32 ^ 0xa5 }
-
-func fill(b []byte, msg int) {
-	for k := 0; k+8 <= len(b); k += 8 {
-		binary.LittleEndian.PutUint64(b[k:], word(msg, k))
-	}
-	for k := len(b) &^ 7; k < len(b); k++ {
-		b[k] = byte(msg + k)
-	}
-}
-
-func check(b []byte, msg int) int {
-	for k := 0; k+8 <= len(b); k += 8 {
-		if binary.LittleEndian.Uint64(b[k:]) != word(msg, k) {
-			return k
-		}
-	}
-	for k := len(b) &^ 7; k < len(b); k++ {
-		if b[k] != byte(msg+k) {
-			return k
-		}
-	}
-	return -1
-}
+// key names message msg.
+func key(msg int) uint64 { return uint64(msg)<<32 ^ 0xa5 }
 
 func trafficRank(r *launch.Rank) (any, error) {
 	var s scenario
@@ -125,7 +103,7 @@ func trafficRank(r *launch.Rank) (any, error) {
 					return nil, err
 				}
 				if from == r.ID {
-					fill(b, msg)
+					payload.Fill(b, key(msg))
 					if err := t.Send(peer, b); err != nil {
 						return nil, fmt.Errorf("round %d, %d bytes: %w", round, n, err)
 					}
@@ -135,7 +113,7 @@ func trafficRank(r *launch.Rank) (any, error) {
 					if err != nil {
 						return nil, fmt.Errorf("round %d, %d bytes: %w", round, n, err)
 					}
-					if k := check(b, msg); got != n || k >= 0 {
+					if k := payload.Check(b, key(msg)); got != n || k >= 0 {
 						return nil, fmt.Errorf("payload validation failed: round %d, %d bytes from rank %d: got %d bytes, first difference at byte %d", round, n, from, got, k)
 					}
 					rep.Messages++

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/payload"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/verbs"
 	"github.com/gotune/gotune/transports"
@@ -148,13 +148,13 @@ func h7Rank(r *launch.Rank) (any, error) {
 			}
 			rep.Forks++
 			if r.ID == 0 {
-				fillH7(b, i, k) // the parent writes registered memory after the fork
+				payload.Fill(b, h7Key(i, k)) // the parent writes registered memory after the fork
 				err = tr.Send(peer, b)
 			} else {
 				clear(b)
 				_, err = tr.Recv(peer, b)
 				if err == nil {
-					if at := checkH7(b, i, k); at >= 0 {
+					if at := payload.Check(b, h7Key(i, k)); at >= 0 {
 						err = fmt.Errorf("payload validation failed: iteration %d, %d-byte message: word at byte %d differs after a fork", i, n, at)
 					}
 				}
@@ -195,21 +195,5 @@ func forkHold() (release func() error, err error) {
 	}, nil
 }
 
-func h7Word(i, k, off int) uint64 {
-	return uint64(off)*0x9E3779B97F4A7C15 ^ uint64(i)<<48 ^ uint64(k)<<40 ^ 0x7f4a7c15
-}
-
-func fillH7(b []byte, i, k int) {
-	for off := 0; off+8 <= len(b); off += 8 {
-		binary.LittleEndian.PutUint64(b[off:], h7Word(i, k, off))
-	}
-}
-
-func checkH7(b []byte, i, k int) int {
-	for off := 0; off+8 <= len(b); off += 8 {
-		if binary.LittleEndian.Uint64(b[off:]) != h7Word(i, k, off) {
-			return off
-		}
-	}
-	return -1
-}
+// h7Key names message k of iteration i.
+func h7Key(i, k int) uint64 { return uint64(i)<<48 ^ uint64(k)<<40 ^ 0x7f4a7c15 }

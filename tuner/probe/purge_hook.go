@@ -2,12 +2,12 @@ package probe
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/payload"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cma"
 	"github.com/gotune/gotune/transports/hostmem"
@@ -160,49 +160,13 @@ func h1Rank(r *launch.Rank) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	peer := 1 - r.ID
 	var rep h1Report
-	bufs := make([][]byte, 0, par.Window)
-	reqs := make([]transports.Request, 0, par.Window)
-	for i := range par.Iterations {
-		bufs, reqs = bufs[:0], reqs[:0]
-		for w := range par.Window {
-			b, err := heap.Alloc(h1Sizes[(i+w)%len(h1Sizes)])
-			if err != nil {
-				return nil, err
-			}
-			if _, err := rc.Register(b); err != nil {
-				return nil, err
-			}
-			bufs = append(bufs, b)
-			var q transports.Request
-			if r.ID == 0 {
-				fillH1(b, i, w)
-				q, err = t.Isend(peer, b)
-			} else {
-				q, err = t.Irecv(peer, b)
-			}
-			if err != nil {
-				return nil, err
-			}
-			reqs = append(reqs, q)
-		}
-		if err := t.Wait(reqs...); err != nil {
-			return nil, err
-		}
-		for w, b := range bufs {
-			if r.ID == 1 {
-				if k := checkH1(b, i, w); k >= 0 {
-					return nil, fmt.Errorf("payload validation failed: iteration %d message %d (%d bytes): word at byte %d differs", i, w, len(b), k)
-				}
-			}
-			if err := heap.Free(b); err != nil {
-				return nil, err
-			}
-			rep.Messages++
-			rep.Bytes += int64(len(b))
-		}
-		r.Beat()
+	rep.Messages, rep.Bytes, err = h1Traffic(r, par, t, heap, func(b []byte) error {
+		_, err := rc.Register(b)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
 	}
 	rep.Alloc, rep.Reg = heap.Stats(), rc.Stats()
 	if err := t.Close(); err != nil {
@@ -214,23 +178,66 @@ func h1Rank(r *launch.Rank) (any, error) {
 	return rep, heap.Close()
 }
 
-// h1Word is the 8-byte word at byte k of message w of iteration i.
-func h1Word(i, w, k int) uint64 {
-	return uint64(k)*0x9E3779B97F4A7C15 ^ uint64(i)<<40 ^ uint64(w)<<32 ^ 0x5bd1e995
-}
-
-func fillH1(b []byte, i, w int) {
-	for k := 0; k+8 <= len(b); k += 8 {
-		binary.LittleEndian.PutUint64(b[k:], h1Word(i, w, k))
-	}
-}
-
-// checkH1 returns the offset of the first word that differs, or -1.
-func checkH1(b []byte, i, w int) int {
-	for k := 0; k+8 <= len(b); k += 8 {
-		if binary.LittleEndian.Uint64(b[k:]) != h1Word(i, w, k) {
-			return k
+// h1Traffic is the traffic of H1's shape over t: every iteration a
+// window of fresh buffers from heap (each given to prepare first, if set)
+// that rank 0 fills and sends and rank 1 receives and validates; after
+// settle (if set) each rank frees its window, which runs the release hook
+// under the traffic. It returns the messages and bytes that passed.
+func h1Traffic(r *launch.Rank, par h1Params, t transports.Transport, heap *hostmem.Allocator, prepare func([]byte) error, settle func() error) (messages int, bytes int64, err error) {
+	peer := 1 - r.ID
+	bufs := make([][]byte, 0, par.Window)
+	reqs := make([]transports.Request, 0, par.Window)
+	for i := range par.Iterations {
+		bufs, reqs = bufs[:0], reqs[:0]
+		for w := range par.Window {
+			b, err := heap.Alloc(h1Sizes[(i+w)%len(h1Sizes)])
+			if err != nil {
+				return 0, 0, err
+			}
+			if prepare != nil {
+				if err := prepare(b); err != nil {
+					return 0, 0, err
+				}
+			}
+			bufs = append(bufs, b)
+			var q transports.Request
+			if r.ID == 0 {
+				payload.Fill(b, h1Key(i, w))
+				q, err = t.Isend(peer, b)
+			} else {
+				q, err = t.Irecv(peer, b)
+			}
+			if err != nil {
+				return 0, 0, err
+			}
+			reqs = append(reqs, q)
 		}
+		if err := t.Wait(reqs...); err != nil {
+			return 0, 0, err
+		}
+		if r.ID == 1 {
+			for w, b := range bufs {
+				if k := payload.Check(b, h1Key(i, w)); k >= 0 {
+					return 0, 0, fmt.Errorf("payload validation failed: iteration %d message %d (%d bytes): word at byte %d differs", i, w, len(b), k)
+				}
+			}
+		}
+		if settle != nil {
+			if err := settle(); err != nil {
+				return 0, 0, err
+			}
+		}
+		for _, b := range bufs {
+			if err := heap.Free(b); err != nil {
+				return 0, 0, err
+			}
+			messages++
+			bytes += int64(len(b))
+		}
+		r.Beat()
 	}
-	return -1
+	return messages, bytes, nil
 }
+
+// h1Key names message w of iteration i.
+func h1Key(i, w int) uint64 { return uint64(i)<<40 ^ uint64(w)<<32 ^ 0x5bd1e995 }

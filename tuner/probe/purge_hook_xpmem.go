@@ -135,51 +135,10 @@ func h1xRank(r *launch.Rank) (any, error) {
 			return nil, err
 		}
 	}
-	peer := 1 - r.ID
 	var rep h1xReport
-	bufs := make([][]byte, 0, par.Window)
-	reqs := make([]transports.Request, 0, par.Window)
-	for i := range par.Iterations {
-		bufs, reqs = bufs[:0], reqs[:0]
-		for w := range par.Window {
-			b, err := heap.Alloc(h1Sizes[(i+w)%len(h1Sizes)])
-			if err != nil {
-				return nil, err
-			}
-			bufs = append(bufs, b)
-			var q transports.Request
-			if r.ID == 0 {
-				fillH1(b, i, w)
-				q, err = t.Isend(peer, b)
-			} else {
-				q, err = t.Irecv(peer, b)
-			}
-			if err != nil {
-				return nil, err
-			}
-			reqs = append(reqs, q)
-		}
-		if err := t.Wait(reqs...); err != nil {
-			return nil, err
-		}
-		if r.ID == 1 {
-			for w, b := range bufs {
-				if k := checkH1(b, i, w); k >= 0 {
-					return nil, fmt.Errorf("payload validation failed: iteration %d message %d (%d bytes): word at byte %d differs", i, w, len(b), k)
-				}
-				rep.Messages++
-			}
-		}
-		// The sender's buffers go back only after the receiver's copies.
-		if err := r.Barrier(); err != nil {
-			return nil, err
-		}
-		for _, b := range bufs {
-			if err := heap.Free(b); err != nil {
-				return nil, err
-			}
-		}
-		r.Beat()
+	// The sender's buffers go back only after the receiver's copies.
+	if rep.Messages, _, err = h1Traffic(r, par, t, heap, nil, r.Barrier); err != nil {
+		return nil, err
 	}
 	rep.Alloc, rep.Cache, rep.Version = heap.Stats(), t.Stats(), t.Version()
 	if err := r.Barrier(); err != nil {
