@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/font"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/tuner/sweep"
@@ -68,22 +69,12 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"lower": strings.ToLower,
 }).Parse(pageText))
 
-// humanBytes writes a byte count with a binary unit and three digits.
+// humanBytes is a byte count for people; "unknown" where none was recorded.
 func humanBytes(n int64) string {
 	if n <= 0 {
 		return "unknown"
 	}
-	v, unit := float64(n), "B"
-	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
-		if v < 1024 {
-			break
-		}
-		v, unit = v/1024, u
-	}
-	if unit == "B" {
-		return fmt.Sprintf("%d B", n)
-	}
-	return fmt.Sprintf("%.3g %s", v, unit)
+	return bytesize.Human(n)
 }
 
 // inlineSVG is an SVG document as an element of an HTML page: without

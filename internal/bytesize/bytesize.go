@@ -47,3 +47,19 @@ func Format(n int) string {
 	}
 	return strconv.Itoa(n)
 }
+
+// Human writes a byte count for people: a binary unit and three digits
+// ("512 B", "1.5 MiB", "3 GiB").
+func Human(n int64) string {
+	v, unit := float64(n), "B"
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if v < 1024 {
+			break
+		}
+		v, unit = v/1024, u
+	}
+	if unit == "B" {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.3g %s", v, unit)
+}

@@ -34,3 +34,9 @@ func TestParseRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestHuman(t *testing.T) {
+	if Human(512) != "512 B" || Human(3<<30) != "3 GiB" {
+		t.Fatalf("Human: %q %q", Human(512), Human(3<<30))
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/tuner/search"
@@ -492,9 +493,9 @@ func rangesFrom(eager int, verdicts []SizeVerdict, driverOf map[string]string) [
 // footprint describes the shared memory a channel geometry implies.
 func footprint(depth, cell, frag, slots int, ranks []int) string {
 	pair := pairBytes(depth, cell, frag, slots)
-	s := humanBytes(pair) + " per ordered pair"
+	s := bytesize.Human(pair) + " per ordered pair"
 	for _, n := range ranks {
-		s += fmt.Sprintf("; %d ranks: %s", n, humanBytes(nodeBytes(pair, n)))
+		s += fmt.Sprintf("; %d ranks: %s", n, bytesize.Human(nodeBytes(pair, n)))
 	}
 	return s
 }
@@ -567,19 +568,4 @@ func expMean(logSum float64, n int) float64 {
 		return 0
 	}
 	return math.Exp(logSum / float64(n))
-}
-
-// humanBytes writes a byte count with a binary unit and three digits.
-func humanBytes(n int64) string {
-	v, unit := float64(n), "B"
-	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
-		if v < 1024 {
-			break
-		}
-		v, unit = v/1024, u
-	}
-	if unit == "B" {
-		return fmt.Sprintf("%d B", n)
-	}
-	return fmt.Sprintf("%.3g %s", v, unit)
 }

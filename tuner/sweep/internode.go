@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/transports"
 )
 
@@ -227,7 +228,7 @@ func internodeFootprint(p InternodeParams) string {
 		slot := (ibHeader + p.Eager + 63) / 64 * 64
 		per := int64(2 * credits * slot) // as many send slots as receive slots
 		return fmt.Sprintf("registered memory per peer: %s (%d receive and %d send slots of %s), plus the registration cache of user buffers",
-			humanBytes(per), credits, credits, transports.FormatSize(slot))
+			bytesize.Human(per), credits, credits, transports.FormatSize(slot))
 	default:
 		conns, _ := transports.Options(p.Options).Int("tcp.conns", 1)
 		return fmt.Sprintf("no registered memory; %d socket(s) per peer with the kernel's buffers", conns)

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
 	"github.com/gotune/gotune/tuner/probe"
@@ -397,7 +398,7 @@ func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 		var held bool
 		if d, held = preferReference(d, ref); held {
 			r.notes = append(r.notes, fmt.Sprintf("confirm: %s kept: its channels take %s with a rank on each of %d cores, within 1/%d of %s of memory, so a choice must beat it by more than %.0f%% to stand",
-				ref, humanBytes(nodeBytes(pair, prov.Cores)), prov.Cores, memoryShare, humanBytes(prov.MemBytes), 100*search.Noise))
+				ref, bytesize.Human(nodeBytes(pair, prov.Cores)), prov.Cores, memoryShare, bytesize.Human(prov.MemBytes), 100*search.Noise))
 		}
 	}
 	if c := find(cands, d.Chosen); c != nil {
