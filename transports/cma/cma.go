@@ -1,7 +1,6 @@
 package cma
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/gotune/gotune/internal/sys"
@@ -147,44 +146,8 @@ func New(env transports.Env) (transports.Transport, error) {
 // Check proves, between live ranks, that each can single-copy from the next:
 // every rank sends the address of a marker word; the next rank reads it.
 func Check(t transports.Transport, env transports.Env) error {
-	if env.Size < 2 {
-		return nil
-	}
-	marker, err := sys.MapAnon(8, true)
-	if err != nil {
+	return sm.RingCheck(t, env, "cma", sm.AddressHandle, func(prev int, addr uint64, got []byte) error {
+		_, err := sys.CopyFromProcess(env.PIDs[prev], [][]byte{got}, []sys.RemoteSegment{{Addr: uintptr(addr), Len: len(got)}})
 		return err
-	}
-	defer sys.Unmap(marker)
-	copy(marker, "gotune\x00\x01")
-	next, prev := (env.Rank+1)%env.Size, (env.Rank+env.Size-1)%env.Size
-	addr, err := sys.MapAnon(8, true)
-	if err != nil {
-		return err
-	}
-	defer sys.Unmap(addr)
-	binary.LittleEndian.PutUint64(addr, uint64(sys.AddressOf(marker)))
-	if err := t.Send(next, addr); err != nil {
-		return fmt.Errorf("cma check: %w", err)
-	}
-	if _, err := t.Recv(prev, addr); err != nil {
-		return fmt.Errorf("cma check: %w", err)
-	}
-	got, err := sys.MapAnon(8, true)
-	if err != nil {
-		return err
-	}
-	defer sys.Unmap(got)
-	_, cerr := sys.CopyFromProcess(env.PIDs[prev], [][]byte{got}, []sys.RemoteSegment{{Addr: uintptr(binary.LittleEndian.Uint64(addr)), Len: 8}})
-	if cerr == nil && string(got) != string(marker) {
-		cerr = fmt.Errorf("cma check: read %q from rank %d, want %q", got, prev, marker)
-	}
-	// Everyone must finish reading before anyone unmaps its marker.
-	flag := addr[:1]
-	if err := t.Send(prev, flag); err != nil {
-		return err
-	}
-	if _, err := t.Recv(next, flag); err != nil {
-		return err
-	}
-	return cerr
+	})
 }

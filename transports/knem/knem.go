@@ -1,7 +1,6 @@
 package knem
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"syscall"
@@ -253,40 +252,18 @@ func Check(tr transports.Transport, env transports.Env) error {
 		return err
 	}
 	defer c.Close()
-	buf, err := sys.MapAnon(3*8, true)
-	if err != nil {
+	publish := func(marker []byte) (uint64, func(), error) {
+		cookie, err := c.dev.CreateRegion(sys.AddressOf(marker), len(marker), false, 0)
+		if err != nil {
+			return 0, nil, err
+		}
+		return cookie, func() { c.dev.DestroyRegion(cookie) }, nil
+	}
+	return sm.RingCheck(tr, env, "knem", publish, func(prev int, cookie uint64, got []byte) error {
+		err := c.dev.InlineCopy(env.PIDs[prev], got, cookie, 0, false, c.flags)
+		if errors.Is(err, syscall.EPERM) {
+			err = sys.NotSupported("knem copy from rank "+fmt.Sprint(prev), "the driver refused (another user's region)", err)
+		}
 		return err
-	}
-	defer sys.Unmap(buf)
-	marker, word, got := buf[0:8], buf[8:16], buf[16:24]
-	copy(marker, "gotune\x00\x03")
-	cookie, err := c.dev.CreateRegion(sys.AddressOf(marker), len(marker), false, 0)
-	if err != nil {
-		return fmt.Errorf("knem check: %w", err)
-	}
-	defer c.dev.DestroyRegion(cookie)
-	next, prev := (env.Rank+1)%env.Size, (env.Rank+env.Size-1)%env.Size
-	binary.LittleEndian.PutUint64(word, cookie)
-	if err := tr.Send(next, word); err != nil {
-		return fmt.Errorf("knem check: %w", err)
-	}
-	if _, err := tr.Recv(prev, word); err != nil {
-		return fmt.Errorf("knem check: %w", err)
-	}
-	cerr := c.dev.InlineCopy(env.PIDs[prev], got, binary.LittleEndian.Uint64(word), 0, false, c.flags)
-	if errors.Is(cerr, syscall.EPERM) {
-		cerr = sys.NotSupported("knem copy from rank "+fmt.Sprint(prev), "the driver refused (another user's region)", cerr)
-	}
-	if cerr == nil && string(got) != string(marker) {
-		cerr = fmt.Errorf("knem check: read %q from rank %d, want %q", got, prev, marker)
-	}
-	// Everyone must finish copying before anyone destroys its region.
-	flag := word[:1]
-	if err := tr.Send(prev, flag); err != nil {
-		return err
-	}
-	if _, err := tr.Recv(next, flag); err != nil {
-		return err
-	}
-	return cerr
+	})
 }

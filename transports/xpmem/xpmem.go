@@ -402,34 +402,7 @@ func Check(tr transports.Transport, env transports.Env) error {
 	if !ok {
 		return fmt.Errorf("xpmem check: not an xpmem transport")
 	}
-	if env.Size < 2 {
-		return nil
-	}
-	buf, err := sys.MapAnon(3*8, true)
-	if err != nil {
-		return err
-	}
-	defer sys.Unmap(buf)
-	marker, addr, got := buf[0:8], buf[8:16], buf[16:24]
-	copy(marker, "gotune\x00\x02")
-	next, prev := (env.Rank+1)%env.Size, (env.Rank+env.Size-1)%env.Size
-	binary.LittleEndian.PutUint64(addr, uint64(sys.AddressOf(marker)))
-	if err := t.Send(next, addr); err != nil {
-		return fmt.Errorf("xpmem check: %w", err)
-	}
-	if _, err := t.Recv(prev, addr); err != nil {
-		return fmt.Errorf("xpmem check: %w", err)
-	}
-	cerr := (&copier{x: t.x}).Copy(env.PIDs[prev], got, sm.PlaceHost, uintptr(binary.LittleEndian.Uint64(addr)), true)
-	if cerr == nil && string(got) != string(marker) {
-		cerr = fmt.Errorf("xpmem check: read %q from rank %d, want %q", got, prev, marker)
-	}
-	flag := addr[:1]
-	if err := t.Send(prev, flag); err != nil {
-		return err
-	}
-	if _, err := t.Recv(next, flag); err != nil {
-		return err
-	}
-	return cerr
+	return sm.RingCheck(t, env, "xpmem", sm.AddressHandle, func(prev int, addr uint64, got []byte) error {
+		return (&copier{x: t.x}).Copy(env.PIDs[prev], got, sm.PlaceHost, uintptr(addr), true)
+	})
 }
