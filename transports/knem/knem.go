@@ -82,6 +82,16 @@ func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
 	return p, nil
 }
 
+// params reads the sm engine's options and knem's own from o.
+func params(o transports.Options) (sm.Params, Params, error) {
+	sp, err := sm.ParseParams(o)
+	if err != nil {
+		return sp, Params{}, err
+	}
+	p, err := ParseParams(o, sp.EagerLimit)
+	return sp, p, err
+}
+
 // Info is what the device said when it was opened.
 type Info struct {
 	sys.KnemInfo
@@ -169,11 +179,7 @@ func init() {
 	})
 	sm.RegisterMechanism("knem", sm.Mechanism{
 		Routed: func(env transports.Env, route func(int) bool) (sm.SingleCopy, error) {
-			sp, err := sm.ParseParams(env.Options)
-			if err != nil {
-				return nil, err
-			}
-			p, err := ParseParams(env.Options, sp.EagerLimit)
+			_, p, err := params(env.Options)
 			if err != nil {
 				return nil, err
 			}
@@ -193,11 +199,7 @@ type Transport struct {
 
 // New builds the knem transport for env.
 func New(env transports.Env) (*Transport, error) {
-	sp, err := sm.ParseParams(env.Options)
-	if err != nil {
-		return nil, err
-	}
-	p, err := ParseParams(env.Options, sp.EagerLimit)
+	sp, p, err := params(env.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -237,11 +239,7 @@ func Check(tr transports.Transport, env transports.Env) error {
 	if env.Size < 2 {
 		return nil
 	}
-	sp, err := sm.ParseParams(env.Options)
-	if err != nil {
-		return err
-	}
-	p, err := ParseParams(env.Options, sp.EagerLimit)
+	_, p, err := params(env.Options)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,6 @@
 package xpmem
 
 import (
-	"errors"
-
-	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
 )
@@ -26,21 +23,9 @@ func (c *routedCopier) Invalidate(addr uintptr, n int) { (&Transport{x: c.x}).In
 func init() {
 	sm.RegisterMechanism("xpmem", sm.Mechanism{
 		Routed: func(env transports.Env, route func(int) bool) (sm.SingleCopy, error) {
-			sp, err := sm.ParseParams(env.Options)
+			_, p, err := params(env.Options)
 			if err != nil {
 				return nil, err
-			}
-			p, err := ParseParams(env.Options, sp.EagerLimit)
-			if err != nil {
-				return nil, err
-			}
-			if env.Size > 1 && env.AllGather == nil {
-				return nil, errors.New("xpmem: the job offers no AllGather to exchange segment ids")
-			}
-			if p.Device == Fake {
-				if err := sys.AllowAnyTracer(); err != nil {
-					return nil, err
-				}
 			}
 			x, err := setup(env, p)
 			if err != nil {

@@ -172,29 +172,27 @@ func Probe(o transports.Options) (uint32, error) {
 	return v, d.Close()
 }
 
+// params reads the sm engine's options and xpmem's own from o.
+func params(o transports.Options) (sm.Params, Params, error) {
+	sp, err := sm.ParseParams(o)
+	if err != nil {
+		return sp, Params{}, err
+	}
+	p, err := ParseParams(o, sp.EagerLimit)
+	return sp, p, err
+}
+
 // setupBlob is what each rank publishes through AllGather.
 const setupBlob = 24 // segid, board address, pid
 
 // New builds the xpmem transport for env.
 func New(env transports.Env) (*Transport, error) {
-	sp, err := sm.ParseParams(env.Options)
+	sp, p, err := params(env.Options)
 	if err != nil {
 		return nil, err
-	}
-	p, err := ParseParams(env.Options, sp.EagerLimit)
-	if err != nil {
-		return nil, err
-	}
-	if env.Size > 1 && env.AllGather == nil {
-		return nil, errors.New("xpmem: the job offers no AllGather to exchange segment ids")
 	}
 	if env.MultiHost() {
 		return nil, sys.NotSupported("xpmem", "ranks on more than one host", nil)
-	}
-	if p.Device == Fake {
-		if err := sys.AllowAnyTracer(); err != nil { // the fake copies with process_vm_*
-			return nil, err
-		}
 	}
 	x, err := setup(env, p)
 	if err != nil {
@@ -212,6 +210,14 @@ func New(env transports.Env) (*Transport, error) {
 // Every rank calls AllGather once, even when its own setup failed, so that
 // no peer waits for it: a failure travels as an empty blob.
 func setup(env transports.Env, p Params) (*state, error) {
+	if env.Size > 1 && env.AllGather == nil {
+		return nil, errors.New("xpmem: the job offers no AllGather to exchange segment ids")
+	}
+	if p.Device == Fake {
+		if err := sys.AllowAnyTracer(); err != nil { // the fake copies with process_vm_*
+			return nil, err
+		}
+	}
 	x := &state{p: p, rank: env.Rank, peers: map[int]*peerState{}, byRank: make([]*peerState, env.Size)}
 	var err error
 	x.dev, x.version, err = Open(p)
