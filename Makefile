@@ -13,7 +13,7 @@ TESTFLAGS ?= -count=1 -timeout 20m
 # chromium for the test that opens gotune report's page headless, offline).
 BUILD_PKGS := gcc libc6-dev libibverbs-dev
 DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev mpich libmpich-dev ucx-utils libmimalloc2.0 python3 \
-	slurmctld slurmd slurm-client munge iperf3 chromium
+	slurmctld slurmd slurm-client munge iperf3 chromium iproute2
 
 .PHONY: all build build-deps deps test fuzz race bench sweep anchors lint clean
 
