@@ -30,13 +30,27 @@ func (o Outcome) String() string {
 // Comparison is the verdict on two samples.
 type Comparison struct {
 	Outcome Outcome
-	P       float64 // Mann-Whitney U test p-value
+	P       float64 // Mann-Whitney U test p-value, or the paired t test's
 	// Gain is how much better B's median is than A's (0.1: 10% better;
-	// negative: worse), in the metric's own direction.
+	// negative: worse), in the metric's own direction; for a paired
+	// comparison, the geometric mean of B's per-round ratios, less one.
 	Gain float64
+	// Paired comparisons only (Paired): the interval of Gain at LookAlpha,
+	// the rounds it rests on, and the posterior belief that B is better.
+	Paired   bool
+	Lo, Hi   float64
+	Rounds   int // rounds the decision rests on
+	Outliers int // rounds left out as far off the others
+	PBetter  float64
+	// the mean log-ratio, its standard error and degrees of freedom, for
+	// Lean
+	mean, se, df float64
 }
 
 func (c Comparison) String() string {
+	if c.Paired {
+		return c.pairedString()
+	}
 	return fmt.Sprintf("%s (p=%.3f, B %+.1f%%)", c.Outcome, c.P, 100*c.Gain)
 }
 
