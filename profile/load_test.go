@@ -194,6 +194,16 @@ func brokenCases() []brokenCase {
 				return sealed(t, setRange(2, Range{Min: 1 << 20, Transport: "sm", Protocol: "rendezvous"}))
 			},
 			[]string{"decisions.intranode.host_host.ranges[2]: rendezvous needs a single-copy transport (cma, knem, xpmem), not sm"}},
+		{"a copy direction on a pipelined range",
+			func(t testing.TB, _ string) string {
+				return sealed(t, setRange(1, Range{Min: 4097, Transport: "sm", Protocol: "pipeline", Mode: "push"}))
+			},
+			[]string{"decisions.intranode.host_host.ranges[1].mode: push on a pipeline range: a copy direction belongs to rendezvous ranges"}},
+		{"an unknown copy direction",
+			func(t testing.TB, _ string) string {
+				return sealed(t, setRange(2, Range{Min: 1 << 20, Transport: "cma", Protocol: "rendezvous", Mode: "sideways"}))
+			},
+			[]string{`decisions.intranode.host_host.ranges[2].mode: "sideways" is not one of pull|push`}},
 		{"eager beyond the eager limit",
 			func(t testing.TB, _ string) string {
 				return sealed(t, setRange(1, Range{Min: 4097, Transport: "sm", Protocol: "eager"}))

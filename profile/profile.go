@@ -56,6 +56,10 @@ type Evidence struct {
 	Measurements string `yaml:"measurements" mapstructure:"measurements"` // path of the JSON-lines store, relative to the profile
 	Records      int    `yaml:"records" mapstructure:"records"`           // how many measurements the decisions rest on
 	Plan         string `yaml:"plan" mapstructure:"plan"`
+	// KnownLosses names the sizes where the sweep's verification found a
+	// single transport faster than these decisions, settled, and could not
+	// mend it; omitted when none (and so from every profile before it).
+	KnownLosses []string `yaml:"known_losses,omitempty" mapstructure:"known_losses"`
 }
 
 // Decision is the tuned configuration of one locality and memory pair.
@@ -101,6 +105,11 @@ type Range struct {
 	Min       int    `yaml:"min" mapstructure:"min"`             // bytes
 	Transport string `yaml:"transport" mapstructure:"transport"` // "sm" | "cma" | "knem" | "xpmem"
 	Protocol  string `yaml:"protocol" mapstructure:"protocol"`   // "eager" | "pipeline" | "rendezvous"
+	// Mode is the direction of a rendezvous range's single copy, "pull"
+	// (the receiver copies) or "push" (the sender copies); one per
+	// transport. Omitted: the transport's own default, and older profiles
+	// keep their hash.
+	Mode string `yaml:"mode,omitempty" mapstructure:"mode"`
 }
 
 // Allocator is the host buffer allocator's configuration.
@@ -159,6 +168,10 @@ type Stack struct {
 	// geomean 1.42x over the default 'cma' (8 interleaved rounds, U test
 	// settled at 11 of 13 sizes)".
 	Evidence map[string]string `yaml:"evidence,omitempty" mapstructure:"evidence"`
+	// Confirmed says what the whole file gains against the stack's
+	// defaults as users load it (geomean, the sizes faster settled, 8-byte
+	// latency); omitted when not confirmed, so older profiles keep their hash.
+	Confirmed string `yaml:"confirmed,omitempty" mapstructure:"confirmed"`
 }
 
 // StackNames are the stacks a profile may hold decisions for.

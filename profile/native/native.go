@@ -81,6 +81,9 @@ func Render(stack string, p *profile.Profile) ([]byte, error) {
 	w.blank()
 	provenance(&w, p)
 	w.comment(fmt.Sprintf("Measured with %s %s.", s.display, st.Version))
+	if st.Confirmed != "" {
+		w.comment("The whole file against the defaults, loaded as here: " + st.Confirmed + ".")
+	}
 	for _, param := range slices.Sorted(maps.Keys(st.Params)) {
 		line, err := s.line(s.name(param), st.Params[param])
 		if err != nil {

@@ -98,6 +98,18 @@ func (r *Route) Mechanisms() []string {
 	return out
 }
 
+// CopyModes are the copy directions the ranges give their single-copy
+// transports, as those transports' options (cma.mode=push).
+func (r *Route) CopyModes() transports.Options {
+	o := transports.Options{}
+	for _, rg := range r.Decision.Ranges {
+		if rg.Mode != "" {
+			o[rg.Transport+".mode"] = rg.Mode
+		}
+	}
+	return o
+}
+
 // Rendezvous reports whether an n-byte message goes by single copy.
 func (r *Route) Rendezvous(n int) bool { return r.MechanismFor(n) != "" }
 
@@ -190,6 +202,7 @@ func New(env transports.Env) (transports.Transport, error) {
 	if !r.UsesSingleCopy() {
 		return sm.New(env, r.SM, nil, "auto")
 	}
+	env.Options = r.CopyModes().With(env.Options) // the job's own --opt wins
 	single, err := newSingle(env, r)
 	if err != nil {
 		return nil, err

@@ -99,3 +99,15 @@ func TestRoutedPassesInvalidations(t *testing.T) {
 	}
 	(&routed{struct{ transports.Transport }{}}).Invalidate(0x2000, 4096) // no cache: nothing to do
 }
+
+// The ranges' copy directions reach their transports as options.
+func TestCopyModes(t *testing.T) {
+	r := &Route{Decision: profile.Decision{Ranges: []profile.Range{
+		{Min: 0, Transport: "sm", Protocol: "eager"},
+		{Min: 65537, Transport: "cma", Protocol: "rendezvous", Mode: "push"},
+		{Min: 1 << 22, Transport: "sm", Protocol: "pipeline"},
+	}}}
+	if got := r.CopyModes(); len(got) != 1 || got["cma.mode"] != "push" {
+		t.Fatalf("CopyModes = %v, want cma.mode=push alone", got)
+	}
+}
