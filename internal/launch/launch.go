@@ -634,15 +634,15 @@ func randomToken() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// RemoveStaleSegments deletes POSIX segments whose launcher no longer exists
-// (a launcher killed between creating and unlinking one). It returns the
-// paths removed.
-func RemoveStaleSegments() []string {
+// StaleSegments lists the POSIX segments whose launcher no longer exists
+// (a launcher killed between creating and unlinking one): a live
+// launcher's segments, another job's on the same node, are not stale.
+func StaleSegments() []string {
 	entries, err := os.ReadDir(ShmDir)
 	if err != nil {
 		return nil
 	}
-	var removed []string
+	var stale []string
 	for _, e := range entries {
 		name, ok := strings.CutPrefix(e.Name(), ShmPrefix)
 		if !ok {
@@ -654,10 +654,19 @@ func RemoveStaleSegments() []string {
 			continue
 		}
 		if sys.ProcessGone(pid) {
-			p := filepath.Join(ShmDir, e.Name())
-			if os.Remove(p) == nil {
-				removed = append(removed, p)
-			}
+			stale = append(stale, filepath.Join(ShmDir, e.Name()))
+		}
+	}
+	return stale
+}
+
+// RemoveStaleSegments deletes the StaleSegments and returns the paths
+// removed.
+func RemoveStaleSegments() []string {
+	var removed []string
+	for _, p := range StaleSegments() {
+		if os.Remove(p) == nil {
+			removed = append(removed, p)
 		}
 	}
 	return removed
