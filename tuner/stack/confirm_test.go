@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/bench"
@@ -101,5 +102,60 @@ func TestWithAndUnless(t *testing.T) {
 	}
 	if s.measured["y"] || len(res.Choices) != 1 {
 		t.Errorf("y was weighed (%d choices) though mode=fast makes it moot", len(res.Choices))
+	}
+}
+
+// narrowing is a stack whose x=b gains 1.5x everywhere and whose y=2
+// gains 1.2x at the sizes its own stage weighs but halves 32 KiB (the file
+// then loses 25% there), which only the confirmation's ladder measures.
+type narrowing struct{}
+
+func (narrowing) Name() string                                           { return "openmpi" }
+func (narrowing) Prepare(context.Context, string) error                  { return nil }
+func (narrowing) Check(context.Context, string, map[string]string) error { return nil }
+func (narrowing) Space() []Param {
+	sizes := []int{4096, 65536}
+	return []Param{
+		{Name: "x", Values: []string{"a", "b"}, Pattern: bench.Bandwidth, Sizes: sizes},
+		{Name: "y", Values: []string{"1", "2"}, Pattern: bench.Bandwidth, Sizes: sizes},
+	}
+}
+func (narrowing) Contender(_, label string, params map[string]string) anchor.Contender {
+	return anchor.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
+		res := bench.Result{Label: label, Spec: spec}
+		for _, n := range spec.Sizes {
+			v := 100.0
+			if spec.Pattern == bench.Bandwidth {
+				if params["x"] == "b" {
+					v *= 1.5
+				}
+				if params["y"] == "2" {
+					v *= map[bool]float64{true: 0.5, false: 1.2}[n == 32768]
+				}
+			}
+			res.Points = append(res.Points, bench.Point{Size: n, Samples: []float64{v}})
+		}
+		return res, nil
+	}}
+}
+
+// A file that loses settled at one size of the ladder is narrowed: the
+// value behind the loss is dropped, the rest confirmed again, and what
+// the file gains is said for its header.
+func TestConfirmNarrowsAFileThatLosesAtASize(t *testing.T) {
+	res, err := Tune(context.Background(), narrowing{}, Config{Dir: t.TempDir(), Rounds: 4, ConfirmSizes: []int{4096, 32768, 65536}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Params) != 1 || res.Params["x"] != "b" {
+		t.Fatalf("params %v, want x=b alone", res.Params)
+	}
+	for _, want := range []string{"y=2", "32K", "-25"} {
+		if !strings.Contains(res.Note, want) {
+			t.Errorf("note %q lacks %q", res.Note, want)
+		}
+	}
+	if want := "faster (settled) at 4K-64K, slower at none"; !strings.Contains(res.Gains, want) {
+		t.Errorf("gains %q lacks %q", res.Gains, want)
 	}
 }

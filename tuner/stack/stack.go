@@ -87,7 +87,7 @@ type Choice struct {
 	// Scores are each value's geometric-mean ratio against the default
 	// over the sizes (round-paired; > 1 is better), in Values order.
 	Scores []float64
-	// Verdicts are each value's U-test verdicts against the default, by
+	// Verdicts are each value's paired verdicts against the default, by
 	// size, in Values order (the default's own: nil).
 	Verdicts [][]search.Comparison
 	Results  []bench.Result
@@ -121,14 +121,16 @@ type Result struct {
 	Version string
 	Params  map[string]string // only the values that differ from the defaults
 	Choices []Choice
-	// Confirm weighs the chosen values together against the defaults
-	// (nil when every default stood): bandwidth over ConfirmSizes and
-	// latency at 8 bytes, as a user would see the file's effect. The
-	// values stand only if bandwidth does not lose in geomean and 8-byte
-	// latency loses no more than search.Noise.
+	// Confirm weighs the file against the defaults (nil when every
+	// default stood): bandwidth over ConfirmSizes and latency at 8 bytes,
+	// as a user would see the file's effect; the last confirmation when
+	// values were dropped. The file stands only if it loses settled at no
+	// size, not in geomean, and 8-byte latency no more than search.Noise.
 	Confirm []Choice
-	// Note says why chosen values were dropped after the confirmation
-	// ("" when they stand).
+	// Gains says what the file that stands gains (gains), for its header.
+	Gains string
+	// Note says which chosen values were dropped after the confirmation,
+	// and why ("" when all stand).
 	Note string
 }
 
@@ -186,35 +188,193 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 	if len(res.Params) == 0 {
 		return res, nil
 	}
+	// The file as users load it, against the defaults at every size of the
+	// ladder it claims: it must lose settled at no size, nor in geomean,
+	// nor 8-byte latency beyond the noise. A file that does is narrowed,
+	// one value at a time (the one whose absence scores best), until one
+	// passes or none is left.
+	kept := departures(res.Choices)
+	var dropped []string
+	for len(kept) > 0 {
+		params := paramsOf(kept)
+		confirm, err := confirmFile(ctx, a, cfg, params)
+		if err != nil {
+			return res, err
+		}
+		res.Confirm = confirm
+		why := fileLoses(confirm)
+		if why == "" {
+			res.Params = params
+			res.Gains = gains(confirm)
+			if len(dropped) > 0 {
+				res.Note = "dropped " + strings.Join(dropped, "; ")
+			}
+			return res, nil
+		}
+		if len(kept) == 1 {
+			dropped = append(dropped, fmt.Sprintf("%s (%s)", paramsLine(kept[0]), why))
+			break
+		}
+		i, err := worstOf(ctx, a, cfg, kept)
+		if err != nil {
+			return res, err
+		}
+		dropped = append(dropped, fmt.Sprintf("%s (with it the file %s)", paramsLine(kept[i]), why))
+		kept = slices.Delete(kept, i, i+1)
+	}
+	res.Note = "dropped " + strings.Join(dropped, "; ") + ": defaults kept"
+	res.Params = map[string]string{}
+	return res, nil
+}
+
+// departures are the values of choices that depart from the defaults,
+// each with the settings it needs, in the order they were chosen.
+func departures(choices []Choice) []map[string]string {
+	var out []map[string]string
+	for _, c := range choices {
+		if c.Chosen != c.Param.Values[0] {
+			v := map[string]string{}
+			c.Param.set(v, c.Chosen)
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// paramsOf merges values.
+func paramsOf(values []map[string]string) map[string]string {
+	params := map[string]string{}
+	for _, v := range values {
+		maps.Copy(params, v)
+	}
+	return params
+}
+
+// paramsLine is params as k=v, sorted.
+func paramsLine(params map[string]string) string {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		kv = append(kv, k+"="+params[k])
+	}
+	return strings.Join(kv, ",")
+}
+
+// confirmFile weighs the file of params against the defaults: bandwidth
+// (or the adapter's own pattern) over the confirmation ladder, and 8-byte
+// latency.
+func confirmFile(ctx context.Context, a Adapter, cfg Config, params map[string]string) ([]Choice, error) {
 	confirmSizes := cfg.ConfirmSizes
 	if confirmSizes == nil {
 		confirmSizes = ConfirmSizes
 	}
+	var out []Choice
 	for _, p := range []Param{
 		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: confirmPattern(a), Sizes: confirmSizes},
 		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Latency, Sizes: []int{8}},
 	} {
-		cs := []anchor.Contender{a.Contender(cfg.Dir, "defaults", nil), a.Contender(cfg.Dir, "tuned", res.Params)}
+		cs := []anchor.Contender{a.Contender(cfg.Dir, "defaults", nil), a.Contender(cfg.Dir, "tuned", params)}
 		spec := bench.Spec{Pattern: p.Pattern, Sizes: p.Sizes, Reps: 1, Iters: cfg.Iters}
 		results, err := anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, anchor.Lines(cfg.Progress))
 		if err != nil {
-			return res, fmt.Errorf("tune %s: confirm %s: %w", a.Name(), p.Pattern, err)
+			return nil, fmt.Errorf("tune %s: confirm %s: %w", a.Name(), p.Pattern, err)
 		}
-		res.Confirm = append(res.Confirm, choose(p, results))
+		out = append(out, choose(p, results))
 	}
-	// The file must not cost bandwidth overall, nor 8-byte latency beyond
-	// the noise, settled or not: a user installs it for every job.
-	bw, lat := res.Confirm[0], res.Confirm[1]
-	if bw.Scores[1] < 1 || lat.Scores[1] < 1-search.Noise {
-		res.Note = fmt.Sprintf("the chosen values together scored %.3fx the defaults' bandwidth and %.3fx their 8-byte latency (%s): defaults kept",
-			bw.Scores[1], lat.Scores[1], lat.Verdicts[1][0])
-		res.Params = map[string]string{}
+	return out, nil
+}
+
+// fileLoses says how a confirmed file loses ("" if it does not): at a
+// size, settled by more than search.Noise; in geomean; or in 8-byte
+// latency beyond the noise, settled or not (a user installs it for every
+// job).
+func fileLoses(confirm []Choice) string {
+	bw, lat := confirm[0], confirm[1]
+	var at []string
+	for i, v := range bw.Verdicts[1] {
+		if v.Outcome == search.AWins {
+			at = append(at, fmt.Sprintf("%s %+.1f%%", bytesize.Format(bw.Param.Sizes[i]), 100*v.Gain))
+		}
 	}
-	return res, nil
+	switch {
+	case len(at) > 0:
+		return "lost at " + strings.Join(at, ", ")
+	case bw.Scores[1] < 1:
+		return fmt.Sprintf("scored %.3fx the defaults' %s in geomean", bw.Scores[1], bw.Param.Pattern)
+	case lat.Scores[1] < 1-search.Noise:
+		return fmt.Sprintf("scored %.3fx the defaults' 8-byte latency (%s)", lat.Scores[1], lat.Verdicts[1][0])
+	}
+	return ""
+}
+
+// gains says what a confirmed file gains: its geomean over the ladder,
+// the sizes where it is faster, settled, and its 8-byte latency.
+func gains(confirm []Choice) string {
+	bw, lat := confirm[0], confirm[1]
+	var at []int
+	for i, v := range bw.Verdicts[1] {
+		if v.Outcome == search.BWins {
+			at = append(at, bw.Param.Sizes[i])
+		}
+	}
+	sizes := bw.Param.Sizes
+	faster := "none"
+	if len(at) > 0 {
+		faster = sizeRanges(at, sizes)
+	}
+	return fmt.Sprintf("%s %.2fx the defaults in geomean over %s-%s, faster (settled) at %s, slower at none; 8-byte latency %.2fx",
+		bw.Param.Pattern, bw.Scores[1], bytesize.Format(sizes[0]), bytesize.Format(sizes[len(sizes)-1]), faster, lat.Scores[1])
+}
+
+// sizeRanges writes the sizes of at as runs of consecutive ladder sizes
+// ("64K-1M, 8M").
+func sizeRanges(at, ladder []int) string {
+	var runs []string
+	for i := 0; i < len(at); {
+		j := i
+		for j+1 < len(at) && slices.Index(ladder, at[j+1]) == slices.Index(ladder, at[j])+1 {
+			j++
+		}
+		run := bytesize.Format(at[i])
+		if j > i {
+			run += "-" + bytesize.Format(at[j])
+		}
+		runs = append(runs, run)
+		i = j + 1
+	}
+	return strings.Join(runs, ", ")
+}
+
+// worstOf weighs, side by side with the defaults, the file without each
+// of kept's values in turn, and returns the index of the value whose
+// absence scores best (a file that loses no size first).
+func worstOf(ctx context.Context, a Adapter, cfg Config, kept []map[string]string) (int, error) {
+	confirmSizes := cfg.ConfirmSizes
+	if confirmSizes == nil {
+		confirmSizes = ConfirmSizes
+	}
+	cs := []anchor.Contender{a.Contender(cfg.Dir, "defaults", nil)}
+	for i := range kept {
+		without := slices.Concat(kept[:i], kept[i+1:])
+		cs = append(cs, a.Contender(cfg.Dir, "without "+paramsLine(kept[i]), paramsOf(without)))
+	}
+	spec := bench.Spec{Pattern: confirmPattern(a), Sizes: confirmSizes, Reps: 1, Iters: cfg.Iters}
+	results, err := anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, anchor.Lines(cfg.Progress))
+	if err != nil {
+		return 0, fmt.Errorf("tune %s: narrow the file: %w", a.Name(), err)
+	}
+	best, bestScore, bestLoses := 0, 0.0, true
+	for i := range kept {
+		score, verdicts, _ := against(results[0], results[i+1], spec.Pattern.HigherIsBetter())
+		loses := slices.ContainsFunc(verdicts, func(v search.Comparison) bool { return v.Outcome == search.AWins })
+		if (bestLoses && !loses) || (loses == bestLoses && score > bestScore) {
+			best, bestScore, bestLoses = i, score, loses
+		}
+	}
+	return best, nil
 }
 
 // choose keeps the default unless a value scores above it by more than
-// search.Noise, beats it (settled, U test over the rounds) at some size and
+// search.Noise, beats it (settled, paired over the rounds) at some size and
 // loses at none; among those, the best scorer. A score within the noise of
 // nothing settled is no reason to write a value into a file.
 func choose(p Param, results []bench.Result) Choice {
@@ -235,39 +395,34 @@ func choose(p Param, results []bench.Result) Choice {
 
 // against compares b with the reference a size by size: the geometric mean
 // of the per-size medians of round-paired ratios (oriented so > 1 is
-// better), each size's U-test verdict, and whether a wins at some size.
+// better), each size's verdict (paired over the rounds, the noise pooled
+// over the sizes: search.Paired), and whether a wins at some size.
 func against(a, b bench.Result, higher bool) (score float64, verdicts []search.Comparison, lost bool) {
-	logSum, n := 0.0, 0
+	var sets [][]float64
+	logSum := 0.0
 	for i, pa := range a.Points {
 		if i >= len(b.Points) || b.Points[i].Size != pa.Size {
 			return 0, nil, true // not measured alike: no basis to depart from the default
 		}
-		sa, sb := pa.Samples, b.Points[i].Samples
-		v := search.Compare(sa, sb, higher)
+		d := search.LogRatios(pa.Samples, b.Points[i].Samples, higher)
+		if len(d) == 0 {
+			return 0, nil, true
+		}
+		sets = append(sets, d)
+		logSum += search.Median(d)
+	}
+	if len(sets) == 0 {
+		return 0, nil, true
+	}
+	prior := search.PoolPrior(sets)
+	for _, d := range sets {
+		v := search.Paired(d, prior)
 		verdicts = append(verdicts, v)
 		if v.Outcome == search.AWins {
 			lost = true
 		}
-		ratios := make([]float64, 0, len(sa))
-		for k := range min(len(sa), len(sb)) {
-			if sa[k] > 0 && sb[k] > 0 {
-				r := sb[k] / sa[k]
-				if !higher {
-					r = 1 / r
-				}
-				ratios = append(ratios, r)
-			}
-		}
-		if len(ratios) == 0 {
-			return 0, verdicts, true
-		}
-		logSum += math.Log(search.Median(ratios))
-		n++
 	}
-	if n == 0 {
-		return 0, verdicts, true
-	}
-	return math.Exp(logSum / float64(n)), verdicts, lost
+	return math.Exp(logSum / float64(len(sets))), verdicts, lost
 }
 
 // fileLines is params as the value lines of stack's native file, one a

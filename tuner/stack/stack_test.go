@@ -22,10 +22,12 @@ func TestChoose(t *testing.T) {
 	def := result("default", map[int][]float64{4096: {100, 101, 99, 100, 102}, 65536: {100, 98, 101, 100, 99}, 1 << 20: {100, 100, 101, 99, 100}})
 	better := result("better", map[int][]float64{4096: {140, 141, 139, 142, 140}, 65536: {150, 149, 151, 150, 148}, 1 << 20: {130, 131, 129, 130, 132}})
 	mixed := result("mixed", map[int][]float64{4096: {60, 61, 59, 60, 62}, 65536: {300, 301, 299, 300, 302}, 1 << 20: {300, 298, 301, 300, 299}})
-	// 5% ahead in every round, but rounds spread so widely that no size's
-	// U test settles.
+	// Rounds that swing by 2x together: 5% ahead in every one of them is a
+	// consistent lead (a U test over the pooled values never saw it); a
+	// lead that comes and goes between rounds is not.
 	noisyDef := result("noisy default", map[int][]float64{4096: {100, 60, 140, 80, 120}, 65536: {100, 60, 140, 80, 120}, 1 << 20: {100, 60, 140, 80, 120}})
 	noisyLead := result("noisy lead", map[int][]float64{4096: {105, 63, 147, 84, 126}, 65536: {105, 63, 147, 84, 126}, 1 << 20: {105, 63, 147, 84, 126}})
+	wavering := result("wavering lead", map[int][]float64{4096: {108, 57, 151, 77, 127}, 65536: {104, 58, 150, 78, 129}, 1 << 20: {109, 58, 148, 77, 126}})
 	same := result("same", map[int][]float64{4096: {101, 100, 99, 100, 101}, 65536: {100, 99, 101, 100, 100}, 1 << 20: {99, 100, 101, 100, 100}})
 	for _, tc := range []struct {
 		name    string
@@ -36,7 +38,8 @@ func TestChoose(t *testing.T) {
 		{"a value that loses at one size stays out, whatever its geomean", []bench.Result{def, mixed}, "a"},
 		{"equal within noise: the default stands", []bench.Result{def, same}, "a"},
 		{"the better of two that both win", []bench.Result{def, better, mixed, same}, "b"},
-		{"a lead that settles at no size: the default stands", []bench.Result{noisyDef, noisyLead}, "a"},
+		{"a lead consistent through rounds that swing together wins", []bench.Result{noisyDef, noisyLead}, "b"},
+		{"a lead that comes and goes between rounds: the default stands", []bench.Result{noisyDef, wavering}, "a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Param{Name: "x", Values: []string{"a", "b", "c", "d"}[:len(tc.results)], Pattern: bench.Bandwidth, Sizes: []int{4096, 65536, 1 << 20}}
