@@ -118,7 +118,7 @@ func decisionMarks(stage string, out *sweep.Outcome) (marks []vmark, regions []r
 		marks = append(marks, eager)
 	case "fragment":
 		marks = append(marks, vmark{x: float64(out.SM.Frag), label: fmt.Sprintf("decided fragment %s x %d", transports.FormatSize(out.SM.Frag), out.SM.Slots)})
-	case "transport", "transport-replicate", "verify":
+	case "transport", "verify":
 		marks = append(marks, eager)
 		for i, rg := range out.Ranges {
 			to := math.Inf(1)
@@ -250,7 +250,7 @@ func ratioFigure(run *Run) (*Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Figure{ID: "verify-ratio", Title: c.title, Caption: "Ratio of the pooled medians of the verification rounds. The paired ratios (median of the rounds' ratios) and the U tests are in the run's summary, at the end of the page.", SVG: svg}, nil
+	return &Figure{ID: "verify-ratio", Title: c.title, Caption: "Ratio of the pooled medians of the verification rounds. The paired ratios (median of the rounds' ratios) and the paired tests are in the run's summary, at the end of the page.", SVG: svg}, nil
 }
 
 // footprintFigure draws the FIFO depth stage's candidates as the channel

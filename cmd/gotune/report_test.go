@@ -36,7 +36,7 @@ func TestReportCommand(t *testing.T) {
 // verifyArgs is a verification short enough for a test: one round of auto
 // and the single transports at two sizes.
 func verifyArgs(t *testing.T, out string) []string {
-	profile := filepath.Join(testutil.ModuleRoot(t), "results/vm/20261126-105336/profile.yaml")
+	profile := filepath.Join(testutil.ModuleRoot(t), "results/vm/20261128-081112/profile.yaml")
 	return []string{"verify", profile, "--rounds", "1", "--sizes", "8,4K", "--settle", "0", "--out", out}
 }
 
@@ -53,7 +53,7 @@ func TestVerifyProgressLinesAndReport(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"stage verify: ", " trials planned", "verify    auto ", " round 1 ", "verify: 3/3 trials", "run directory: ", "report: "} {
+	for _, want := range []string{"stage verify: ", " trials planned", "verify    auto ", " round 1 ", "verify: 4/4 trials", "run directory: ", "report: "} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr has no %q:\n%s", want, stderr)
 		}
@@ -100,7 +100,7 @@ func TestVerifyProgressBarOnTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verify on a terminal: %v\n%s", err, got)
 	}
-	for _, want := range []string{"verify ", "3/3 [===", "3 trials done", "round 1", "report: "} {
+	for _, want := range []string{"verify ", "4/4 [===", "4 trials done", "round 1", "report: "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the terminal shows no %q:\n%q", want, got)
 		}

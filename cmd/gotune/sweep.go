@@ -15,6 +15,7 @@ import (
 func newSweep() *cobra.Command {
 	var planName, out, resume string
 	var stacks []string
+	var ranksPerNode int
 	var budget time.Duration
 	var cluster clusterFlags
 	var quiet, noReport bool
@@ -58,6 +59,12 @@ and a line per stage at most every 15 seconds; --quiet shows neither.`,
 				if err != nil {
 					return fmt.Errorf("--plan: %w", err)
 				}
+				if cmd.Flags().Changed("ranks-per-node") {
+					p.RanksPerNode = ranksPerNode
+					if err := p.Check(); err != nil {
+						return fmt.Errorf("--ranks-per-node: %w", err)
+					}
+				}
 				if len(stacks) > 0 {
 					p.Stacks = stacks
 					if err := p.Check(); err != nil {
@@ -65,8 +72,8 @@ and a line per stage at most every 15 seconds; --quiet shows neither.`,
 					}
 				}
 				cfg.Plan = p
-			} else if cmd.Flags().Changed("plan") || cmd.Flags().Changed("stack") {
-				return fmt.Errorf("--resume continues the run's own plan; drop --plan and --stack")
+			} else if cmd.Flags().Changed("plan") || cmd.Flags().Changed("stack") || cmd.Flags().Changed("ranks-per-node") {
+				return fmt.Errorf("--resume continues the run's own plan; drop --plan, --stack and --ranks-per-node")
 			}
 			if budget < 0 {
 				return fmt.Errorf("--budget %v: must be positive", budget)
@@ -103,6 +110,7 @@ and a line per stage at most every 15 seconds; --quiet shows neither.`,
 	fl.StringVar(&resume, "resume", "", "continue the run in this directory")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	fl.BoolVar(&noReport, "no-report", false, "do not write the report (report.html and its plots) into the run directory")
+	fl.IntVar(&ranksPerNode, "ranks-per-node", 0, "ranks per node the profile will serve (default: one per core); FIFO depth and fragments are decided within the memory their channels take at that count")
 	fl.StringSliceVar(&stacks, "stack", nil, "also tune this MPI stack through itself: "+strings.Join(sweep.StackNames(), ", ")+" (repeatable)")
 	cluster.register(cmd)
 	return cmd

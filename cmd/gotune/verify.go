@@ -11,7 +11,7 @@ import (
 )
 
 func newVerify() *cobra.Command {
-	var out, resume, sizes, settle string
+	var out, resume, sizes, settle, against string
 	var rounds int
 	var quiet, noReport bool
 	cmd := &cobra.Command{
@@ -20,14 +20,18 @@ func newVerify() *cobra.Command {
 		Long: `verify runs the sweep's verification on its own: bandwidth of --transport auto
 with PROFILE beside every single transport of the quick plan with its
 defaults, in interleaved rounds of fresh rank processes, and prints per size
-the ratio of medians, the median of per-round ratios (paired) and a
-Mann-Whitney U test against the best single transport. Every trial opens with
+the ratio of medians, the median of per-round ratios (paired) and the paired
+test of the best single transport against it (per-round ratios, the noise
+pooled over the sizes). With --against PROFILE_B it measures PROFILE beside
+PROFILE_B instead (both through --transport auto): whether two sweeps of one
+node decided alike, size by size. Every trial opens with
 one discarded point (--settle), as in gotune anchors. Use it to re-check a
 checked-in profile on a node, or to gather more rounds than a sweep's five.
 The run goes to OUT/<host>/<run-id>/ (meta.json, measurements.jsonl,
 measurements.bench, summary); a killed run continues with --resume DIR, whose
 store may be compressed (measurements.jsonl.gz) as sweep --resume allows.`,
 		Example: `  gotune verify results/node1/20261121-131500/profile.yaml --rounds 20
+  gotune verify A/profile.yaml --against B/profile.yaml --rounds 8
   gotune verify --resume results/node1/20261121-140000`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,8 +44,8 @@ store may be compressed (measurements.jsonl.gz) as sweep --resume allows.`,
 			switch {
 			case resume == "" && path == "":
 				return fmt.Errorf("verify needs a PROFILE (or --resume DIR)")
-			case resume != "" && (cmd.Flags().Changed("rounds") || cmd.Flags().Changed("sizes") || cmd.Flags().Changed("settle")):
-				return fmt.Errorf("--resume continues the run's own rounds, sizes and settling point; drop --rounds, --sizes and --settle")
+			case resume != "" && (cmd.Flags().Changed("rounds") || cmd.Flags().Changed("sizes") || cmd.Flags().Changed("settle") || against != ""):
+				return fmt.Errorf("--resume continues the run's own rounds, sizes, settling point and profiles; drop --rounds, --sizes, --settle and --against")
 			case rounds < 1:
 				return fmt.Errorf("--rounds %d: want at least 1", rounds)
 			}
@@ -59,7 +63,7 @@ store may be compressed (measurements.jsonl.gz) as sweep --resume allows.`,
 			ctx, cancel := jobContext(0)
 			defer cancel()
 			closeMeter := runMeter(&cfg, cmd.ErrOrStderr(), quiet)
-			res, err := sweep.Verify(ctx, cfg, path)
+			res, err := sweep.Verify(ctx, cfg, path, against)
 			closeMeter()
 			printSummary(cmd, res)
 			if res.Dir != "" {
@@ -79,6 +83,7 @@ store may be compressed (measurements.jsonl.gz) as sweep --resume allows.`,
 	fl.StringVar(&settle, "settle", "4M", "size of one discarded bandwidth point that opens every trial (0: none)")
 	fl.StringVar(&out, "out", "results", "results root: the run goes to OUT/<host>/<run-id>/")
 	fl.StringVar(&resume, "resume", "", "continue the verification in this directory")
+	fl.StringVar(&against, "against", "", "measure PROFILE beside this second profile instead of the single transports")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	fl.BoolVar(&noReport, "no-report", false, "do not write the report (report.html and its plots) into the run directory")
 	return cmd

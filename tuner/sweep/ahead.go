@@ -28,7 +28,7 @@ type plannedTrial struct {
 // stageOrder is the order decide runs the stages in; GPU stages are named
 // stage/LOAD and ordered by their prefix.
 var stageOrder = []string{stageEager, stageFragment, stageDepth, stageConfirm, stageTransport,
-	stageAllocPol, stageAllocSize, stageReplicate, stageInterTransport, stageInterEager, stageInterProtocol, stageInterQueue, stageGPUPath, stageGPUCopy, stageGPUCache, stageGPUPinned, stageVerify}
+	stageAllocPol, stageAllocSize, stageInterTransport, stageInterEager, stageInterProtocol, stageInterQueue, stageGPUPath, stageGPUCopy, stageGPUCache, stageGPUPinned, stageVerify}
 
 // stageIndex places stage in stageOrder (-1: before every stage).
 func stageIndex(stage string) int {
@@ -40,7 +40,7 @@ func stageIndex(stage string) int {
 // verification round (the reserve keeps them: optional rounds of stages
 // give way to the check of what they decided). Counts follow the
 // candidate builders with the built-in parameters; a stage that may skip
-// itself (confirmation, replication) is counted as measuring.
+// itself (confirmation) is counted as measuring.
 func requiredTrials(p Plan, nodes int) []plannedTrial {
 	sm := defaultSM()
 	var out []plannedTrial
@@ -90,15 +90,15 @@ func requiredTrials(p Plan, nodes int) []plannedTrial {
 // settling pass. A latency round trip counts latencyTripBytes besides its
 // payload: ranks wait on each other, which moving data does not show.
 func trialWork(p Plan, pattern bench.Pattern, sizes []int) float64 {
-	window := p.Window
+	window := p.window(pattern)
 	if pattern == bench.Latency || window < 1 {
 		window = 1
 	}
 	reps := max(p.Reps, 1)
 	one := func(size, reps int) float64 {
 		iters, warmup := bench.DefaultIters(pattern, size)
-		if p.RepBytes > 0 {
-			iters, warmup = bench.CapIterations(int(p.RepBytes), size, window, iters, warmup)
+		if rb := p.repBytes(pattern); rb > 0 {
+			iters, warmup = bench.CapIterations(rb, size, window, iters, warmup)
 		}
 		msgs := float64(reps*iters+warmup) * float64(window)
 		w := msgs * float64(size)
@@ -123,10 +123,16 @@ func trialWork(p Plan, pattern bench.Pattern, sizes []int) float64 {
 // s for their payload at the pace of the bandwidth trials).
 const latencyTripBytes = 10 << 10
 
-// pace is seconds per byte of trialWork, learnt from this run's host
-// trials; alloc trials (allocation churn) and GPU trials keep their own.
+// pace prices trials from this run's own: a host trial costs a fixed
+// start (rank processes, bootstrap, the settling pass) plus seconds per
+// byte of trialWork; alloc trials (allocation churn) and GPU trials keep
+// their own. One rate per byte alone overprices every large trial from a
+// run's first, small ones, whose time is mostly the start: on the device
+// machine's CPUs that gave up every optional round at the first stage.
 type pace struct {
 	hostSec, hostWork   float64
+	hostN               int
+	hostMin             float64 // the quickest host trial's seconds
 	allocSec, allocWork float64
 	gpuSec              [2]float64 // by loaded
 	gpuN                [2]int
@@ -136,11 +142,16 @@ type pace struct {
 // plan's runs of record: host trials 0.15 s per GiB moved and alloc trials
 // 3.6 times that (results/vm/20261126-084213); a GPU trial 1.4 s without
 // load and 10 s beside the load kernel (results/gpu/h200x2-20261126).
+// paceWeight is the work the fallback rate counts as beside a run's own.
 const (
 	hostSecPerByte = 0.15 / (1 << 30)
 	allocFactor    = 3.6
 	gpuIdleSec     = 1.4
 	gpuLoadedSec   = 10
+	paceWeight     = 512 << 20
+	// startShare of the quickest host trial counts as the fixed start of
+	// every host trial.
+	startShare = 0.8
 )
 
 func (r *Runner) pace() pace {
@@ -161,6 +172,10 @@ func (r *Runner) pace() pace {
 			pc.allocSec += t.Seconds
 			pc.allocWork += trialWork(r.plan, t.Pattern, t.Sizes)
 		default:
+			if pc.hostN == 0 || t.Seconds < pc.hostMin {
+				pc.hostMin = t.Seconds
+			}
+			pc.hostN++
 			pc.hostSec += t.Seconds
 			pc.hostWork += trialWork(r.plan, t.Pattern, t.Sizes)
 		}
@@ -168,12 +183,21 @@ func (r *Runner) pace() pace {
 	return pc
 }
 
+// host is the fixed start and the seconds per byte of a host trial: the
+// start from the quickest trial, the rate from what the others took
+// beyond their starts, weighed with the fallback rate over paceWeight.
+func (pc pace) host() (start, perByte float64) {
+	if pc.hostN == 0 {
+		return 0, hostSecPerByte
+	}
+	start = startShare * pc.hostMin
+	beyond := max(0, pc.hostSec-float64(pc.hostN)*start)
+	return start, (beyond + hostSecPerByte*paceWeight) / (pc.hostWork + paceWeight)
+}
+
 // seconds estimates one planned trial at pace pc.
 func (pc pace) seconds(p Plan, t plannedTrial) float64 {
-	host := hostSecPerByte
-	if pc.hostWork > 0 {
-		host = pc.hostSec / pc.hostWork
-	}
+	start, host := pc.host()
 	switch {
 	case t.gpu:
 		i, fallback := 0, gpuIdleSec
@@ -188,9 +212,9 @@ func (pc pace) seconds(p Plan, t plannedTrial) float64 {
 		if pc.allocWork > 0 {
 			return pc.allocSec / pc.allocWork * trialWork(p, t.pattern, t.sizes)
 		}
-		return allocFactor * host * trialWork(p, t.pattern, t.sizes)
+		return start + allocFactor*host*trialWork(p, t.pattern, t.sizes)
 	default:
-		return host * trialWork(p, t.pattern, t.sizes)
+		return start + host*trialWork(p, t.pattern, t.sizes)
 	}
 }
 

@@ -53,13 +53,25 @@ func TestRequiredAfterFollowsPace(t *testing.T) {
 		last = got
 	}
 	quiet := r.requiredAfter(stageEager)
-	tr := Trial{Stage: stageEager, Pattern: bench.Bandwidth, Sizes: []int{1 << 20}, Round: 1}
-	tr.Seconds = 3 * hostSecPerByte * trialWork(r.plan, tr.Pattern, tr.Sizes) // three times the fallback pace
-	r.trials = []Trial{tr}
-	loaded := r.requiredAfter(stageEager)
 	probes := time.Duration(len(r.plan.Probes)*4)*r.plan.ProbeDeadline + 10*time.Second
-	if ratio := float64(loaded-probes) / float64(quiet-probes); ratio < 2.5 || ratio > 3.5 {
+	// A run whose trials take three times the fallback pace, a small one
+	// and a large one, reserves about three times as much.
+	var trials []Trial
+	for _, sizes := range [][]int{{8}, {16 << 20}} {
+		tr := Trial{Stage: stageEager, Pattern: bench.Bandwidth, Sizes: sizes, Round: 1}
+		tr.Seconds = 3 * hostSecPerByte * trialWork(r.plan, tr.Pattern, tr.Sizes)
+		trials = append(trials, tr)
+	}
+	r.trials = trials
+	loaded := r.requiredAfter(stageEager)
+	if ratio := float64(loaded-probes) / float64(quiet-probes); ratio < 2 || ratio > 3.5 {
 		t.Fatalf("trials at 3x the pace: required work %v against %v (ratio %.2f of the measured part), want about 3", loaded, quiet, ratio)
+	}
+	// A run whose first trials are small and slow to start (their time
+	// mostly the start) does not price the large ones by their bytes.
+	r.trials = []Trial{{Stage: stageEager, Pattern: bench.Latency, Sizes: []int{8}, Round: 1, Seconds: 0.4}}
+	if startHeavy := r.requiredAfter(stageEager); startHeavy > 3*quiet {
+		t.Fatalf("one small trial of 0.4 s: required work %v, against %v at the fallback pace", startHeavy, quiet)
 	}
 }
 
@@ -87,7 +99,7 @@ func plannedCovers(t *testing.T, dir string, plan Plan) {
 		if err := json.Unmarshal(rec.Data, &tr); err != nil {
 			t.Fatal(err)
 		}
-		if tr.Round != 1 || tr.Stage == stageReplicate {
+		if tr.Round != 1 || tr.Stage == "transport-replicate" { // a stage of the stored runs, gone since
 			continue
 		}
 		k := kind{tr.Stage, tr.Pattern}

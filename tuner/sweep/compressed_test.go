@@ -19,10 +19,11 @@ import (
 )
 
 // Checked-in run directories of results/vm and the SHA-256 of the
-// measurements.bench each run wrote (git show 12508eb:results/vm/RUN/measurements.bench).
+// measurements.bench each run wrote (the sweep's before it was checked in;
+// git show 12508eb:results/vm/RUN/measurements.bench for the verification).
 const (
-	sweepRun       = "20261122-031115" // gotune sweep --plan quick
-	sweepRunBench  = "0970bef84f3fe12abe36123017fdf8df23f362b5e22fd06217e000fc7b7da488"
+	sweepRun       = "20261128-081112" // make sweep
+	sweepRunBench  = "bb2bcf6377e9a8cae2e7d4c84417feca144076a97c6332abd12e889b70f2c22a"
 	verifyRun      = "20261122-031507" // gotune verify results/vm/20261122-031115/profile.yaml --rounds 30
 	verifyRunBench = "2939bc545f1ce32c477b83f8ebcf6ffb5298c1f8bb058eb3438b2d3697bf5452"
 )

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -236,12 +237,13 @@ func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands [
 			best, bestName, d.Reference = sc.Value, ref, ref
 		}
 	}
+	prior := pointPrior(values, bestName, common)
 	for i, sc := range d.Scores {
 		if sc.Dropped != "" || sc.Candidate == bestName {
 			continue
 		}
 		for _, pt := range common {
-			cmp := search.Compare(values[bestName][pt].trials, values[sc.Candidate][pt].trials, true)
+			cmp := comparePoint(values[bestName][pt], values[sc.Candidate][pt], prior)
 			if cmp.Outcome == search.AWins {
 				d.Scores[i].LosesAt = fmt.Sprintf("%s %s %s", pt.pattern, transports.FormatSize(pt.size), cmp)
 				d.Scores[i].Trails = nil
@@ -269,11 +271,40 @@ func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands [
 }
 
 // pointValues is one candidate's standing at one point, oriented so that
-// higher is better (latency inverted): score, and one value per trial for
-// the U test.
+// higher is better (latency inverted): score, and one value per trial;
+// where rounds holds each value's round, the values of every candidate
+// at the point are of the same rounds, in the same order (paired).
 type pointValues struct {
 	score  float64
 	trials []float64
+	rounds []int
+}
+
+// comparePoint decides between a and b at one point: paired over their
+// rounds with the stage's prior where both are paired, else a U test over
+// the trials (rounds lost to a budget cut).
+func comparePoint(a, b pointValues, prior search.Prior) search.Comparison {
+	if a.rounds != nil && b.rounds != nil {
+		return search.Paired(search.LogRatios(a.trials, b.trials, true), prior)
+	}
+	return search.Compare(a.trials, b.trials, true)
+}
+
+// pointPrior pools the per-round log-ratios of every candidate against
+// ref at every paired point: the stage's noise.
+func pointPrior(values map[string]map[point]pointValues, ref string, common []point) search.Prior {
+	var sets [][]float64
+	for name, vs := range values {
+		if name == ref {
+			continue
+		}
+		for _, pt := range common {
+			if a, b := values[ref][pt], vs[pt]; a.rounds != nil && b.rounds != nil {
+				sets = append(sets, search.LogRatios(a.trials, b.trials, true))
+			}
+		}
+	}
+	return search.PoolPrior(sets)
 }
 
 // minPairedRounds is how many rounds every candidate must share at a point
@@ -354,7 +385,7 @@ func stageValues(trials []Trial, stage string, cands []candidate, samples, perTr
 			}
 		}
 		for _, name := range names {
-			out[name][pt] = pointValues{score: search.Median(norm[name]), trials: norm[name]}
+			out[name][pt] = pointValues{score: search.Median(norm[name]), trials: norm[name], rounds: shared}
 		}
 	}
 	return out
@@ -367,55 +398,114 @@ type SizeVerdict struct {
 	Size    int
 	Medians map[string]float64
 	Winner  string
-	Versus  search.Comparison // the winner against the incumbent (sm), or the last challenger
+	Versus  search.Comparison // the winner against the incumbent (sm), or sm against its closest challenger
 	Settled bool
-	// Unreplicated names the challenger that won here but not again in
-	// the replication (replicated), which left the size to the incumbent.
-	Unreplicated string
+	// Leaned is set where an unsettled comparison decided at the last look
+	// (search.Comparison.Lean): the winner is believed to lead by more than
+	// the noise, without a settled test.
+	Leaned bool
+	// Mended is set where the verification of the emitted profile found a
+	// single transport faster here, settled, and the size went to it.
+	Mended bool
 }
 
-// transportWinners compares the transport candidates size by size: sm is
-// the incumbent; a challenger replaces it only where it separates and is
-// faster. Sizes where a comparison is unsettled are reported so.
-func transportWinners(trials []Trial, stage string, cands []candidate) []SizeVerdict {
-	samples := map[string]map[int][]float64{}
+// transportWinners compares the transport candidates size by size, round
+// by round: sm (cands[0]) is the incumbent, and each challenger in turn
+// faces the winner so far with a paired test on their per-round ratios,
+// the noise pooled over every size's comparison of the stage. A challenger
+// takes a size only where it wins. A size with an unsettled comparison is
+// reported so; at the last look (final) such a comparison leans to the
+// side the rounds make likely to lead by more than the noise.
+func transportWinners(trials []Trial, stage string, cands []candidate, final bool) []SizeVerdict {
+	byRound := map[string]map[int]map[int]float64{} // candidate → size → round → median
 	var sizes []int
 	for _, c := range cands {
-		s, ok := trialMedians(trials, stage, c.name, bench.Bandwidth)
-		if !ok {
+		m := roundMedians(trials, stage, c.name, bench.Bandwidth)
+		if len(m) == 0 || failedIn(trials, stage, c.name) {
 			continue
 		}
-		samples[c.name] = s
-		for n := range s {
+		byRound[c.name] = m
+		for n := range m {
 			if !slices.Contains(sizes, n) {
 				sizes = append(sizes, n)
 			}
 		}
 	}
 	sort.Ints(sizes)
+	ratios := func(a, b string, n int) []float64 {
+		as, bs := alignRounds(byRound[a][n], byRound[b][n])
+		return search.LogRatios(as, bs, true)
+	}
+	// The prior: every challenger against the incumbent at every size.
+	var sets [][]float64
+	for _, n := range sizes {
+		for _, c := range cands[1:] {
+			sets = append(sets, ratios(cands[0].name, c.name, n))
+		}
+	}
+	prior := search.PoolPrior(sets)
 	var out []SizeVerdict
 	for _, n := range sizes {
 		v := SizeVerdict{Size: n, Medians: map[string]float64{}, Settled: true}
 		for _, c := range cands {
-			if s, ok := samples[c.name]; ok && len(s[n]) > 0 {
-				v.Medians[c.name] = search.Median(s[n])
-				if v.Winner == "" {
-					v.Winner = c.name
-					continue
-				}
-				cmp := search.Compare(samples[v.Winner][n], s[n], true)
-				v.Versus = cmp
-				switch cmp.Outcome {
-				case search.BWins:
-					v.Winner = c.name
-				case search.Unsettled:
-					v.Settled = false
+			rounds := byRound[c.name][n]
+			if len(rounds) == 0 {
+				continue
+			}
+			v.Medians[c.name] = search.Median(slices.Collect(maps.Values(rounds)))
+			if v.Winner == "" {
+				v.Winner = c.name
+				continue
+			}
+			cmp := search.Paired(ratios(v.Winner, c.name, n), prior)
+			v.Versus = cmp
+			outcome := cmp.Outcome
+			if outcome == search.Unsettled {
+				v.Settled = false
+				if final {
+					outcome = cmp.Lean()
+					v.Leaned = v.Leaned || outcome != search.Unsettled
 				}
 			}
+			if outcome == search.BWins {
+				v.Winner = c.name
+			}
+		}
+		// What the summary shows: the winner against the incumbent, or,
+		// where the incumbent kept the size, its closest challenger.
+		if other := closest(v, cands[0].name); other != "" {
+			a, b := cands[0].name, other
+			if v.Winner != a {
+				b = v.Winner
+			}
+			v.Versus = search.Paired(ratios(a, b, n), prior)
 		}
 		out = append(out, v)
 	}
 	return out
+}
+
+// closest is the candidate other than incumbent with the highest median
+// at v's size ("" if none).
+func closest(v SizeVerdict, incumbent string) string {
+	best, name := 0.0, ""
+	for _, c := range slices.Sorted(maps.Keys(v.Medians)) {
+		if c != incumbent && v.Medians[c] > best {
+			best, name = v.Medians[c], c
+		}
+	}
+	return name
+}
+
+// alignRounds lists the values of the rounds a and b both have, in round
+// order, side by side.
+func alignRounds(a, b map[int]float64) (as, bs []float64) {
+	for _, round := range slices.Sorted(maps.Keys(a)) {
+		if w, ok := b[round]; ok {
+			as, bs = append(as, a[round]), append(bs, w)
+		}
+	}
+	return as, bs
 }
 
 // Range is a size range's route (profile.Range, before emission).
@@ -423,43 +513,13 @@ type Range struct {
 	Min       int
 	Transport string
 	Protocol  string
-}
-
-// awayFrom lists the sizes above the eager limit where a transport other
-// than the incumbent's (cands[0]'s driver) won.
-func awayFrom(verdicts []SizeVerdict, eager int, incumbent string, driverOf map[string]string) []int {
-	var away []int
-	for _, v := range verdicts {
-		if v.Size > eager && driverOf[v.Winner] != driverOf[incumbent] {
-			away = append(away, v.Size)
-		}
-	}
-	return away
-}
-
-// replicated keeps a challenger's win at a size only where the
-// replication's verdicts (again) have the same driver win there; elsewhere
-// the size goes back to the incumbent, and the verdict says which
-// challenger did not replicate. A size the replication did not measure
-// goes back too.
-func replicated(verdicts, again []SizeVerdict, incumbent string, driverOf map[string]string) []SizeVerdict {
-	out := slices.Clone(verdicts)
-	for i, v := range out {
-		if driverOf[v.Winner] == driverOf[incumbent] {
-			continue
-		}
-		k := slices.IndexFunc(again, func(a SizeVerdict) bool { return a.Size == v.Size })
-		if k >= 0 && driverOf[again[k].Winner] == driverOf[v.Winner] {
-			continue
-		}
-		out[i].Unreplicated, out[i].Winner = v.Winner, incumbent
-	}
-	return out
+	Mode      string // a rendezvous range's copy direction ("": the transport's default)
 }
 
 // rangesFrom turns per-size winners into size ranges: eager up to the eager
 // limit, then each measured size's winner; a boundary between two measured
-// sizes lies halfway between them.
+// sizes lies halfway between them. A single-copy transport's ranges copy
+// in the direction (cma pull or push) that won most of its sizes.
 func rangesFrom(eager int, verdicts []SizeVerdict, driverOf map[string]string) []Range {
 	ranges := []Range{{Min: 0, Transport: "sm", Protocol: "eager"}}
 	route := func(cand string) Range {
@@ -468,12 +528,19 @@ func rangesFrom(eager int, verdicts []SizeVerdict, driverOf map[string]string) [
 		}
 		return Range{Transport: "sm", Protocol: "pipeline"}
 	}
+	won := map[string]map[string]int{} // driver → mode → sizes won
 	prevSize := eager
 	for _, v := range verdicts {
 		if v.Size <= eager {
 			continue
 		}
 		next := route(v.Winner)
+		if m := copyMode(v.Winner); m != "" {
+			if won[next.Transport] == nil {
+				won[next.Transport] = map[string]int{}
+			}
+			won[next.Transport][m]++
+		}
 		last := &ranges[len(ranges)-1]
 		if last.Protocol == "eager" {
 			next.Min = eager + 1
@@ -487,7 +554,25 @@ func rangesFrom(eager int, verdicts []SizeVerdict, driverOf map[string]string) [
 	if len(ranges) == 1 { // nothing measured above the eager limit
 		ranges = append(ranges, Range{Min: eager + 1, Transport: "sm", Protocol: "pipeline"})
 	}
+	for i, rg := range ranges {
+		if m := won[rg.Transport]; len(m) > 0 {
+			ranges[i].Mode = "pull"
+			if m["push"] > m["pull"] {
+				ranges[i].Mode = "push"
+			}
+		}
+	}
 	return ranges
+}
+
+// copyMode is the copy direction a transport candidate of the plan sets
+// ("" for none: sm, or a name the plan does not know).
+func copyMode(name string) string {
+	tc, ok := transportCandidates[name]
+	if !ok {
+		return ""
+	}
+	return tc.opts[tc.driver+".mode"]
 }
 
 // footprint describes the shared memory a channel geometry implies.

@@ -15,6 +15,7 @@ import (
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/auto"
+	"github.com/gotune/gotune/tuner/search"
 )
 
 // Locality and memory pair of the host transports' decisions.
@@ -32,7 +33,7 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 	}
 	var ranges []profile.Range
 	for _, rg := range out.Ranges {
-		ranges = append(ranges, profile.Range{Min: rg.Min, Transport: rg.Transport, Protocol: rg.Protocol})
+		ranges = append(ranges, profile.Range{Min: rg.Min, Transport: rg.Transport, Protocol: rg.Protocol, Mode: rg.Mode})
 	}
 	progress := out.SM.Progress
 	if progress == "" {
@@ -74,61 +75,179 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 	return p
 }
 
+// maxMends is how often the sweep may re-decide ranges that its
+// verification found losing and verify them again before it emits.
+const maxMends = 2
+
+// emitVerified writes the profile of out, verifies it, and closes the
+// loop: where a single transport beats the profile at a size, settled
+// (verifyLosses), the size's route goes to that transport, the safety
+// phase runs on the new routes, and the sizes whose route changed are
+// verified again, up to maxMends times. Losses it cannot mend are named
+// in the summary's notes and in the profile (evidence.known_losses).
+func (r *Runner) emitVerified(path string, out *Outcome, s *Safety) error {
+	sizes, first := r.plan.VerifySizes.Sizes(), 1
+	for mend := 0; ; mend++ {
+		p := r.buildProfile(*out, *s)
+		if err := r.writeProfile(path, p); err != nil {
+			return err
+		}
+		abs, _ := filepath.Abs(path) // path is the run directory's own, which exists: Abs cannot fail
+		next, err := r.verify(abs, p.Hash, sizes, first, verifyTrailRounds)
+		if err != nil {
+			return err
+		}
+		losses := r.verifyLosses()
+		if len(losses) == 0 {
+			return nil
+		}
+		changed := []int(nil)
+		if mend < maxMends {
+			changed = mendRanges(out, losses, r.plan.VerifySizes.Sizes())
+		}
+		if len(changed) == 0 {
+			for _, l := range losses {
+				p.Evidence.KnownLosses = append(p.Evidence.KnownLosses, l.String())
+			}
+			r.notes = append(r.notes, fmt.Sprintf("verify: the profile loses to a single transport at %d size(s) it could not mend: %s (recorded in the profile as known_losses)",
+				len(losses), strings.Join(p.Evidence.KnownLosses, "; ")))
+			return r.writeProfile(path, p)
+		}
+		var lost []string
+		for _, l := range losses {
+			lost = append(lost, transports.FormatSize(l.Size)+" to "+l.Winner)
+		}
+		r.notes = append(r.notes, fmt.Sprintf("verify: the profile lost at %s; the route there goes to the faster transport and %s are verified again",
+			strings.Join(lost, ", "), sizeList(changed)))
+		r.setRoutes(out.Ranges)
+		safe, err := r.safety(out)
+		if err != nil {
+			return err
+		}
+		if *s = safe; len(s.Problems) > 0 {
+			return fmt.Errorf("the mended routes failed the safety phase: %v", s.Problems)
+		}
+		sizes, first = changed, next
+	}
+}
+
+// writeProfile writes p and the native files rendered from it.
+func (r *Runner) writeProfile(path string, p *profile.Profile) error {
+	if err := profile.Write(path, p); err != nil {
+		return err
+	}
+	return r.writeNative(p)
+}
+
+// setRoutes records the decided ranges for the verdict digests.
+func (r *Runner) setRoutes(ranges []Range) {
+	var rs []string
+	for _, rg := range ranges {
+		r := fmt.Sprintf("%d:%s:%s", rg.Min, rg.Transport, rg.Protocol)
+		if rg.Mode != "" {
+			r += ":" + rg.Mode
+		}
+		rs = append(rs, r)
+	}
+	r.routes = transports.Options{"profile.ranges": strings.Join(rs, ",")}
+}
+
 // verify measures the emitted profile through the runtime selector beside
-// each single transport, interleaved, over the verification sizes.
-func (r *Runner) verify(path, hash string) error {
-	vsizes := r.plan.VerifySizes.Sizes()
-	if len(vsizes) == 0 {
-		return nil
+// each single transport, interleaved, over sizes, for the plan's
+// verification rounds numbered from first (the first of them required);
+// then, for up to trail more rounds, at the sizes where the profile
+// trails the best single transport by more than the noise without a
+// settled test (verifyTrails): on a noisy node a few rounds leave a
+// ratio several per cent off where every candidate runs the same path.
+// It returns the next round number free.
+func (r *Runner) verify(path, hash string, sizes []int, first, trail int) (next int, err error) {
+	next = first
+	if len(sizes) == 0 {
+		return next, nil
 	}
 	if _, err := transports.Lookup("auto"); err != nil {
 		r.notes = append(r.notes, "verify: no auto transport in this build")
-		return nil
+		return next, nil
 	}
 	autoOpts := transports.Options{"auto.hash": hash}
 	if p, err := profile.Load(path); err == nil && auto.Overrides(p) != "" {
 		autoOpts["auto.overrides"] = auto.Overrides(p)
 	}
 	cands := []candidate{{name: "auto", transport: "auto", opts: autoOpts}}
-	for _, name := range r.plan.Transports {
-		tc := transportCandidates[name]
-		cands = append(cands, candidate{name: name, transport: tc.driver, opts: tc.opts})
+	if t := r.meta.Verify; t != nil && t.Against != nil {
+		cands = append(cands, candidate{name: againstCandidate, transport: "auto", opts: transports.Options{"auto.hash": t.Against.Hash}})
+	} else {
+		for _, name := range r.plan.Transports {
+			tc := transportCandidates[name]
+			cands = append(cands, candidate{name: name, transport: tc.driver, opts: tc.opts})
+		}
 	}
-	cands, err := r.presentOnly(cands)
+	cands, err = r.presentOnly(cands)
 	if err != nil {
-		return err
+		return next, err
 	}
 	r.meterPlan(stageVerify, r.plan.VerifyRounds*len(cands))
-	for round := 1; round <= r.plan.VerifyRounds; round++ {
+	for round := first; round < first+r.plan.VerifyRounds+trail; round++ {
+		roundSizes := sizes
+		if round >= first+r.plan.VerifyRounds {
+			if roundSizes = r.verifyTrails(sizes); len(roundSizes) == 0 {
+				break
+			}
+			r.meterPlan(stageVerify, len(cands))
+		}
+		next = round + 1
 		for _, c := range candidateOrder(cands, round) {
 			// The profile's path and hash are part of the auto candidate's
 			// options: a resumed sweep that re-emits an identical profile
 			// reuses these trials, a changed one measures anew.
 			t := Trial{Stage: stageVerify, Candidate: c.name, Transport: c.transport, Options: c.opts,
-				Pattern: bench.Bandwidth, Sizes: vsizes, Round: round}
-			if c.name == "auto" {
+				Pattern: bench.Bandwidth, Sizes: roundSizes, Round: round}
+			switch c.name {
+			case "auto":
 				t.extra = transports.Options{"auto.profile": path}
+			case againstCandidate:
+				t.extra = transports.Options{"auto.profile": r.meta.Verify.Against.Profile}
 			}
 			if key := t.key(); r.replayOnly && !r.store.Has(key) && !r.store.Has(budgetStopKey(key)) {
 				// tune re-emitted a profile other than the one verified
 				// (another gotune version, or decisions that changed): its
 				// decisions stand on the stored stages; it is not verified.
 				r.notes = append(r.notes, fmt.Sprintf("verify: the stored verification measured another profile than this one (%s); measure it with gotune verify %s", hash, path))
-				return nil
+				return next, nil
 			}
-			done, err := r.run(t, round > 1 || r.replayOnly)
+			done, err := r.run(t, round > first || r.replayOnly)
 			if errors.Is(err, ErrBudget) {
-				return nil
+				return next, nil
 			}
 			if err != nil {
-				return err
+				return next, err
 			}
 			if c.name == "auto" && done.Failed != "" {
-				return fmt.Errorf("the emitted profile failed in verification: %s", done.Failed)
+				return next, fmt.Errorf("the emitted profile failed in verification: %s", done.Failed)
 			}
 		}
 	}
-	return nil
+	return next, nil
+}
+
+// verifyTrailRounds is how many rounds the sweep's verification may add
+// at the sizes where the profile trails (verify).
+const verifyTrailRounds = 6
+
+// verifyTrails lists the sizes where the round-paired median of auto over
+// the best single transport is below 1 - search.Noise and no test has
+// settled it (a settled loss is mended instead).
+func (r *Runner) verifyTrails(sizes []int) []int {
+	ev := r.verifyEvidence()
+	var out []int
+	for _, n := range sizes {
+		bestName := ev.best(n)
+		pr, ok := pairedRatio(ev.auto[n], ev.singles[bestName][n])
+		if ok && pr < 1-search.Noise && ev.compare(n, bestName).Outcome != search.BWins {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Result is what a sweep (or tune) produced.
@@ -192,11 +311,7 @@ func (r *Runner) finish(measure bool) (Result, error) {
 		return res, err
 	}
 	res.Outcome = out
-	var rs []string
-	for _, rg := range out.Ranges {
-		rs = append(rs, fmt.Sprintf("%d:%s:%s", rg.Min, rg.Transport, rg.Protocol))
-	}
-	r.routes = transports.Options{"profile.ranges": strings.Join(rs, ",")}
+	r.setRoutes(out.Ranges)
 	s, err := r.safety(&out)
 	if err != nil {
 		return res, err
@@ -204,21 +319,13 @@ func (r *Runner) finish(measure bool) (Result, error) {
 	res.Outcome, res.Safety = out, s
 	path := filepath.Join(r.dir, ProfileFile)
 	if len(s.Problems) == 0 {
-		p := r.buildProfile(out, s)
-		if err := profile.Write(path, p); err != nil {
-			return res, err
-		}
-		if err := r.writeNative(p); err != nil {
-			return res, err
-		}
-		res.ProfilePath = path
-		abs, _ := filepath.Abs(path) // path is the run directory's own, which exists: Abs cannot fail
-		if err := r.verify(abs, p.Hash); err != nil {
+		if err := r.emitVerified(path, &out, &s); err != nil {
 			os.Remove(path)
-			res.ProfilePath = ""
 			s.Problems = append(s.Problems, err.Error())
-			res.Safety = s
+		} else if _, err := os.Stat(path); err == nil {
+			res.ProfilePath = path
 		}
+		res.Outcome, res.Safety = out, s
 	} else {
 		os.Remove(path) // never leave an unsafe profile behind
 	}

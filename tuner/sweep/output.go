@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
-	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/tuner/search"
 )
@@ -76,7 +76,7 @@ func (r *Runner) summary(res Result) string {
 		w.WriteString("\n")
 	}
 	if len(out.Transport) > 0 {
-		fmt.Fprintf(&w, "## transport (bw, MB/s medians; Mann-Whitney U, alpha 0.05, equal within %.0f%%)\n", 100*search.Noise)
+		fmt.Fprintf(&w, "## transport (bw, MB/s medians of the rounds; test: paired per-round ratios, noise pooled over the stage, %.0f%% interval; equal within %.0f%%)\n", 100*(1-search.LookAlpha), 100*search.Noise)
 		var names []string
 		for _, c := range out.Candidates {
 			names = append(names, c.name)
@@ -89,27 +89,22 @@ func (r *Runner) summary(res Result) string {
 		for _, v := range out.Transport {
 			fmt.Fprintf(&w, " %8s", transports.FormatSize(v.Size))
 			for _, n := range names {
-				fmt.Fprintf(&w, " %10.0f", v.Medians[n])
+				if m, ok := v.Medians[n]; ok {
+					fmt.Fprintf(&w, " %10.0f", m)
+				} else {
+					fmt.Fprintf(&w, " %10s", "-")
+				}
 			}
 			settled := ""
-			if !v.Settled {
-				settled = " (unsettled)"
-			}
-			if v.Unreplicated != "" {
-				settled += fmt.Sprintf("; %s won here but not again in the replication", v.Unreplicated)
+			switch {
+			case v.Mended:
+				settled = " (mended: the verification's rounds, the winner against auto)"
+			case v.Leaned:
+				settled = " (a comparison leaned at the last look)"
+			case !v.Settled:
+				settled = " (a comparison unsettled: " + v.Winner + " kept)"
 			}
 			fmt.Fprintf(&w, "  %-9s %v%s\n", v.Winner, v.Versus, settled)
-		}
-		w.WriteString("\n")
-	}
-	if len(out.Replicate) > 0 {
-		fmt.Fprintf(&w, "## transport replication (bw, MB/s medians, %d more rounds after the allocator stages, at the sizes another transport won above)\n", r.plan.Rounds)
-		for _, v := range out.Replicate {
-			fmt.Fprintf(&w, " %8s", transports.FormatSize(v.Size))
-			for _, c := range out.Candidates {
-				fmt.Fprintf(&w, " %10.0f", v.Medians[c.name])
-			}
-			fmt.Fprintf(&w, "  %-9s %v\n", v.Winner, v.Versus)
 		}
 		w.WriteString("\n")
 	}
@@ -190,68 +185,46 @@ func (r *Runner) summary(res Result) string {
 }
 
 // verifySummary compares auto with the single transports over the
-// verification trials: per size and as geometric means, both as a ratio of
-// medians taken over all rounds and as the median of per-round ratios
-// (round-paired: robust to this machine's slow spells, which last seconds
-// and can cover one candidate's trial of a round but not the next round).
+// verification trials (verifyEvidence): per size and as geometric means,
+// both as a ratio of medians taken over all rounds and as the median of
+// per-round ratios (round-paired: robust to this machine's slow spells,
+// which last seconds and can cover one candidate's trial of a round but
+// not the next round), with the paired test of the best single transport
+// against auto.
 func (r *Runner) verifySummary(w *strings.Builder) {
-	cands := map[string]map[int][]float64{} // candidate → size → trial medians
-	byRound := map[string]map[int]map[int]float64{}
-	for _, t := range r.trials {
-		if t.Stage != stageVerify || cands[t.Candidate] != nil {
-			continue
-		}
-		if m, ok := trialMedians(r.trials, stageVerify, t.Candidate, bench.Bandwidth); ok {
-			cands[t.Candidate] = m
-			byRound[t.Candidate] = roundMedians(r.trials, stageVerify, t.Candidate, bench.Bandwidth)
-		}
-	}
-	auto, ok := cands["auto"]
-	if !ok || len(cands) < 2 {
+	ev := r.verifyEvidence()
+	if len(ev.sizes) == 0 || len(ev.singles) == 0 {
 		return
 	}
-	var singles []string
-	for n := range cands {
-		if n != "auto" {
-			singles = append(singles, n)
+	rounds := map[int]bool{}
+	for _, n := range ev.sizes {
+		for round := range ev.auto[n] {
+			rounds[round] = true
 		}
 	}
-	sort.Strings(singles)
-	var sizes []int
-	for n := range auto {
-		sizes = append(sizes, n)
-	}
-	sort.Ints(sizes)
-	rounds, hash := 0, ""
-	for _, t := range r.trials {
-		if t.Stage == stageVerify && t.Candidate == "auto" {
-			rounds++
-			hash = t.Options["auto.hash"]
-		}
-	}
-	fmt.Fprintf(w, "## verify: auto (profile %s) beside each single transport (their defaults), bw, %d interleaved rounds\n", hash, rounds)
+	fmt.Fprintf(w, "## verify: auto (profile %s) beside each single transport (their defaults), bw, %d interleaved rounds\n", strings.Join(ev.hashes, ", then "), len(rounds))
 	fmt.Fprintf(w, "## (MB/s, median of the rounds' medians; auto/best: ratio of those medians; paired: median of the rounds' auto/best ratios;\n")
-	fmt.Fprintf(w, "##  test: Mann-Whitney U of auto against the best single transport over the rounds)\n")
+	fmt.Fprintf(w, "##  test: the best single transport against auto, paired per round, noise pooled over the sizes)\n")
 	fmt.Fprintf(w, " %8s %10s", "size", "auto")
-	for _, s := range singles {
+	for _, s := range ev.names {
 		fmt.Fprintf(w, " %10s", s)
 	}
 	fmt.Fprintf(w, " %10s %8s  %s\n", "auto/best", "paired", "test vs best")
 	geo, geoPaired, nPaired := map[string]float64{}, map[string]float64{}, map[string]int{}
 	geoBestPerSize, geoBestPaired, paired := 0.0, 0.0, 0
-	for _, n := range sizes {
-		am := search.Median(auto[n])
+	for _, n := range ev.sizes {
+		am := medianOf(ev.auto[n])
 		fmt.Fprintf(w, " %8s %10.0f", transports.FormatSize(n), am)
 		best, bestName := 0.0, ""
 		pairedWith := map[string]float64{}
-		for _, s := range singles {
-			m := search.Median(cands[s][n])
+		for _, s := range ev.names {
+			m := medianOf(ev.singles[s][n])
 			fmt.Fprintf(w, " %10.0f", m)
 			if m > best {
 				best, bestName = m, s
 			}
 			geo[s] += logRatio(am, m)
-			if pr, ok := pairedRatio(byRound["auto"][n], byRound[s][n]); ok {
+			if pr, ok := pairedRatio(ev.auto[n], ev.singles[s][n]); ok {
 				pairedWith[s] = pr
 				geoPaired[s] += math.Log(pr)
 				nPaired[s]++
@@ -264,13 +237,17 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 			paired++
 			pairedCol = fmt.Sprintf("%.3f", pr)
 		}
-		cmp := search.Compare(cands[bestName][n], auto[n], true)
-		fmt.Fprintf(w, " %10.3f %8s  %v\n", am/best, pairedCol, cmp)
+		fmt.Fprintf(w, " %10.3f %8s  %v\n", am/best, pairedCol, ev.compare(n, bestName))
 	}
-	for _, s := range singles {
-		fmt.Fprintf(w, " geomean auto/%s: %.3f (paired %.3f)\n", s, expMean(geo[s], len(sizes)), expMean(geoPaired[s], nPaired[s]))
+	for _, s := range ev.names {
+		fmt.Fprintf(w, " geomean auto/%s: %.3f (paired %.3f)\n", s, expMean(geo[s], len(ev.sizes)), expMean(geoPaired[s], nPaired[s]))
 	}
-	fmt.Fprintf(w, " geomean auto/best-per-size: %.3f (paired %.3f over %d sizes)\n\n", expMean(geoBestPerSize, len(sizes)), expMean(geoBestPaired, paired), paired)
+	fmt.Fprintf(w, " geomean auto/best-per-size: %.3f (paired %.3f over %d sizes)\n\n", expMean(geoBestPerSize, len(ev.sizes)), expMean(geoBestPaired, paired), paired)
+}
+
+// medianOf is the median of a round → value map's values.
+func medianOf(rounds map[int]float64) float64 {
+	return search.Median(slices.Collect(maps.Values(rounds)))
 }
 
 func sizeList(sizes []int) string {

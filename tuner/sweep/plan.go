@@ -53,13 +53,18 @@ type Plan struct {
 	AllocTHP    []bool   `json:"alloc_thp" mapstructure:"alloc_thp" help:"transparent huge pages settings to weigh"`
 	AllocCaches []Size   `json:"alloc_caches" mapstructure:"alloc_caches" help:"host buffer cache sizes to weigh"`
 	AllocSizes  SizeList `json:"alloc_sizes" mapstructure:"alloc_sizes" help:"sizes of the allocate-per-message pattern"`
+	// AllocRepBytes 0 means rep_bytes (runs made before it existed).
+	AllocRepBytes Size `json:"alloc_rep_bytes,omitempty" mapstructure:"alloc_rep_bytes" help:"payload per repetition of the allocator stages (0: rep_bytes); their candidates differ by factors, and a purge per message costs a page fault per page, so fewer bytes decide them"`
+	AllocWindow   int  `json:"alloc_window,omitempty" mapstructure:"alloc_window" help:"messages in flight per window of the allocator stages (0: window): every iteration takes at least a window, and a window of 64 fresh 4 MiB buffers is 256 MiB of page faults"`
 
 	Probes        []string      `json:"probes" mapstructure:"probes" help:"hazard probes of the safety phase (H1-H8)"`
 	ProbeDeadline time.Duration `json:"probe_deadline" mapstructure:"probe_deadline" help:"watchdog deadline of a probe"`
 
 	VerifySizes    SizeList `json:"verify_sizes" mapstructure:"verify_sizes" help:"sizes where the emitted profile is measured beside each single transport (empty: no verification)"`
 	VerifyRounds   int      `json:"verify_rounds" mapstructure:"verify_rounds" help:"interleaved rounds of the verification"`
-	FootprintRanks []int    `json:"footprint_ranks" mapstructure:"footprint_ranks" help:"ranks per node at which the summary reports the channels' memory footprint"`
+	FootprintRanks []int    `json:"footprint_ranks" mapstructure:"footprint_ranks" help:"ranks per node at which the summary reports the channels' memory footprint, after ranks_per_node"`
+	// RanksPerNode 0 means one rank per core of the node.
+	RanksPerNode int `json:"ranks_per_node,omitempty" mapstructure:"ranks_per_node" help:"ranks per node the profile will serve (0: one per core): channel geometries whose shared memory at that count exceeds the node's share are not weighed, and the footprint is reported there first"`
 
 	GPU GPUPlan `json:"gpu" mapstructure:"gpu"`
 
@@ -123,18 +128,18 @@ func GPU() Plan {
 func Quick() Plan {
 	return Plan{
 		Name: "quick", Budget: 4*time.Minute + 30*time.Second,
-		Rounds: 5, MaxRound: 8, Reps: 3, RepBytes: 64 << 20, Window: bench.DefaultWindow, Stall: 30 * time.Second,
+		Rounds: 3, MaxRound: 8, Reps: 3, RepBytes: 64 << 20, Window: bench.DefaultWindow, Stall: 30 * time.Second,
 		Segment: "memfd", Settle: 4 << 20,
 		Eager: parseText[Size]("1K", "2K", "4K", "8K"), EagerSizes: mustSizes("256:16K"),
 		Fragments:     parseText[Fragment]("32Kx8", "64Kx16", "64Kx32", "64Kx64", "128Kx32"),
 		FragmentSizes: mustSizes("16K:16M"),
 		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: mustSizes("8,512,1K,4K,32K"),
 		ConfirmSizes: mustSizes("1:16M"),
-		Transports:   []string{"sm", "cma", "knem", "xpmem"}, TransportSizes: mustSizes("8K:16M"), LadderStep: 2, Bisect: true,
+		Transports:   []string{"sm", "cma", "cma-push", "knem", "xpmem"}, TransportSizes: mustSizes("8K:16M"), LadderStep: 2, Bisect: true,
 		AllocPurges: []string{"immediate", "delayed", "never"}, AllocTHP: []bool{false, true},
-		AllocCaches: parseText[Size]("8M", "64M", "256M"), AllocSizes: mustSizes("64K,1M,4M"),
+		AllocCaches: parseText[Size]("8M", "64M", "256M"), AllocSizes: mustSizes("64K,1M,4M"), AllocRepBytes: 8 << 20, AllocWindow: 8,
 		Probes: []string{"H1", "H3", "H5", "H6", "H8"}, ProbeDeadline: 2 * time.Second,
-		VerifySizes: mustSizes("1:16M"), VerifyRounds: 5,
+		VerifySizes: mustSizes("1:16M"), VerifyRounds: 4,
 		FootprintRanks: []int{2, 8, 64},
 		StackRounds:    5,
 		Internode: InternodePlan{Transports: []string{"tcp", "ib"}, Eager: parseText[Size]("16K", "64K", "256K"),
@@ -216,6 +221,22 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 	return time.ParseDuration(s)
 }
 
+// window is the messages in flight per window of a trial of pattern.
+func (p Plan) window(pattern bench.Pattern) int {
+	if pattern == allocPattern && p.AllocWindow > 0 {
+		return p.AllocWindow
+	}
+	return p.Window
+}
+
+// repBytes is the payload per repetition of a trial of pattern.
+func (p Plan) repBytes(pattern bench.Pattern) int {
+	if pattern == allocPattern && p.AllocRepBytes > 0 {
+		return int(p.AllocRepBytes)
+	}
+	return int(p.RepBytes)
+}
+
 // Check validates every key, naming the first bad one.
 func (p Plan) Check() error {
 	switch {
@@ -227,8 +248,10 @@ func (p Plan) Check() error {
 		return fmt.Errorf("max_rounds: %d: below rounds (%d)", p.MaxRound, p.Rounds)
 	case p.Reps < 1:
 		return fmt.Errorf("reps: %d: need at least 1", p.Reps)
-	case p.Window < 1:
+	case p.Window < 1 || p.AllocWindow < 0:
 		return fmt.Errorf("window: %d: need at least 1", p.Window)
+	case p.RanksPerNode < 0 || p.RanksPerNode == 1:
+		return fmt.Errorf("ranks_per_node: %d: want 0 (one per core) or at least 2", p.RanksPerNode)
 	case p.LadderStep < 1:
 		return fmt.Errorf("ladder_step: %d: need at least 1", p.LadderStep)
 	case p.Stall <= 0 || p.ProbeDeadline <= 0:

@@ -83,8 +83,8 @@ func TestKernelCopyCandidatesAndRanges(t *testing.T) {
 	}
 	v := []SizeVerdict{{Size: 64 << 10, Winner: "sm"}, {Size: 1 << 20, Winner: "knem"}, {Size: 4 << 20, Winner: "xpmem"}}
 	got := rangesFrom(4096, v, map[string]string{"sm": "sm", "knem": "knem", "xpmem": "xpmem"})
-	want := []Range{{0, "sm", "eager"}, {4097, "sm", "pipeline"}, {(65536 + (1 << 20) + 1) / 2, "knem", "rendezvous"},
-		{((1 << 20) + (4 << 20) + 1) / 2, "xpmem", "rendezvous"}}
+	want := []Range{{0, "sm", "eager", ""}, {4097, "sm", "pipeline", ""}, {(65536 + (1 << 20) + 1) / 2, "knem", "rendezvous", "pull"},
+		{((1 << 20) + (4 << 20) + 1) / 2, "xpmem", "rendezvous", "pull"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("ranges %v, want %v", got, want)
 	}

@@ -45,6 +45,8 @@ type StackOutcome struct {
 	Params   map[string]string `json:"params"`   // the values the file sets (the rest: the stack's defaults)
 	Evidence map[string]string `json:"evidence"` // per value in Params
 	Lines    []string          `json:"lines"`    // the summary's account of every parameter weighed
+	// Gains says what the confirmed file gains (stack.Result.Gains).
+	Gains string `json:"gains,omitempty"`
 	// Check is the stack hazards' verdict on Params: "passed", or why
 	// the values were dropped (the file then keeps the stack's defaults).
 	Check string `json:"check"`
@@ -100,7 +102,7 @@ func (r *Runner) tuneStack(name string) (StackOutcome, error) {
 	if err != nil {
 		return StackOutcome{}, err
 	}
-	o := StackOutcome{Stack: name, Version: res.Version, Params: res.Params, Evidence: map[string]string{}, Check: "passed"}
+	o := StackOutcome{Stack: name, Version: res.Version, Params: res.Params, Evidence: map[string]string{}, Gains: res.Gains, Check: "passed"}
 	for _, c := range res.Choices {
 		if _, ok := res.Params[c.Param.Name]; ok {
 			o.Evidence[c.Param.Name] = c.Evidence(r.plan.StackRounds)
@@ -109,16 +111,23 @@ func (r *Runner) tuneStack(name string) (StackOutcome, error) {
 	}
 	for _, c := range res.Confirm {
 		// The confirmation's rule is not a parameter's: the file stands
-		// unless it loses (Tune's Note says when it did), so * marks that.
+		// unless it loses (Tune's Note says what was dropped), so * marks that.
 		c.Chosen = "tuned"
-		if res.Note != "" {
+		if len(res.Params) == 0 {
 			c.Chosen = "defaults"
 		}
 		o.Lines = append(o.Lines, choiceLine(c))
 	}
 	if res.Note != "" {
 		o.Lines = append(o.Lines, "note: "+res.Note)
-		o.Evidence = map[string]string{}
+	}
+	for k := range o.Evidence {
+		if _, ok := res.Params[k]; !ok {
+			delete(o.Evidence, k) // a value the confirmation dropped
+		}
+	}
+	if res.Gains != "" {
+		o.Lines = append(o.Lines, "confirmed: "+res.Gains)
 	}
 	if len(o.Params) > 0 {
 		if err := a.Check(r.ctx, dir, o.Params); err != nil {
@@ -126,7 +135,7 @@ func (r *Runner) tuneStack(name string) (StackOutcome, error) {
 				return o, fmt.Errorf("stack %s: hazard check: %w", name, err) // no verdict on the values
 			}
 			o.Check = fmt.Sprintf("stack hazards failed with %v: %v; defaults kept", paramsLine(o.Params), err)
-			o.Params, o.Evidence = map[string]string{}, map[string]string{}
+			o.Params, o.Evidence, o.Gains = map[string]string{}, map[string]string{}, ""
 			r.quarantineStack(name, res.Params, err)
 		}
 	}
@@ -176,7 +185,7 @@ func profileStacks(outs []StackOutcome) map[string]profile.Stack {
 	}
 	m := map[string]profile.Stack{}
 	for _, o := range outs {
-		m[o.Stack] = profile.Stack{Version: o.Version, Params: o.Params, Evidence: o.Evidence}
+		m[o.Stack] = profile.Stack{Version: o.Version, Params: o.Params, Evidence: o.Evidence, Confirmed: o.Gains}
 	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/bytesize"
@@ -21,7 +22,6 @@ const (
 	stageDepth     = "depth"
 	stageConfirm   = "confirm"
 	stageTransport = "transport"
-	stageReplicate = "transport-replicate"
 	stageAllocPol  = "alloc"
 	stageAllocSize = "alloc-cache"
 	stageVerify    = "verify"
@@ -31,7 +31,6 @@ const (
 type Outcome struct {
 	Stages     []StageDecision
 	Transport  []SizeVerdict
-	Replicate  []SizeVerdict // the replication's own verdicts (replicateTransport); nil when none ran
 	Ranges     []Range
 	SM         SMParams
 	Alloc      AllocParams
@@ -252,7 +251,7 @@ func (r *Runner) decide() (Outcome, error) {
 	}
 
 	// Fragment geometry: bandwidth of pipelined sizes.
-	cands = fragmentCandidates(p, sm)
+	cands = r.withinCeiling(stageFragment, fragmentCandidates(p, sm))
 	if err := r.measure(stageFragment, cands, fragmentPatterns, p.FragmentSizes.Sizes(), p.Rounds); err != nil {
 		return out, err
 	}
@@ -267,7 +266,7 @@ func (r *Runner) decide() (Outcome, error) {
 	// cell too, so a window of the smallest pipelined messages, twice the
 	// eager limit, needs as many cells as an eager window).
 	depthSizes := withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager)
-	cands = depthCandidates(p, sm)
+	cands = r.withinCeiling(stageDepth, depthCandidates(p, sm))
 	if err := r.measure(stageDepth, cands, depthPatterns, depthSizes, p.Rounds); err != nil {
 		return out, err
 	}
@@ -314,13 +313,8 @@ func (r *Runner) decide() (Outcome, error) {
 	} else {
 		r.notes = append(r.notes, "allocator: this build has no alloc pattern; defaults stand")
 	}
-	// The transport stage's departures from sm, measured again now that
-	// the allocator stages stand between.
-	if err := r.replicateTransport(sm, &out); err != nil {
-		return out, err
-	}
 	out.SM = sm
-	out.Footprint = footprint(sm.Depth, sm.Cell, sm.Frag, sm.Slots, p.FootprintRanks)
+	out.Footprint = footprint(sm.Depth, sm.Cell, sm.Frag, sm.Slots, r.footprintRanks())
 	if err := r.internodeStages(&out); err != nil {
 		return out, err
 	}
@@ -333,9 +327,18 @@ func (r *Runner) decide() (Outcome, error) {
 // confirmCandidates are the stages' choices ("chosen"), the same with the
 // built-in FIFO depth, and the built-in parameters (with the progress mode
 // the stages measured), cheapest first: a choice stands unless it loses.
-func confirmCandidates(chosen SMParams) []candidate {
+// Where the built-in geometry does not fit the node (fits is false for
+// it), the reference is the built-in eager limit and depth over the
+// chosen fragments ("built-in,frag=..."): a low eager limit chosen on
+// noise still faces the built-in one.
+func confirmCandidates(chosen SMParams, fits func(SMParams) bool) []candidate {
 	builtin := defaultSM()
 	builtin.Progress = chosen.Progress
+	refName := "built-in"
+	if !fits(builtin) {
+		builtin.Frag, builtin.Slots = chosen.Frag, chosen.Slots
+		refName = fmt.Sprintf("built-in,frag=%sx%d", transports.FormatSize(chosen.Frag), chosen.Slots)
+	}
 	withDepth := chosen
 	withDepth.Depth = builtin.Depth
 	out := []candidate{{name: "chosen", transport: "sm", opts: chosen.options(), cost: 0, sm: chosen}}
@@ -343,7 +346,7 @@ func confirmCandidates(chosen SMParams) []candidate {
 		out = append(out, candidate{name: "chosen,depth=" + itoa(builtin.Depth), transport: "sm", opts: withDepth.options(), cost: 1, sm: withDepth})
 	}
 	if builtin != chosen && builtin != withDepth {
-		out = append(out, candidate{name: "built-in", transport: "sm", opts: builtin.options(), cost: 2, sm: builtin})
+		out = append(out, candidate{name: refName, transport: "sm", opts: builtin.options(), cost: 2, sm: builtin})
 	}
 	return out
 }
@@ -363,7 +366,7 @@ func confirmCandidates(chosen SMParams) []candidate {
 // confirmation stage's reasons").
 func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 	confirmSizes := r.plan.ConfirmSizes.Sizes()
-	cands := confirmCandidates(*sm)
+	cands := r.withinCeiling(stageConfirm, confirmCandidates(*sm, r.fits))
 	if len(confirmSizes) == 0 || len(cands) < 2 {
 		return StageDecision{}, false, nil
 	}
@@ -389,22 +392,84 @@ func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 		}
 		d = pickAgainst(r.trials, stageConfirm, confirmPatterns, cands, ref)
 	}
-	// Where the reference's channels are affordable with a rank on every
-	// core, a choice that saved memory within the noise is no bargain.
+	// Where the reference's channels are affordable at the ranks per node
+	// the profile serves, a choice that saved memory within the noise is
+	// no bargain.
 	refSM := cands[len(cands)-1].sm
 	prov := r.meta.Provenance
 	pair := pairBytes(refSM.Depth, refSM.Cell, refSM.Frag, refSM.Slots)
-	if affordable(pair, prov.Cores, prov.MemBytes) {
+	if ranks := r.ranksPerNode(); affordable(pair, ranks, prov.MemBytes) {
 		var held bool
 		if d, held = preferReference(d, ref); held {
-			r.notes = append(r.notes, fmt.Sprintf("confirm: %s kept: its channels take %s with a rank on each of %d cores, within 1/%d of %s of memory, so a choice must beat it by more than %.0f%% to stand",
-				ref, bytesize.Human(nodeBytes(pair, prov.Cores)), prov.Cores, memoryShare, bytesize.Human(prov.MemBytes), 100*search.Noise))
+			r.notes = append(r.notes, fmt.Sprintf("confirm: %s kept: its channels take %s with %d ranks per node, within 1/%d of %s of memory, so a choice must beat it by more than %.0f%% to stand",
+				ref, bytesize.Human(nodeBytes(pair, ranks)), ranks, memoryShare, bytesize.Human(prov.MemBytes), 100*search.Noise))
 		}
 	}
 	if c := find(cands, d.Chosen); c != nil {
 		*sm = c.sm
 	}
 	return d, true, nil
+}
+
+// ranksPerNode is the ranks per node the profile serves: the plan's, or
+// one per core of this node (at least 2).
+func (r *Runner) ranksPerNode() int {
+	if r.plan.RanksPerNode > 0 {
+		return r.plan.RanksPerNode
+	}
+	return max(r.meta.Provenance.Cores, 2)
+}
+
+// footprintRanks are the rank counts the footprint is reported at: the
+// ranks per node the profile serves first, then the plan's others.
+func (r *Runner) footprintRanks() []int {
+	ranks := []int{r.ranksPerNode()}
+	for _, n := range r.plan.FootprintRanks {
+		if !slices.Contains(ranks, n) {
+			ranks = append(ranks, n)
+		}
+	}
+	return ranks
+}
+
+// fits says whether channels of p, with the ranks per node the profile
+// serves, take at most 1/memoryShare of the node's memory (true when the
+// memory is unknown).
+func (r *Runner) fits(p SMParams) bool {
+	mem := r.meta.Provenance.MemBytes
+	return mem <= 0 || affordable(pairBytes(p.Depth, p.Cell, p.Frag, p.Slots), r.ranksPerNode(), mem)
+}
+
+// withinCeiling keeps the candidates whose channels, with the ranks per
+// node the profile serves, take at most 1/memoryShare of the node's
+// memory (all of them when the memory is unknown, the cheapest when none
+// fits); the others are named in a note and not measured: a geometry the
+// node cannot afford at its rank count is no answer, however fast for a
+// pair.
+func (r *Runner) withinCeiling(stage string, cands []candidate) []candidate {
+	ranks, mem := r.ranksPerNode(), r.meta.Provenance.MemBytes
+	var keep, over []candidate
+	for _, c := range cands {
+		if r.fits(c.sm) {
+			keep = append(keep, c)
+		} else {
+			over = append(over, c)
+		}
+	}
+	if len(over) == 0 {
+		return cands
+	}
+	if len(keep) == 0 {
+		cheapest := slices.MinFunc(cands, func(a, b candidate) int { return int(a.cost - b.cost) })
+		keep, over = []candidate{cheapest}, slices.DeleteFunc(over, func(c candidate) bool { return c.name == cheapest.name })
+	}
+	var names []string
+	for _, c := range over {
+		names = append(names, fmt.Sprintf("%s (%s)", c.name, bytesize.Human(nodeBytes(pairBytes(c.sm.Depth, c.sm.Cell, c.sm.Frag, c.sm.Slots), ranks))))
+	}
+	r.notes = append(r.notes, fmt.Sprintf("%s: not weighed, over 1/%d of %s of memory with %d ranks per node: %s",
+		stage, memoryShare, bytesize.Human(mem), ranks, strings.Join(names, ", ")))
+	return keep
 }
 
 // confirmTrailRounds is how many rounds beyond MaxRound the confirmation
@@ -449,7 +514,7 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 	driverOf := driversOf(cands)
 	extraRound := map[int]int{} // size → rounds measured beyond the stage's own
 	for pass := 0; pass < 16; pass++ {
-		verdicts := transportWinners(r.trials, stageTransport, cands)
+		verdicts := transportWinners(r.trials, stageTransport, cands, false)
 		var unsettled []int
 		for _, v := range verdicts {
 			if !v.Settled && p.Rounds+extraRound[v.Size] < p.MaxRound {
@@ -496,32 +561,7 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 			}
 		}
 	}
-	out.Transport = transportWinners(r.trials, stageTransport, cands)
-	out.Ranges = rangesFrom(sm.Eager, out.Transport, driverOf)
-	return nil
-}
-
-// replicateTransport measures again every size where the transport stage
-// chose a transport other than the incumbent (sm), for Rounds rounds of a
-// stage of its own, run after the allocator stages; the choice stands only
-// where the replication chooses the same driver. The transport stage's
-// rounds follow one another within seconds, so one slow spell of the
-// machine can span them all (results/vm/README.md, build cac7945).
-func (r *Runner) replicateTransport(sm SMParams, out *Outcome) error {
-	cands := out.Candidates
-	if len(cands) < 2 {
-		return nil
-	}
-	driverOf := driversOf(cands)
-	away := awayFrom(out.Transport, sm.Eager, cands[0].name, driverOf)
-	if len(away) == 0 {
-		return nil
-	}
-	if err := r.measure(stageReplicate, cands, transportPatterns, away, r.plan.Rounds); err != nil {
-		return err
-	}
-	out.Replicate = transportWinners(r.trials, stageReplicate, cands)
-	out.Transport = replicated(out.Transport, out.Replicate, cands[0].name, driverOf)
+	out.Transport = transportWinners(r.trials, stageTransport, cands, true)
 	out.Ranges = rangesFrom(sm.Eager, out.Transport, driverOf)
 	return nil
 }

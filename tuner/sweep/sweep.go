@@ -264,6 +264,16 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		r.overBudget = true
 		return Trial{}, ErrBudget
 	}
+	if r.replayOnly && optional {
+		// The stored run stopped short of what this build's rules would
+		// measure (an older gotune): decide on what is stored, as at a
+		// budget's end.
+		if !r.overBudget {
+			r.overBudget = true
+			r.notes = append(r.notes, fmt.Sprintf("tune: the store has no %s %s round %d, which this build would measure; decided on the rounds stored", t.Stage, t.Candidate, t.Round))
+		}
+		return Trial{}, ErrBudget
+	}
 	if r.replayOnly {
 		return Trial{}, fmt.Errorf("tune: %s has no stored trial %s %s round %d (was the sweep finished? resume it with --resume %s)",
 			r.dir, t.Stage, t.Candidate, t.Round, r.dir)
@@ -285,7 +295,7 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		return Trial{}, ErrBudget
 	}
 	spec := bench.Spec{Transport: t.Transport, Options: t.Options.With(t.extra), Pattern: t.Pattern, Sizes: t.Sizes,
-		Reps: r.plan.Reps, Window: r.plan.Window, CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment, RepBytes: int(r.plan.RepBytes),
+		Reps: r.plan.Reps, Window: r.plan.window(t.Pattern), CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment, RepBytes: r.plan.repBytes(t.Pattern),
 		Nodes: t.Nodes}
 	if err := t.GPU.apply(&spec); err != nil {
 		return Trial{}, fmt.Errorf("trial %s %s: %w", t.Stage, t.Candidate, err)

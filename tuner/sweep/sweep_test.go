@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,10 +100,13 @@ func storedKeys(t *testing.T, dir string) map[string]bool {
 	return keys
 }
 
+// shmLeftovers are the segments this process launched and those of
+// launchers that are gone; the live ones of tests running beside this one
+// are not left over.
 func shmLeftovers(t *testing.T) []string {
 	t.Helper()
-	m, _ := filepath.Glob("/dev/shm/gotune-*")
-	return m
+	mine, _ := filepath.Glob(filepath.Join(launch.ShmDir, fmt.Sprintf("%s%d-*", launch.ShmPrefix, os.Getpid())))
+	return append(mine, launch.StaleSegments()...)
 }
 
 func TestSweepEmitsAndTuneRedecides(t *testing.T) {
@@ -219,7 +223,7 @@ func verifyEmitted(t *testing.T, out, sweepDir, path string) {
 			syscall.Kill(pids[1], syscall.SIGKILL)
 		}
 	}}
-	_, err := Verify(context.Background(), Config{Plan: plan, Out: out, Hooks: killThird}, path)
+	_, err := Verify(context.Background(), Config{Plan: plan, Out: out, Hooks: killThird}, path, "")
 	if err == nil || !strings.Contains(err.Error(), "--resume") {
 		t.Fatalf("a verification trial whose rank was killed twice: err = %v, want one that says how to resume", err)
 	}
@@ -227,7 +231,7 @@ func verifyEmitted(t *testing.T, out, sweepDir, path string) {
 	if done := storedKeys(t, dir); len(done) != 2 {
 		t.Fatalf("%s: %d trials stored before the kill, want 2", dir, len(done))
 	}
-	res, err := Verify(context.Background(), Config{Resume: dir}, "")
+	res, err := Verify(context.Background(), Config{Resume: dir}, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,11 +245,30 @@ func verifyEmitted(t *testing.T, out, sweepDir, path string) {
 			t.Errorf("verification summary lacks %q:\n%s", want, summary)
 		}
 	}
-	if _, err := Verify(context.Background(), Config{Resume: sweepDir}, ""); err == nil || !strings.Contains(err.Error(), "not a verification") {
+	if _, err := Verify(context.Background(), Config{Resume: sweepDir}, "", ""); err == nil || !strings.Contains(err.Error(), "not a verification") {
 		t.Errorf("verify --resume of a sweep's directory: err = %v", err)
 	}
 	if _, err := Run(context.Background(), Config{Resume: dir}); err == nil || !strings.Contains(err.Error(), "gotune verify --resume") {
 		t.Errorf("sweep --resume of a verification's directory: err = %v", err)
+	}
+	// Two profiles side by side (here the same one twice): the second is
+	// measured through auto as a column of its own, no single transport.
+	plan.VerifyRounds = 1
+	res, err = Verify(context.Background(), Config{Plan: plan, Out: out}, path, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Measured != 2 {
+		t.Errorf("verify --against: %d trials measured, want 2 (each profile, one round)", res.Measured)
+	}
+	summary, _ = os.ReadFile(filepath.Join(res.Dir, SummaryFile))
+	for _, want := range []string{"against: " + path, "geomean auto/against"} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("verify --against summary lacks %q:\n%s", want, summary)
+		}
+	}
+	if strings.Contains(string(summary), "auto/sm") {
+		t.Errorf("verify --against measured the single transports too:\n%s", summary)
 	}
 }
 

@@ -1,0 +1,176 @@
+package sweep
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/tuner/search"
+)
+
+// verifyEvidence is what the verification measured, by size: auto's
+// rounds from the last profile verified at that size (a mended profile is
+// verified again only where its routes changed) and each single
+// transport's rounds.
+type verifyEvidence struct {
+	sizes   []int
+	hashes  []string                           // the profiles verified, in order
+	auto    map[int]map[int]float64            // size → round → MB/s
+	singles map[string]map[int]map[int]float64 // transport → size → round → MB/s
+	names   []string                           // the single transports, sorted
+	prior   search.Prior                       // every single against auto at every size
+}
+
+func (r *Runner) verifyEvidence() verifyEvidence {
+	ev := verifyEvidence{auto: map[int]map[int]float64{}, singles: map[string]map[int]map[int]float64{}}
+	hashOf := map[int]string{}
+	for _, t := range r.trials {
+		if t.Stage != stageVerify || t.Failed != "" {
+			continue
+		}
+		if t.Candidate != "auto" {
+			if ev.singles[t.Candidate] == nil {
+				ev.singles[t.Candidate] = map[int]map[int]float64{}
+				ev.names = append(ev.names, t.Candidate)
+			}
+			addRound(ev.singles[t.Candidate], t)
+			continue
+		}
+		h := t.Options["auto.hash"]
+		if !slices.Contains(ev.hashes, h) {
+			ev.hashes = append(ev.hashes, h)
+		}
+		for _, p := range t.Points {
+			if hashOf[p.Size] != h { // a later profile's rounds replace an earlier one's
+				hashOf[p.Size], ev.auto[p.Size] = h, nil
+			}
+		}
+		addRound(ev.auto, t)
+	}
+	slices.Sort(ev.names)
+	for n := range ev.auto {
+		ev.sizes = append(ev.sizes, n)
+	}
+	slices.Sort(ev.sizes)
+	var sets [][]float64
+	for _, n := range ev.sizes {
+		for _, s := range ev.names {
+			sets = append(sets, ev.ratios(n, s))
+		}
+	}
+	ev.prior = search.PoolPrior(sets)
+	return ev
+}
+
+// addRound adds trial t's medians to m (size → round → value).
+func addRound(m map[int]map[int]float64, t Trial) {
+	for _, p := range t.Points {
+		if len(p.Samples) == 0 {
+			continue
+		}
+		if m[p.Size] == nil {
+			m[p.Size] = map[int]float64{}
+		}
+		m[p.Size][t.Round] = search.Median(p.Samples)
+	}
+}
+
+// ratios are single's per-round log-ratios to auto at size n.
+func (ev verifyEvidence) ratios(n int, single string) []float64 {
+	a, b := alignRounds(ev.auto[n], ev.singles[single][n])
+	return search.LogRatios(a, b, true)
+}
+
+// compare is single (B) against auto (A) at size n.
+func (ev verifyEvidence) compare(n int, single string) search.Comparison {
+	return search.Paired(ev.ratios(n, single), ev.prior)
+}
+
+// verifyLoss is a size where a single transport beat the profile, settled.
+type verifyLoss struct {
+	Size   int
+	Winner string
+	Versus search.Comparison
+}
+
+func (l verifyLoss) String() string {
+	return fmt.Sprintf("%s: %s %+.1f%% over auto", transports.FormatSize(l.Size), l.Winner, 100*l.Versus.Gain)
+}
+
+// verifyLosses lists the sizes where the best single transport (by the
+// median of its rounds) beats auto, settled (paired over the
+// verification's rounds). One test a size: testing every single transport
+// would find a chance win among them on a noisy node, and below their
+// eager limit they all run the same path anyway.
+func (r *Runner) verifyLosses() []verifyLoss {
+	ev := r.verifyEvidence()
+	var out []verifyLoss
+	for _, n := range ev.sizes {
+		best := ev.best(n)
+		if c := ev.compare(n, best); c.Outcome == search.BWins {
+			out = append(out, verifyLoss{Size: n, Winner: best, Versus: c})
+		}
+	}
+	return out
+}
+
+// best is the single transport with the highest median at size n.
+func (ev verifyEvidence) best(n int) string {
+	best, name := 0.0, ""
+	for _, s := range ev.names {
+		if m := medianOf(ev.singles[s][n]); m > best {
+			best, name = m, s
+		}
+	}
+	return name
+}
+
+// mendRanges routes each losing size to the transport that won it in the
+// verification (its verdict in out.Transport replaced or added, marked
+// Mended), recomputes the ranges, and returns the sizes of ladder whose
+// transport changed. Nothing is mended (none) where the loss is to a
+// parameter, not a route: up to the larger of the profile's and the
+// built-in eager limits every single transport sends by sm eager with
+// the built-in cell, and a loss to sm where sm carries the size already
+// is one to sm's built-in parameters.
+func mendRanges(out *Outcome, losses []verifyLoss, ladder []int) []int {
+	driverOf := driversOf(out.Candidates)
+	before := out.Ranges
+	verdicts := slices.Clone(out.Transport)
+	for _, l := range losses {
+		if l.Size <= max(out.SM.Eager, defaultSM().Eager) || driverOf[l.Winner] == "" {
+			continue
+		}
+		v := SizeVerdict{Size: l.Size, Winner: l.Winner, Versus: l.Versus, Settled: true, Mended: true}
+		i, found := slices.BinarySearchFunc(verdicts, l.Size, func(v SizeVerdict, n int) int { return v.Size - n })
+		if found {
+			v.Medians = verdicts[i].Medians
+			verdicts[i] = v
+		} else {
+			verdicts = slices.Insert(verdicts, i, v)
+		}
+	}
+	after := rangesFrom(out.SM.Eager, verdicts, driverOf)
+	var changed []int
+	for _, n := range ladder {
+		if routeAt(before, n) != routeAt(after, n) {
+			changed = append(changed, n)
+		}
+	}
+	if len(changed) > 0 {
+		out.Transport, out.Ranges = verdicts, after
+	}
+	return changed
+}
+
+// routeAt is the range that carries size n.
+func routeAt(ranges []Range, n int) Range {
+	var at Range
+	for _, rg := range ranges {
+		if rg.Min <= n {
+			at = rg
+		}
+	}
+	at.Min = 0
+	return at
+}
