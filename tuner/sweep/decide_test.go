@@ -535,7 +535,7 @@ func TestVerifyLossesAndMendRanges(t *testing.T) {
 	cma := map[int]float64{1 << 10: 9000, 4 << 10: 12000, 16 << 10: 17000, 64 << 10: 25000, 256 << 10: 31000, 512 << 10: 32000, 1 << 20: 21000, 4 << 20: 11300}
 	auto := maps.Clone(sm) // the profile kept sm everywhere
 	auto[16<<10] = 15000   // and loses to sm's built-in parameters here
-	r := &Runner{trials: verifyTrials("sha256:a", 1, 4, map[string]map[int]float64{"auto": auto, "sm": sm, "cma": cma})}
+	r := &Runner{trials: verifyTrials("sha256:a", 1, 4, map[string]map[int]float64{"auto": auto, "sm": sm, "cma": cma}), verified: []string{"sha256:a"}}
 	var lost []string
 	for _, l := range r.verifyLosses() {
 		lost = append(lost, transports.FormatSize(l.Size)+":"+l.Winner)
@@ -564,6 +564,7 @@ func TestVerifyLossesAndMendRanges(t *testing.T) {
 		mended[n] = cma[n] * 1.01
 	}
 	r.trials = append(r.trials, verifyTrials("sha256:b", 5, 4, map[string]map[int]float64{"auto": mended, "sm": sm, "cma": cma})...)
+	r.verified = append(r.verified, "sha256:b")
 	lost = nil
 	for _, l := range r.verifyLosses() {
 		lost = append(lost, transports.FormatSize(l.Size)+":"+l.Winner)
@@ -573,5 +574,11 @@ func TestVerifyLossesAndMendRanges(t *testing.T) {
 	}
 	if changed := mendRanges(&out, r.verifyLosses(), ladder); changed != nil {
 		t.Fatalf("a second mend changed %v; nothing is left that a route can mend", changed)
+	}
+	// A replay whose stored verification measured other profiles (another
+	// gotune) verified none of its own: nothing is mended on their rounds.
+	r.verified = nil
+	if l := r.verifyLosses(); l != nil {
+		t.Fatalf("losses %v from profiles this run did not verify", l)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -222,6 +223,9 @@ func (r *Runner) verify(path, hash string, sizes []int, first, trail int) (next 
 			if err != nil {
 				return next, err
 			}
+			if c.name == "auto" && !slices.Contains(r.verified, hash) {
+				r.verified = append(r.verified, hash)
+			}
 			if c.name == "auto" && done.Failed != "" {
 				return next, fmt.Errorf("the emitted profile failed in verification: %s", done.Failed)
 			}
@@ -238,7 +242,7 @@ const verifyTrailRounds = 6
 // the best single transport is below 1 - search.Noise and no test has
 // settled it (a settled loss is mended instead).
 func (r *Runner) verifyTrails(sizes []int) []int {
-	ev := r.verifyEvidence()
+	ev := r.verifyEvidence(r.verified...)
 	var out []int
 	for _, n := range sizes {
 		bestName := ev.best(n)

@@ -21,11 +21,18 @@ type verifyEvidence struct {
 	prior   search.Prior                       // every single against auto at every size
 }
 
-func (r *Runner) verifyEvidence() verifyEvidence {
+// verifyEvidence gathers it from the verification's trials; with hashes,
+// only the rounds of auto with those profiles count (the summary shows
+// every profile a store verified; a decision rests on the ones this run
+// verified).
+func (r *Runner) verifyEvidence(hashes ...string) verifyEvidence {
 	ev := verifyEvidence{auto: map[int]map[int]float64{}, singles: map[string]map[int]map[int]float64{}}
 	hashOf := map[int]string{}
 	for _, t := range r.trials {
 		if t.Stage != stageVerify || t.Failed != "" {
+			continue
+		}
+		if t.Candidate == "auto" && len(hashes) > 0 && !slices.Contains(hashes, t.Options["auto.hash"]) {
 			continue
 		}
 		if t.Candidate != "auto" {
@@ -103,7 +110,10 @@ func (l verifyLoss) String() string {
 // would find a chance win among them on a noisy node, and below their
 // eager limit they all run the same path anyway.
 func (r *Runner) verifyLosses() []verifyLoss {
-	ev := r.verifyEvidence()
+	if len(r.verified) == 0 {
+		return nil
+	}
+	ev := r.verifyEvidence(r.verified...)
 	var out []verifyLoss
 	for _, n := range ev.sizes {
 		best := ev.best(n)

@@ -136,6 +136,9 @@ type Runner struct {
 	replayOnly   bool     // tune: use stored trials only
 	// routes are the decided size ranges, as options, for verdict digests.
 	routes transports.Options
+	// verified are the hashes of the profiles this run measured auto with
+	// in the verification (stored or new), in order.
+	verified []string
 }
 
 // ErrBudget stops optional work when the budget is spent.
