@@ -55,17 +55,22 @@ func roundMedians(trials []Trial, stage, cand string, pattern bench.Pattern) map
 		if t.Stage != stage || t.Candidate != cand || t.Pattern != pattern || t.Failed != "" {
 			continue
 		}
-		for _, p := range t.Points {
-			if len(p.Samples) == 0 {
-				continue
-			}
-			if out[p.Size] == nil {
-				out[p.Size] = map[int]float64{}
-			}
-			out[p.Size][t.Round] = search.Median(p.Samples)
-		}
+		addRound(out, t)
 	}
 	return out
+}
+
+// addRound adds trial t's medians to m (size → round → value).
+func addRound(m map[int]map[int]float64, t Trial) {
+	for _, p := range t.Points {
+		if len(p.Samples) == 0 {
+			continue
+		}
+		if m[p.Size] == nil {
+			m[p.Size] = map[int]float64{}
+		}
+		m[p.Size][t.Round] = search.Median(p.Samples)
+	}
 }
 
 // pairedRatio is the median over the rounds both have of a's median over

@@ -69,19 +69,6 @@ func (r *Runner) verifyEvidence(hashes ...string) verifyEvidence {
 	return ev
 }
 
-// addRound adds trial t's medians to m (size → round → value).
-func addRound(m map[int]map[int]float64, t Trial) {
-	for _, p := range t.Points {
-		if len(p.Samples) == 0 {
-			continue
-		}
-		if m[p.Size] == nil {
-			m[p.Size] = map[int]float64{}
-		}
-		m[p.Size][t.Round] = search.Median(p.Samples)
-	}
-}
-
 // ratios are single's per-round log-ratios to auto at size n.
 func (ev verifyEvidence) ratios(n int, single string) []float64 {
 	a, b := alignRounds(ev.auto[n], ev.singles[single][n])
