@@ -248,8 +248,10 @@ func (p Plan) Check() error {
 		return fmt.Errorf("max_rounds: %d: below rounds (%d)", p.MaxRound, p.Rounds)
 	case p.Reps < 1:
 		return fmt.Errorf("reps: %d: need at least 1", p.Reps)
-	case p.Window < 1 || p.AllocWindow < 0:
+	case p.Window < 1:
 		return fmt.Errorf("window: %d: need at least 1", p.Window)
+	case p.AllocWindow < 0 || p.AllocRepBytes < 0:
+		return fmt.Errorf("alloc_window %d, alloc_rep_bytes %d: want 0 (the plan's window, rep_bytes) or more", p.AllocWindow, p.AllocRepBytes)
 	case p.RanksPerNode < 0 || p.RanksPerNode == 1:
 		return fmt.Errorf("ranks_per_node: %d: want 0 (one per core) or at least 2", p.RanksPerNode)
 	case p.LadderStep < 1:

@@ -47,6 +47,8 @@ func TestLoadPlanFile(t *testing.T) {
 		{"badsettle.yaml", "settle: 4Q\n", "settle"},
 		{"badtransport.yaml", "transports: [sm, ucx]\n", "transports"},
 		{"maxrounds.yaml", "rounds: 4\nmax_rounds: 2\n", "max_rounds"},
+		{"ranks.yaml", "ranks_per_node: 1\n", "ranks_per_node"},
+		{"allocwindow.yaml", "alloc_window: -1\n", "alloc_window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := write(tc.name, tc.body)
