@@ -463,7 +463,6 @@ func transportWinners(trials []Trial, stage string, cands []candidate, final boo
 				continue
 			}
 			cmp := search.Paired(ratios(v.Winner, c.name, n), prior)
-			v.Versus = cmp
 			outcome := cmp.Outcome
 			if outcome == search.Unsettled {
 				v.Settled = false
