@@ -171,8 +171,7 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 			}
 			cs = append(cs, a.Contender(cfg.Dir, p.Name+"="+v, params))
 		}
-		spec := bench.Spec{Pattern: p.Pattern, Sizes: p.Sizes, Reps: 1, Iters: cfg.Iters}
-		results, err := anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, anchor.Lines(cfg.Progress))
+		results, err := cfg.interleave(ctx, cs, p.Pattern, p.Sizes)
 		if err != nil {
 			return res, fmt.Errorf("tune %s: %s: %w", a.Name(), p.Name, err)
 		}
@@ -212,14 +211,14 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 			return res, nil
 		}
 		if len(kept) == 1 {
-			dropped = append(dropped, fmt.Sprintf("%s (%s)", paramsLine(kept[0]), why))
+			dropped = append(dropped, fmt.Sprintf("%s (%s)", ParamsLine(kept[0]), why))
 			break
 		}
 		i, err := worstOf(ctx, a, cfg, kept)
 		if err != nil {
 			return res, err
 		}
-		dropped = append(dropped, fmt.Sprintf("%s (with it the file %s)", paramsLine(kept[i]), why))
+		dropped = append(dropped, fmt.Sprintf("%s (with it the file %s)", ParamsLine(kept[i]), why))
 		kept = slices.Delete(kept, i, i+1)
 	}
 	res.Note = "dropped " + strings.Join(dropped, "; ") + ": defaults kept"
@@ -250,31 +249,41 @@ func paramsOf(values []map[string]string) map[string]string {
 	return params
 }
 
-// paramsLine is params as k=v, sorted.
-func paramsLine(params map[string]string) string {
+// ParamsLine is params as k=v, sorted, space-separated.
+func ParamsLine(params map[string]string) string {
 	var kv []string
 	for _, k := range slices.Sorted(maps.Keys(params)) {
 		kv = append(kv, k+"="+params[k])
 	}
-	return strings.Join(kv, ",")
+	return strings.Join(kv, " ")
+}
+
+// confirmSizes is the confirmation's ladder: the config's, or ConfirmSizes.
+func (cfg Config) confirmSizes() []int {
+	if cfg.ConfirmSizes != nil {
+		return cfg.ConfirmSizes
+	}
+	return ConfirmSizes
+}
+
+// interleave runs the contenders side by side in cfg.Rounds interleaved
+// rounds over sizes of pattern, one repetition a round.
+func (cfg Config) interleave(ctx context.Context, cs []anchor.Contender, pattern bench.Pattern, sizes []int) ([]bench.Result, error) {
+	spec := bench.Spec{Pattern: pattern, Sizes: sizes, Reps: 1, Iters: cfg.Iters}
+	return anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, anchor.Lines(cfg.Progress))
 }
 
 // confirmFile weighs the file of params against the defaults: bandwidth
 // (or the adapter's own pattern) over the confirmation ladder, and 8-byte
 // latency.
 func confirmFile(ctx context.Context, a Adapter, cfg Config, params map[string]string) ([]Choice, error) {
-	confirmSizes := cfg.ConfirmSizes
-	if confirmSizes == nil {
-		confirmSizes = ConfirmSizes
-	}
 	var out []Choice
 	for _, p := range []Param{
-		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: confirmPattern(a), Sizes: confirmSizes},
+		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: confirmPattern(a), Sizes: cfg.confirmSizes()},
 		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Latency, Sizes: []int{8}},
 	} {
 		cs := []anchor.Contender{a.Contender(cfg.Dir, "defaults", nil), a.Contender(cfg.Dir, "tuned", params)}
-		spec := bench.Spec{Pattern: p.Pattern, Sizes: p.Sizes, Reps: 1, Iters: cfg.Iters}
-		results, err := anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, anchor.Lines(cfg.Progress))
+		results, err := cfg.interleave(ctx, cs, p.Pattern, p.Sizes)
 		if err != nil {
 			return nil, fmt.Errorf("tune %s: confirm %s: %w", a.Name(), p.Pattern, err)
 		}
@@ -348,23 +357,19 @@ func sizeRanges(at, ladder []int) string {
 // of kept's values in turn, and returns the index of the value whose
 // absence scores best (a file that loses no size first).
 func worstOf(ctx context.Context, a Adapter, cfg Config, kept []map[string]string) (int, error) {
-	confirmSizes := cfg.ConfirmSizes
-	if confirmSizes == nil {
-		confirmSizes = ConfirmSizes
-	}
 	cs := []anchor.Contender{a.Contender(cfg.Dir, "defaults", nil)}
 	for i := range kept {
 		without := slices.Concat(kept[:i], kept[i+1:])
-		cs = append(cs, a.Contender(cfg.Dir, "without "+paramsLine(kept[i]), paramsOf(without)))
+		cs = append(cs, a.Contender(cfg.Dir, "without "+ParamsLine(kept[i]), paramsOf(without)))
 	}
-	spec := bench.Spec{Pattern: confirmPattern(a), Sizes: confirmSizes, Reps: 1, Iters: cfg.Iters}
-	results, err := anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, anchor.Lines(cfg.Progress))
+	pattern := confirmPattern(a)
+	results, err := cfg.interleave(ctx, cs, pattern, cfg.confirmSizes())
 	if err != nil {
 		return 0, fmt.Errorf("tune %s: narrow the file: %w", a.Name(), err)
 	}
 	best, bestScore, bestLoses := 0, 0.0, true
 	for i := range kept {
-		score, verdicts, _ := against(results[0], results[i+1], spec.Pattern.HigherIsBetter())
+		score, verdicts, _ := against(results[0], results[i+1], pattern.HigherIsBetter())
 		loses := slices.ContainsFunc(verdicts, func(v search.Comparison) bool { return v.Outcome == search.AWins })
 		if (bestLoses && !loses) || (loses == bestLoses && score > bestScore) {
 			best, bestScore, bestLoses = i, score, loses

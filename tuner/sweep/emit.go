@@ -16,7 +16,6 @@ import (
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/auto"
-	"github.com/gotune/gotune/tuner/search"
 )
 
 // Locality and memory pair of the host transports' decisions.
@@ -237,22 +236,6 @@ func (r *Runner) verify(path, hash string, sizes []int, first, trail int) (next 
 // verifyTrailRounds is how many rounds the sweep's verification may add
 // at the sizes where the profile trails (verify).
 const verifyTrailRounds = 6
-
-// verifyTrails lists the sizes where the round-paired median of auto over
-// the best single transport is below 1 - search.Noise and no test has
-// settled it (a settled loss is mended instead).
-func (r *Runner) verifyTrails(sizes []int) []int {
-	ev := r.verifyEvidence(r.verified...)
-	var out []int
-	for _, n := range sizes {
-		bestName := ev.best(n)
-		pr, ok := pairedRatio(ev.auto[n], ev.singles[bestName][n])
-		if ok && pr < 1-search.Noise && ev.compare(n, bestName).Outcome != search.BWins {
-			out = append(out, n)
-		}
-	}
-	return out
-}
 
 // Result is what a sweep (or tune) produced.
 type Result struct {

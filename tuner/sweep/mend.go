@@ -111,6 +111,22 @@ func (r *Runner) verifyLosses() []verifyLoss {
 	return out
 }
 
+// verifyTrails lists the sizes where the round-paired median of auto over
+// the best single transport is below 1 - search.Noise and no test has
+// settled it (a settled loss is mended instead).
+func (r *Runner) verifyTrails(sizes []int) []int {
+	ev := r.verifyEvidence(r.verified...)
+	var out []int
+	for _, n := range sizes {
+		bestName := ev.best(n)
+		pr, ok := pairedRatio(ev.auto[n], ev.singles[bestName][n])
+		if ok && pr < 1-search.Noise && ev.compare(n, bestName).Outcome != search.BWins {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // best is the single transport with the highest median at size n.
 func (ev verifyEvidence) best(n int) string {
 	best, name := 0.0, ""

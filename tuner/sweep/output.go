@@ -12,6 +12,7 @@ import (
 
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/tuner/search"
+	"github.com/gotune/gotune/tuner/stack"
 )
 
 // writeDerived rewrites the files derived from the store: the Go benchmark
@@ -155,7 +156,7 @@ func (r *Runner) summary(res Result) string {
 		for _, l := range st.Lines {
 			fmt.Fprintf(&w, " %s\n", l)
 		}
-		fmt.Fprintf(&w, " file: %s\n hazards (h2h and flood, validated): %s\n\n", cmp.Or(paramsLine(st.Params), "the defaults (nothing to set)"), st.Check)
+		fmt.Fprintf(&w, " file: %s\n hazards (h2h and flood, validated): %s\n\n", cmp.Or(stack.ParamsLine(st.Params), "the defaults (nothing to set)"), st.Check)
 	}
 
 	fmt.Fprintf(&w, "## safety (probe deadline %v)\n", r.plan.ProbeDeadline)

@@ -134,7 +134,7 @@ func (r *Runner) tuneStack(name string) (StackOutcome, error) {
 			if !errors.Is(err, anchor.ErrHang) && !errors.Is(err, anchor.ErrCorrupt) && !errors.Is(err, anchor.ErrCrash) {
 				return o, fmt.Errorf("stack %s: hazard check: %w", name, err) // no verdict on the values
 			}
-			o.Check = fmt.Sprintf("stack hazards failed with %v: %v; defaults kept", paramsLine(o.Params), err)
+			o.Check = fmt.Sprintf("stack hazards failed with %v: %v; defaults kept", stack.ParamsLine(o.Params), err)
 			o.Params, o.Evidence, o.Gains = map[string]string{}, map[string]string{}, ""
 			r.quarantineStack(name, res.Params, err)
 		}
@@ -154,14 +154,6 @@ func choiceLine(c stack.Choice) string {
 		vs = append(vs, fmt.Sprintf("%s%s %.3f", mark, v, c.Scores[i]))
 	}
 	return fmt.Sprintf("%s (%s over %d sizes): %s", c.Param.Name, c.Param.Pattern, len(c.Param.Sizes), strings.Join(vs, "  "))
-}
-
-func paramsLine(p map[string]string) string {
-	var kv []string
-	for _, k := range slices.Sorted(maps.Keys(p)) {
-		kv = append(kv, k+"="+p[k])
-	}
-	return strings.Join(kv, " ")
 }
 
 // quarantineStack records a stack configuration that failed the stack
