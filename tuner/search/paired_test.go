@@ -104,6 +104,88 @@ func TestPoolPrior(t *testing.T) {
 	}
 }
 
+func TestPriorsAt(t *testing.T) {
+	noisy := []float64{-0.4, 0.4, 0.0} // small messages: ±40% a round
+	quiet := []float64{-0.02, 0.02, 0.0}
+	p := Priors{{Size: 8, D: noisy}, {Size: 16, D: noisy}, {Size: 1 << 20, D: quiet}, {Size: 4 << 20, D: quiet}}
+	for _, tc := range []struct {
+		size int
+		want Prior
+	}{
+		{32, PoolPrior([][]float64{noisy, noisy})},      // 8 and 16 within 2 octaves
+		{2 << 20, PoolPrior([][]float64{quiet, quiet})}, // the small sizes' noise stays out
+		{64, PoolPrior([][]float64{noisy})},             // 16 is 2 octaves off, 8 is 3
+		{2, PoolPrior([][]float64{noisy})},              // 8 is 2 octaves off, 16 is 3
+		{0, Prior{}},                                    // one byte: 8 is 3 octaves off
+		{64 << 10, Prior{}},                             // nothing near
+	} {
+		if got := p.At(tc.size); got != tc.want {
+			t.Errorf("At(%d) = %+v, want %+v", tc.size, got, tc.want)
+		}
+	}
+	// The failure it prevents: a consistent 20% gap at 8 KiB over 6 rounds
+	// (measured so on the GPU hosts' CPUs) among small sizes' noise.
+	gap := []float64{0.32, 0.16, 0.22, 0.09, 0.27, 0.17}
+	stage := Priors{{Size: 8 << 10, D: gap}}
+	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
+		stage = append(stage, SizedRounds{Size: n, D: []float64{-0.3, -0.45, 0.47, -0.1, 0.03, 0.5}})
+	}
+	if c := Paired(gap, stage.At(8<<10)); c.Outcome != BWins {
+		t.Errorf("8 KiB gap with its own size's prior: %v, want B wins", c)
+	}
+	if c := Paired(gap, PoolPrior([][]float64{gap, stage[1].D, stage[2].D, stage[3].D, stage[4].D})); c.Outcome == BWins {
+		t.Errorf("the same gap under the small sizes' noise settled (%v): the test no longer shows what At prevents", c)
+	}
+}
+
+func TestExpectedLoss(t *testing.T) {
+	quiet := Prior{Var: 0.05 * 0.05, DF: 10}
+	noisy := Prior{Var: 0.3 * 0.3, DF: 10}
+	big := Paired([]float64{math.Log(1.5), math.Log(1.1), math.Log(1.7)}, noisy) // a 40% gap, unsettled
+	small := Paired([]float64{0.05, -0.03, 0.04}, quiet)                         // 2%, unsettled
+	settled := Paired([]float64{math.Log(1.45), math.Log(1.55), math.Log(1.5)}, quiet)
+	if big.Outcome != Unsettled || small.Outcome != Unsettled || settled.Outcome != BWins {
+		t.Fatalf("premises: %v / %v / %v", big, small, settled)
+	}
+	for _, tc := range []struct {
+		name     string
+		c        Comparison
+		chooseB  bool
+		min, max float64
+	}{
+		{"an unsettled 40% gap kept by the incumbent", big, false, 0.3, 0.45},
+		{"the same gap taken", big, true, 0, 0.05},
+		{"an unsettled 2% gap either way", small, false, 0.01, 0.06},
+		{"a settled gap taken", settled, true, 0, 0.001},
+		{"a settled gap refused", settled, false, 0.35, 0.45},
+	} {
+		if got := tc.c.ExpectedLoss(tc.chooseB); got < tc.min || got > tc.max {
+			t.Errorf("%s: ExpectedLoss = %.4f, want in [%.3f, %.3f]", tc.name, got, tc.min, tc.max)
+		}
+	}
+	if big.ExpectedLoss(false) <= 5*small.ExpectedLoss(false) {
+		t.Errorf("the 40%% gap's stake %.3f is not far above the 2%% gap's %.3f", big.ExpectedLoss(false), small.ExpectedLoss(false))
+	}
+	// The closed form against a simulation of the posterior.
+	rng := rand.New(rand.NewPCG(3, 4))
+	sum, n := 0.0, 200000
+	for range n {
+		z := rng.NormFloat64()
+		chi := 0.0
+		for range int(small.df) {
+			x := rng.NormFloat64()
+			chi += x * x
+		}
+		sum += math.Max(small.mean+small.se*z/math.Sqrt(chi/small.df), 0)
+	}
+	if got, want := small.ExpectedLoss(false), sum/float64(n); math.Abs(got-want) > 0.002 {
+		t.Errorf("ExpectedLoss %.4f, simulated %.4f", got, want)
+	}
+	if l := Paired([]float64{0.1}, Prior{}).ExpectedLoss(false); !math.IsInf(l, 1) {
+		t.Errorf("no estimate of the noise: %v, want +Inf", l)
+	}
+}
+
 func TestLogRatios(t *testing.T) {
 	d := LogRatios([]float64{100, 0, 50}, []float64{200, 10, 25}, true)
 	if len(d) != 2 || math.Abs(d[0]-math.Log(2)) > 1e-12 || math.Abs(d[1]+math.Log(2)) > 1e-12 {
