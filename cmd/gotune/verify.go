@@ -19,10 +19,12 @@ func newVerify() *cobra.Command {
 		Short: "Measure a profile (--transport auto) beside each single transport, interleaved, and print the ratios",
 		Long: `verify runs the sweep's verification on its own: bandwidth of --transport auto
 with PROFILE beside every single transport of the quick plan with its
-defaults, in interleaved rounds of fresh rank processes, and prints per size
-the ratio of medians, the median of per-round ratios (paired) and the paired
+defaults (over a fragment ring the node affords at the profile's ranks per
+node, and with the profile's progress thread where it has one), in
+interleaved rounds of fresh rank processes, and prints per size the ratio of
+medians, the median of per-round ratios (paired) and the paired
 test of the best single transport against it (per-round ratios, the noise
-pooled over the sizes). With --against PROFILE_B it measures PROFILE beside
+pooled over nearby sizes). With --against PROFILE_B it measures PROFILE beside
 PROFILE_B instead (both through --transport auto): whether two sweeps of one
 node decided alike, size by size. Every trial opens with
 one discarded point (--settle), as in gotune anchors. Use it to re-check a

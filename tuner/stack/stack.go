@@ -403,7 +403,7 @@ func choose(p Param, results []bench.Result) Choice {
 // better), each size's verdict (paired over the rounds, the noise pooled
 // over the sizes: search.Paired), and whether a wins at some size.
 func against(a, b bench.Result, higher bool) (score float64, verdicts []search.Comparison, lost bool) {
-	var sets [][]float64
+	var sets search.Priors
 	logSum := 0.0
 	for i, pa := range a.Points {
 		if i >= len(b.Points) || b.Points[i].Size != pa.Size {
@@ -413,15 +413,14 @@ func against(a, b bench.Result, higher bool) (score float64, verdicts []search.C
 		if len(d) == 0 {
 			return 0, nil, true
 		}
-		sets = append(sets, d)
+		sets = append(sets, search.SizedRounds{Size: pa.Size, D: d})
 		logSum += search.Median(d)
 	}
 	if len(sets) == 0 {
 		return 0, nil, true
 	}
-	prior := search.PoolPrior(sets)
-	for _, d := range sets {
-		v := search.Paired(d, prior)
+	for _, s := range sets {
+		v := search.Paired(s.D, sets.At(s.Size))
 		verdicts = append(verdicts, v)
 		if v.Outcome == search.AWins {
 			lost = true

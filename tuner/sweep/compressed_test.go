@@ -18,13 +18,15 @@ import (
 	"github.com/gotune/gotune/tuner/store"
 )
 
-// Checked-in run directories of results/vm and the SHA-256 of the
-// measurements.bench each run wrote (the sweep's before it was checked in;
-// git show 12508eb:results/vm/RUN/measurements.bench for the verification).
+// Checked-in run directories, relative to results/, and the SHA-256 of
+// the measurements.bench each run wrote (the sweep's before it was checked
+// in; git show 12508eb:results/vm/20261122-031507/measurements.bench for
+// the verification).
 const (
-	sweepRun       = "20261128-081112" // make sweep
-	sweepRunBench  = "bb2bcf6377e9a8cae2e7d4c84417feca144076a97c6332abd12e889b70f2c22a"
-	verifyRun      = "20261122-031507" // gotune verify results/vm/20261122-031115/profile.yaml --rounds 30
+	sweepRun       = "vm/20261128-103820" // make sweep
+	benchRun       = "cpu-h200-20261128/sweep-a"
+	benchRunBench  = "d978502435d959a88af5dd5213ab6567aa121e707e6eda230efca8c5c2965fdb"
+	verifyRun      = "vm/20261122-031507" // gotune verify results/vm/20261122-031115/profile.yaml --rounds 30
 	verifyRunBench = "2939bc545f1ce32c477b83f8ebcf6ffb5298c1f8bb058eb3438b2d3697bf5452"
 )
 
@@ -33,11 +35,11 @@ const (
 // with a plain file beside it (a compressed run resumed).
 var storeForms = []string{"plain", "compressed", "compressed+plain"}
 
-// storeLines returns the records of results/vm/run's store, whichever
+// storeLines returns the records of results/run's store, whichever
 // form is checked in, as lines.
 func storeLines(t *testing.T, run string) []string {
 	t.Helper()
-	path := filepath.Join(testutil.ModuleRoot(t), "results", "vm", run, MeasurementsFile)
+	path := filepath.Join(testutil.ModuleRoot(t), "results", run, MeasurementsFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		f, ferr := os.Open(path + store.CompressedSuffix)
@@ -61,15 +63,15 @@ func storeLines(t *testing.T, run string) []string {
 	return lines
 }
 
-// runDirIn copies results/vm/run (meta.json and the store) to a new run
+// runDirIn copies results/run (meta.json and the store) to a new run
 // directory whose store has the given form.
 func runDirIn(t *testing.T, run, form string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "vm", run)
+	dir := filepath.Join(t.TempDir(), run)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	meta, err := os.ReadFile(filepath.Join(testutil.ModuleRoot(t), "results", "vm", run, MetaFile))
+	meta, err := os.ReadFile(filepath.Join(testutil.ModuleRoot(t), "results", run, MetaFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +142,7 @@ func TestTuneRedecidesACompressedRunDir(t *testing.T) {
 // measurements.bench the run wrote, for a sweep and a verification, from
 // every form of the store.
 func TestWriteBenchReproducesTheRunsBenchFile(t *testing.T) {
-	for _, tc := range []struct{ run, sha string }{{sweepRun, sweepRunBench}, {verifyRun, verifyRunBench}} {
+	for _, tc := range []struct{ run, sha string }{{benchRun, benchRunBench}, {verifyRun, verifyRunBench}} {
 		for _, form := range storeForms {
 			t.Run(tc.run+"/"+form, func(t *testing.T) {
 				dir := runDirIn(t, tc.run, form)

@@ -248,7 +248,7 @@ func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands [
 			continue
 		}
 		for _, pt := range common {
-			cmp := comparePoint(values[bestName][pt], values[sc.Candidate][pt], prior)
+			cmp := comparePoint(values[bestName][pt], values[sc.Candidate][pt], prior.At(pt.size))
 			if cmp.Outcome == search.AWins {
 				d.Scores[i].LosesAt = fmt.Sprintf("%s %s %s", pt.pattern, transports.FormatSize(pt.size), cmp)
 				d.Scores[i].Trails = nil
@@ -295,21 +295,21 @@ func comparePoint(a, b pointValues, prior search.Prior) search.Comparison {
 	return search.Compare(a.trials, b.trials, true)
 }
 
-// pointPrior pools the per-round log-ratios of every candidate against
-// ref at every paired point: the stage's noise.
-func pointPrior(values map[string]map[point]pointValues, ref string, common []point) search.Prior {
-	var sets [][]float64
+// pointPrior is the per-round log-ratios of every candidate against ref
+// at every paired point: the stage's noise, by size.
+func pointPrior(values map[string]map[point]pointValues, ref string, common []point) search.Priors {
+	var sets search.Priors
 	for name, vs := range values {
 		if name == ref {
 			continue
 		}
 		for _, pt := range common {
 			if a, b := values[ref][pt], vs[pt]; a.rounds != nil && b.rounds != nil {
-				sets = append(sets, search.LogRatios(a.trials, b.trials, true))
+				sets = append(sets, search.SizedRounds{Size: pt.size, D: search.LogRatios(a.trials, b.trials, true)})
 			}
 		}
 	}
-	return search.PoolPrior(sets)
+	return sets
 }
 
 // minPairedRounds is how many rounds every candidate must share at a point
@@ -417,7 +417,7 @@ type SizeVerdict struct {
 // transportWinners compares the transport candidates size by size, round
 // by round: sm (cands[0]) is the incumbent, and each challenger in turn
 // faces the winner so far with a paired test on their per-round ratios,
-// the noise pooled over every size's comparison of the stage. A challenger
+// the noise pooled over the stage's comparisons at nearby sizes. A challenger
 // takes a size only where it wins. A size with an unsettled comparison is
 // reported so; at the last look (final) such a comparison leans to the
 // side the rounds make likely to lead by more than the noise.
@@ -442,13 +442,12 @@ func transportWinners(trials []Trial, stage string, cands []candidate, final boo
 		return search.LogRatios(as, bs, true)
 	}
 	// The prior: every challenger against the incumbent at every size.
-	var sets [][]float64
+	var prior search.Priors
 	for _, n := range sizes {
 		for _, c := range cands[1:] {
-			sets = append(sets, ratios(cands[0].name, c.name, n))
+			prior = append(prior, search.SizedRounds{Size: n, D: ratios(cands[0].name, c.name, n)})
 		}
 	}
-	prior := search.PoolPrior(sets)
 	var out []SizeVerdict
 	for _, n := range sizes {
 		v := SizeVerdict{Size: n, Medians: map[string]float64{}, Settled: true}
@@ -462,7 +461,7 @@ func transportWinners(trials []Trial, stage string, cands []candidate, final boo
 				v.Winner = c.name
 				continue
 			}
-			cmp := search.Paired(ratios(v.Winner, c.name, n), prior)
+			cmp := search.Paired(ratios(v.Winner, c.name, n), prior.At(n))
 			outcome := cmp.Outcome
 			if outcome == search.Unsettled {
 				v.Settled = false
@@ -482,7 +481,7 @@ func transportWinners(trials []Trial, stage string, cands []candidate, final boo
 			if v.Winner != a {
 				b = v.Winner
 			}
-			v.Versus = search.Paired(ratios(a, b, n), prior)
+			v.Versus = search.Paired(ratios(a, b, n), prior.At(n))
 		}
 		out = append(out, v)
 	}

@@ -293,14 +293,37 @@ func TestConfirmCandidates(t *testing.T) {
 		})
 	}
 	// Where the built-in fragment ring does not fit the node, the
-	// reference keeps the chosen ring and the built-in eager limit and
-	// depth: a low eager limit still faces the built-in one.
+	// reference is the built-in parameters over the largest ring that
+	// does: a small ring chosen on noise faces the one the node affords.
 	small := tuned
 	small.Frag, small.Slots = 32<<10, 8
 	cands := confirmCandidates(small, func(p SMParams) bool { return p.Frag*p.Slots <= 1<<20 })
 	ref := cands[len(cands)-1]
-	if ref.name != "built-in,frag=32Kx8" || ref.sm.Eager != builtin.Eager || ref.sm.Depth != builtin.Depth || ref.sm.Frag != 32<<10 || ref.sm.Slots != 8 {
-		t.Fatalf("reference %s %+v, want the built-in eager limit and depth over 32Kx8", ref.name, ref.sm)
+	if ref.name != "built-in,frag=64Kx16" || ref.sm.Eager != builtin.Eager || ref.sm.Depth != builtin.Depth || ref.sm.Frag != 64<<10 || ref.sm.Slots != 16 {
+		t.Fatalf("reference %s %+v, want the built-in parameters over 64Kx16", ref.name, ref.sm)
+	}
+}
+
+func TestAffordableBuiltin(t *testing.T) {
+	builtin := defaultSM()
+	for _, tc := range []struct {
+		name  string
+		ring  int // bytes the node affords per channel
+		frag  int
+		slots int
+	}{
+		{"the built-in ring fits", 64 << 20, builtin.Frag, builtin.Slots},
+		{"half of it", builtin.Frag * builtin.Slots / 2, builtin.Frag, builtin.Slots / 2},
+		{"slots shrink before fragments", builtin.Frag*minSlots + 1, builtin.Frag, minSlots},
+		{"then fragments", builtin.Frag * minSlots / 4, builtin.Frag / 4, minSlots},
+		{"never below the least ring", 1, minFrag, minSlots},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := affordableBuiltin(func(p SMParams) bool { return p.Frag*p.Slots <= tc.ring })
+			if p.Frag != tc.frag || p.Slots != tc.slots || p.Eager != builtin.Eager || p.Depth != builtin.Depth {
+				t.Fatalf("affordableBuiltin = %+v, want the built-in parameters over %dx%d", p, tc.frag, tc.slots)
+			}
+		})
 	}
 }
 

@@ -152,6 +152,33 @@ func (r *Runner) setRoutes(ranges []Range) {
 	r.routes = transports.Options{"profile.ranges": strings.Join(rs, ",")}
 }
 
+// referenceRing is the fragment options the verification's single
+// transports run with where the built-in ring does not fit the node at
+// the ranks per node the profile serves (affordableBuiltin), nil where it
+// does: the profile faces what the node could run instead of it.
+func (r *Runner) referenceRing() transports.Options {
+	p, d := affordableBuiltin(r.fits), defaultSM()
+	if p.Frag == d.Frag && p.Slots == d.Slots {
+		return nil
+	}
+	return transports.Options{"sm.frag": itoa(p.Frag), "sm.frags": itoa(p.Slots)}
+}
+
+// referenceOptions is what the verification's single transports run with
+// besides their own options: the affordable ring (referenceRing) and the
+// profile's progress mode where it is the thread. The sweep takes the
+// thread where H8 caught polling progress starving a rendezvous, a safety
+// decision: a single transport that could hang here is no alternative to
+// the profile, and measuring it would charge the thread's cost to the
+// profile's routes.
+func (r *Runner) referenceOptions(p *profile.Profile) transports.Options {
+	o := r.referenceRing()
+	if d, ok := p.Decisions[profile.Intranode]["host_host"]; ok && d.Progress == "thread" {
+		o = o.With(transports.Options{"sm.progress": "thread"})
+	}
+	return o
+}
+
 // verify measures the emitted profile through the runtime selector beside
 // each single transport, interleaved, over sizes, for the plan's
 // verification rounds numbered from first (the first of them required);
@@ -170,16 +197,25 @@ func (r *Runner) verify(path, hash string, sizes []int, first, trail int) (next 
 		return next, nil
 	}
 	autoOpts := transports.Options{"auto.hash": hash}
-	if p, err := profile.Load(path); err == nil && auto.Overrides(p) != "" {
+	p, err := profile.Load(path)
+	if err != nil {
+		return next, fmt.Errorf("verify: %w", err)
+	}
+	if auto.Overrides(p) != "" {
 		autoOpts["auto.overrides"] = auto.Overrides(p)
 	}
 	cands := []candidate{{name: "auto", transport: "auto", opts: autoOpts}}
 	if t := r.meta.Verify; t != nil && t.Against != nil {
 		cands = append(cands, candidate{name: againstCandidate, transport: "auto", opts: transports.Options{"auto.hash": t.Against.Hash}})
 	} else {
+		ref := r.referenceOptions(p)
 		for _, name := range r.plan.Transports {
 			tc := transportCandidates[name]
-			cands = append(cands, candidate{name: name, transport: tc.driver, opts: tc.opts})
+			opts := tc.opts
+			if ref != nil {
+				opts = ref.With(tc.opts)
+			}
+			cands = append(cands, candidate{name: name, transport: tc.driver, opts: opts})
 		}
 	}
 	cands, err = r.presentOnly(cands)

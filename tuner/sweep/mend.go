@@ -18,7 +18,7 @@ type verifyEvidence struct {
 	auto    map[int]map[int]float64            // size → round → MB/s
 	singles map[string]map[int]map[int]float64 // transport → size → round → MB/s
 	names   []string                           // the single transports, sorted
-	prior   search.Prior                       // every single against auto at every size
+	prior   search.Priors                      // every single against auto at every size
 }
 
 // verifyEvidence gathers it from the verification's trials; with hashes,
@@ -59,13 +59,11 @@ func (r *Runner) verifyEvidence(hashes ...string) verifyEvidence {
 		ev.sizes = append(ev.sizes, n)
 	}
 	slices.Sort(ev.sizes)
-	var sets [][]float64
 	for _, n := range ev.sizes {
 		for _, s := range ev.names {
-			sets = append(sets, ev.ratios(n, s))
+			ev.prior = append(ev.prior, search.SizedRounds{Size: n, D: ev.ratios(n, s)})
 		}
 	}
-	ev.prior = search.PoolPrior(sets)
 	return ev
 }
 
@@ -77,7 +75,7 @@ func (ev verifyEvidence) ratios(n int, single string) []float64 {
 
 // compare is single (B) against auto (A) at size n.
 func (ev verifyEvidence) compare(n int, single string) search.Comparison {
-	return search.Paired(ev.ratios(n, single), ev.prior)
+	return search.Paired(ev.ratios(n, single), ev.prior.At(n))
 }
 
 // verifyLoss is a size where a single transport beat the profile, settled.

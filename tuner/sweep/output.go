@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gotune/gotune/transports"
@@ -77,7 +78,7 @@ func (r *Runner) summary(res Result) string {
 		w.WriteString("\n")
 	}
 	if len(out.Transport) > 0 {
-		fmt.Fprintf(&w, "## transport (bw, MB/s medians of the rounds; test: paired per-round ratios, noise pooled over the stage, %.0f%% interval; equal within %.0f%%)\n", 100*(1-search.LookAlpha), 100*search.Noise)
+		fmt.Fprintf(&w, "## transport (bw, MB/s medians of the rounds; test: paired per-round ratios, noise pooled over nearby sizes, %.0f%% interval; equal within %.0f%%)\n", 100*(1-search.LookAlpha), 100*search.Noise)
 		var names []string
 		for _, c := range out.Candidates {
 			names = append(names, c.name)
@@ -192,6 +193,28 @@ func (r *Runner) summary(res Result) string {
 // which last seconds and can cover one candidate's trial of a round but
 // not the next round), with the paired test of the best single transport
 // against auto.
+// referenceNote says what the verification's single transports ran with
+// (referenceOptions), from their trials' options.
+func (r *Runner) referenceNote() string {
+	for _, t := range r.trials {
+		if t.Stage != stageVerify || t.Candidate == "auto" || t.Candidate == againstCandidate {
+			continue
+		}
+		var with []string
+		if frag, err := strconv.Atoi(t.Options["sm.frag"]); err == nil {
+			with = append(with, fmt.Sprintf("the fragment ring %sx%s the node affords at %d ranks", transports.FormatSize(frag), t.Options["sm.frags"], r.ranksPerNode()))
+		}
+		if t.Options["sm.progress"] == "thread" {
+			with = append(with, "the progress thread the safety phase requires")
+		}
+		if len(with) > 0 {
+			return "their defaults, with " + strings.Join(with, " and ")
+		}
+		break
+	}
+	return "their defaults"
+}
+
 func (r *Runner) verifySummary(w *strings.Builder) {
 	ev := r.verifyEvidence()
 	if len(ev.sizes) == 0 || len(ev.singles) == 0 {
@@ -203,9 +226,9 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 			rounds[round] = true
 		}
 	}
-	fmt.Fprintf(w, "## verify: auto (profile %s) beside each single transport (their defaults), bw, %d interleaved rounds\n", strings.Join(ev.hashes, ", then "), len(rounds))
+	fmt.Fprintf(w, "## verify: auto (profile %s) beside each single transport (%s), bw, %d interleaved rounds\n", strings.Join(ev.hashes, ", then "), r.referenceNote(), len(rounds))
 	fmt.Fprintf(w, "## (MB/s, median of the rounds' medians; auto/best: ratio of those medians; paired: median of the rounds' auto/best ratios;\n")
-	fmt.Fprintf(w, "##  test: the best single transport against auto, paired per round, noise pooled over the sizes)\n")
+	fmt.Fprintf(w, "##  test: the best single transport against auto, paired per round, noise pooled over nearby sizes)\n")
 	fmt.Fprintf(w, " %8s %10s", "size", "auto")
 	for _, s := range ev.names {
 		fmt.Fprintf(w, " %10s", s)

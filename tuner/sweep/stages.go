@@ -1,10 +1,11 @@
 package sweep
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/gotune/gotune/bench"
@@ -80,6 +81,32 @@ func (p SMParams) options() transports.Options {
 // cellFor is the transport's built-in cell for an eager limit (the stages'
 // parameters are named sm, which hides the package).
 func cellFor(eager int) int { return sm.CellFor(eager) }
+
+// affordableBuiltin is the built-in parameters with the largest fragment
+// ring, of the built-in fragment size where it can be, that fits the node
+// (fits): slots halved down to minSlots, then fragments halved down to
+// minFrag. A reference the node cannot run at its rank count is no
+// reference.
+func affordableBuiltin(fits func(SMParams) bool) SMParams {
+	p := defaultSM()
+	for !fits(p) {
+		switch {
+		case p.Slots > minSlots:
+			p.Slots /= 2
+		case p.Frag > minFrag:
+			p.Frag /= 2
+		default:
+			return p
+		}
+	}
+	return p
+}
+
+// minSlots and minFrag bound how far affordableBuiltin shrinks the ring.
+const (
+	minSlots = 2
+	minFrag  = 4 << 10
+)
 
 // defaultSM is where the stages start: the transport's own defaults.
 func defaultSM() SMParams {
@@ -327,17 +354,15 @@ func (r *Runner) decide() (Outcome, error) {
 // confirmCandidates are the stages' choices ("chosen"), the same with the
 // built-in FIFO depth, and the built-in parameters (with the progress mode
 // the stages measured), cheapest first: a choice stands unless it loses.
-// Where the built-in geometry does not fit the node (fits is false for
-// it), the reference is the built-in eager limit and depth over the
-// chosen fragments ("built-in,frag=..."): a low eager limit chosen on
-// noise still faces the built-in one.
+// The reference is the built-in parameters as the node affords them
+// (affordableBuiltin; "built-in,frag=..." where the ring had to shrink):
+// a low eager limit or a small ring chosen on noise still faces them.
 func confirmCandidates(chosen SMParams, fits func(SMParams) bool) []candidate {
-	builtin := defaultSM()
+	builtin := affordableBuiltin(fits)
 	builtin.Progress = chosen.Progress
 	refName := "built-in"
-	if !fits(builtin) {
-		builtin.Frag, builtin.Slots = chosen.Frag, chosen.Slots
-		refName = fmt.Sprintf("built-in,frag=%sx%d", transports.FormatSize(chosen.Frag), chosen.Slots)
+	if d := defaultSM(); builtin.Frag != d.Frag || builtin.Slots != d.Slots {
+		refName = fmt.Sprintf("built-in,frag=%sx%d", transports.FormatSize(builtin.Frag), builtin.Slots)
 	}
 	withDepth := chosen
 	withDepth.Depth = builtin.Depth
@@ -384,7 +409,8 @@ func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 		if len(trails) == 0 {
 			break
 		}
-		if err := r.measureRound(stageConfirm, cands, trails, round); err != nil {
+		stake := stakeOf(r.trials, stageConfirm, d.Chosen, ref, trails, false)
+		if err := r.measureRound(stageConfirm, cands, trails, round, stake); err != nil {
 			if errors.Is(err, ErrBudget) {
 				break
 			}
@@ -516,9 +542,11 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 	for pass := 0; pass < 16; pass++ {
 		verdicts := transportWinners(r.trials, stageTransport, cands, false)
 		var unsettled []int
+		stake := 0.0
 		for _, v := range verdicts {
 			if !v.Settled && p.Rounds+extraRound[v.Size] < p.MaxRound {
 				unsettled = append(unsettled, v.Size)
+				stake = math.Max(stake, v.Versus.ExpectedLoss(v.Versus.Lean() == search.BWins))
 			}
 		}
 		var mids []int
@@ -539,7 +567,7 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 			for _, n := range unsettled {
 				extraRound[n]++
 			}
-			if err := r.measureRound(stageTransport, cands, unsettled, round); err != nil {
+			if err := r.measureRound(stageTransport, cands, unsettled, round, stake); err != nil {
 				if errors.Is(err, ErrBudget) {
 					break
 				}
@@ -549,7 +577,7 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 		if len(mids) > 0 {
 			stop := false
 			for round := 1; round <= p.Rounds && !stop; round++ {
-				if err := r.measureRound(stageTransport, cands, mids, round); err != nil {
+				if err := r.measureRound(stageTransport, cands, mids, round, math.Inf(1)); err != nil {
 					if !errors.Is(err, ErrBudget) {
 						return err
 					}
@@ -576,10 +604,14 @@ func driversOf(cands []candidate) map[string]string {
 	return m
 }
 
-// measureRound runs one optional round of every candidate at sizes.
-func (r *Runner) measureRound(stage string, cands []candidate, sizes []int, round int) error {
-	sizes = slices.Clone(sizes)
-	sort.Ints(sizes)
+// measureRound runs one optional round of every candidate at sizes, if
+// its stake is worth the time (worthRound; +Inf: always, while the budget
+// lasts); a round refused returns ErrBudget.
+func (r *Runner) measureRound(stage string, cands []candidate, sizes []int, round int, stake float64) error {
+	sizes = sortedSizes(sizes)
+	if ok, err := r.worthRound(stage, cands, sizes, round, stake); err != nil || !ok {
+		return cmp.Or(err, ErrBudget)
+	}
 	r.meterPlan(stage, len(cands))
 	for _, c := range candidateOrder(cands, round) {
 		_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,

@@ -132,6 +132,7 @@ type Runner struct {
 	measured     int     // trials measured by this process
 	reused       int     // trials found in the store
 	overBudget   bool
+	stakeStops   []string // stages whose extra rounds their stake did not buy
 	notes        []string // for the summary: budget cuts, dropped candidates
 	replayOnly   bool     // tune: use stored trials only
 	// routes are the decided size ranges, as options, for verdict digests.
@@ -247,6 +248,12 @@ func (r *Runner) remaining() time.Duration { return r.budget - time.Since(r.star
 // for the budget.
 func budgetStopKey(key string) string { return "budget-stop:" + strings.TrimPrefix(key, "trial:") }
 
+// recordBudgetStop remembers that the trial keyed key was skipped for the
+// budget, so that a resume or tune replays the cut exactly.
+func (r *Runner) recordBudgetStop(key string) error {
+	return r.store.Append(store.Record{Key: budgetStopKey(key), Kind: "budget-stop", Time: time.Now().UTC()})
+}
+
 // run measures t (or returns its stored record). Optional trials are
 // skipped with ErrBudget when the budget, less the estimate of the required
 // work after t's stage (requiredAfter), is spent.
@@ -291,8 +298,7 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 			r.notes = append(r.notes, fmt.Sprintf("budget: optional rounds and bisection stopped at %s (%v left of %v)",
 				t.Stage, r.remaining().Round(time.Second), r.budget))
 		}
-		// Remember the cut, so that a resume or tune replays it exactly.
-		if err := r.store.Append(store.Record{Key: stopKey, Kind: "budget-stop", Time: time.Now().UTC()}); err != nil {
+		if err := r.recordBudgetStop(key); err != nil {
 			return Trial{}, err
 		}
 		return Trial{}, ErrBudget
