@@ -12,8 +12,9 @@
 // The package owns the types, the canonical encoding and its hash (Encode,
 // Seal, Write), strict loading with GOTUNE_ environment overrides (Load,
 // LoadEnv), semantic validation (Validate), routing a message size
-// (Profile.Route), the scope check (Profile.Applies), and comparing two
-// profiles (Compare, Diff, Show). It does not decide anything (the tuner
+// (Profile.Route), the scope check (Profile.Applies), the catalogue of
+// profiles of record and the entry whose scope fits a host (Catalogue,
+// Find), and comparing two profiles (Compare, Diff, Show). It does not decide anything (the tuner
 // does) and does not configure transports (the selector does).
 //
 // # Canonical encoding and hash

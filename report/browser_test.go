@@ -211,6 +211,6 @@ var reportRuns = []struct {
 	name, dir string
 	minPlots  int
 }{
-	{"quick", "results/vm/20261128-103820", 10},
+	{"quick", "results/catalogue/vm", 10},
 	{"gpu", "results/gpu/h200x2-20261126-plan", 10},
 }

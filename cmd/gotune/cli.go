@@ -131,7 +131,7 @@ func (f *benchFlags) join(ctx context.Context, cmd *cobra.Command, spec *bench.S
 	return j, nil
 }
 
-func (f *benchFlags) spec() (bench.Spec, error) {
+func (f *benchFlags) spec(notes io.Writer) (bench.Spec, error) {
 	pattern, err := bench.ParsePattern(f.pattern)
 	if err != nil {
 		return bench.Spec{}, fmt.Errorf("--pattern: %w", err)
@@ -172,7 +172,15 @@ func (f *benchFlags) spec() (bench.Spec, error) {
 			return bench.Spec{}, fmt.Errorf("--profile routes by the profile: use --transport auto or leave --transport out (got %q)", transport)
 		}
 		if f.profile == "" {
-			return bench.Spec{}, fmt.Errorf("--transport auto needs --profile FILE")
+			found, _, host, err := findProfile(profile.CatalogueDir())
+			if err != nil {
+				return bench.Spec{}, fmt.Errorf("--transport auto without --profile: %w (run from the repository root, set $%s, or give --profile FILE)", err, profile.CatalogueEnv)
+			}
+			if len(found) == 0 {
+				return bench.Spec{}, fmt.Errorf("--transport auto without --profile: %w", errNoCatalogueEntry(profile.CatalogueDir(), host))
+			}
+			f.profile = found[0].Path
+			fmt.Fprintf(notes, "gotune: --transport auto: profile %s, the catalogue's entry %s for this host (%s, %s, %d cores)\n", f.profile, found[0].Name, host.Name, host.CPUModel, host.Cores)
 		}
 		p, err := profile.Load(f.profile)
 		if err != nil {
@@ -300,7 +308,7 @@ func newBench() *cobra.Command {
 				return fmt.Errorf("--format %q: want one of %s", f.format, strings.Join(report.Formats, ", "))
 			}
 			f.transportSet = cmd.Flags().Changed("transport")
-			spec, err := f.spec()
+			spec, err := f.spec(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -187,7 +188,7 @@ func TestGPUFlags(t *testing.T) {
 		if err := cmd.ParseFlags(append([]string{"--cpus", "none", "-s", "8", "-t", "cudaipc"}, c.args...)); err != nil {
 			t.Fatal(err)
 		}
-		s, err := f.spec()
+		s, err := f.spec(io.Discard)
 		if err != nil {
 			t.Errorf("%v: %v", c.args, err)
 			continue

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/profile/native"
 )
@@ -32,7 +33,7 @@ override scalar keys when a profile is loaded, e.g. GOTUNE_ALLOCATOR_PURGE=never
 GOTUNE_DECISIONS_INTRANODE_HOST_HOST_EAGER_LIMIT=8192; validate, show and render apply
 them, diff compares the files as written.`,
 	}
-	cmd.AddCommand(newProfileValidate(), newProfileShow(), newProfileDiff(), newProfileRender())
+	cmd.AddCommand(newProfileValidate(), newProfileShow(), newProfileDiff(), newProfileRender(), newProfileFind())
 	return cmd
 }
 
@@ -62,6 +63,63 @@ func newProfileValidate() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func newProfileFind() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "find",
+		Short: "Print the catalogue's profile for this host (its scope matches); exit 1 when none does",
+		Long: `find looks through the catalogue of profiles of record (one folder per kind of
+node, each with the profile.yaml a sweep emitted there and its evidence) for the
+ones whose scope (hosts, CPU model, cores) matches this host, and prints the first
+one's path, then the other matches and why each other entry does not match. With
+none, it says how to make one. gotune bench --transport auto without --profile
+uses the same entry.`,
+		Example: `  gotune profile find
+  gotune bench --transport auto --profile "$(gotune profile find)"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			found, why, host, err := findProfile(dir)
+			if err != nil {
+				return err
+			}
+			errOut := cmd.ErrOrStderr()
+			fmt.Fprintf(errOut, "this host: %s, %s, %d cores; catalogue %s\n", host.Name, host.CPUModel, host.Cores, dir)
+			for _, w := range why {
+				fmt.Fprintf(errOut, "  no match: %s\n", w)
+			}
+			if len(found) == 0 {
+				return &exitStatus{code: 1, err: errNoCatalogueEntry(dir, host)}
+			}
+			for _, e := range found[1:] {
+				fmt.Fprintf(errOut, "  also matches: %s (%s)\n", e.Path, e.Name)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), found[0].Path)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "catalogue", profile.CatalogueDir(), "catalogue folder (default $"+profile.CatalogueEnv+", else "+profile.DefaultCatalogue+")")
+	return cmd
+}
+
+// findProfile looks up this host in the catalogue at dir.
+func findProfile(dir string) (found []profile.Entry, why []string, host profile.Host, err error) {
+	prov := hostinfo.Collect("/")
+	host = profile.Host{Name: prov.Host, CPUModel: prov.CPUModel, Cores: prov.Cores}
+	entries, err := profile.Catalogue(dir)
+	if err != nil {
+		return nil, nil, host, err
+	}
+	found, why = profile.Find(entries, host)
+	return found, why, host, nil
+}
+
+// errNoCatalogueEntry says that no entry of the catalogue at dir fits
+// host, and how to make one.
+func errNoCatalogueEntry(dir string, host profile.Host) error {
+	return fmt.Errorf("no profile in the catalogue %s matches this host (%s, %s, %d cores): tune it with make sweep (or gotune sweep), then check the run in as %s/KIND/ (profile.yaml, summary, meta.json, measurements.jsonl gzipped)",
+		dir, host.Name, host.CPUModel, host.Cores, dir)
 }
 
 func newProfileShow() *cobra.Command {

@@ -203,3 +203,40 @@ func TestProfileRender(t *testing.T) {
 		t.Error("a failed render wrote a file")
 	}
 }
+
+// profile find prints the entry whose scope matches this host and says
+// why the others do not; bench --transport auto without --profile routes
+// by that entry and says which; with no match both say how to make one.
+func TestProfileFindAndAutoFromTheCatalogue(t *testing.T) {
+	dir := t.TempDir()
+	for name, hosts := range map[string][]string{"here": {"*"}, "elsewhere": {"no-such-host-*"}} {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeProfile(t, filepath.Join(dir, name), "profile.yaml", func(p *profile.Profile) { p.Scope.Hosts = hosts })
+	}
+	t.Setenv(profile.CatalogueEnv, dir)
+	out, errOut, code := run(t, "profile", "find")
+	if want := filepath.Join(dir, "here", "profile.yaml") + "\n"; code != 0 || out != want {
+		t.Fatalf("profile find: exit %d, stdout %q, want %q; stderr %s", code, out, want, errOut)
+	}
+	if !strings.Contains(errOut, "no match: elsewhere: host") {
+		t.Fatalf("profile find does not say why the other entry does not match:\n%s", errOut)
+	}
+	out, errOut, code = run(t, "bench", "--transport", "auto", "--pattern", "bw", "--sizes", "8K", "--reps", "2", "--iters", "20", "--warmup", "2", "--format", "csv", "-q")
+	if code != 0 || !strings.Contains(out, "auto,bw,8192,") || !strings.Contains(errOut, "the catalogue's entry here for this host") {
+		t.Fatalf("bench --transport auto without --profile: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	if err := os.RemoveAll(filepath.Join(dir, "here")); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = run(t, "profile", "find")
+	if code != 1 || !strings.Contains(errOut, "no profile in the catalogue") || !strings.Contains(errOut, "make sweep") {
+		t.Fatalf("profile find with no match: exit %d\n%s", code, errOut)
+	}
+	_, errOut, code = run(t, "bench", "--transport", "auto", "--sizes", "8K")
+	if code == 0 || !strings.Contains(errOut, "no profile in the catalogue") {
+		t.Fatalf("bench --transport auto with no match: exit %d\n%s", code, errOut)
+	}
+}

@@ -36,7 +36,7 @@ func TestReportCommand(t *testing.T) {
 // verifyArgs is a verification short enough for a test: one round of auto
 // and the single transports at two sizes.
 func verifyArgs(t *testing.T, out string) []string {
-	profile := filepath.Join(testutil.ModuleRoot(t), "results/vm/20261128-103820/profile.yaml")
+	profile := filepath.Join(testutil.ModuleRoot(t), "results/catalogue/vm/profile.yaml")
 	return []string{"verify", profile, "--rounds", "1", "--sizes", "8,4K", "--settle", "0", "--out", out}
 }
 

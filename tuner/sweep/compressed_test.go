@@ -23,8 +23,8 @@ import (
 // in; git show 12508eb:results/vm/20261122-031507/measurements.bench for
 // the verification).
 const (
-	sweepRun       = "vm/20261128-103820" // make sweep
-	benchRun       = "cpu-h200-20261128/sweep-a"
+	sweepRun       = "catalogue/vm" // make sweep
+	benchRun       = "catalogue/cpu-h200"
 	benchRunBench  = "d978502435d959a88af5dd5213ab6567aa121e707e6eda230efca8c5c2965fdb"
 	verifyRun      = "vm/20261122-031507" // gotune verify results/vm/20261122-031115/profile.yaml --rounds 30
 	verifyRunBench = "2939bc545f1ce32c477b83f8ebcf6ffb5298c1f8bb058eb3438b2d3697bf5452"

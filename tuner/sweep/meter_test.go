@@ -41,7 +41,7 @@ func (m *recordingMeter) Done(stage, line string, reused bool, elapsed, budget t
 // before its trials, of every stored trial once, and never of more trials
 // done than planned.
 func TestMeterSeesEveryStageAndTrial(t *testing.T) {
-	src := filepath.Join(testutil.ModuleRoot(t), "results/vm/20261128-103820")
+	src := filepath.Join(testutil.ModuleRoot(t), "results/catalogue/vm")
 	dir := filepath.Join(t.TempDir(), "run")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,111 @@
+package profile
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// catalogueOf writes one entry per profile (folder name → profile) into a
+// new catalogue folder, with a stray file and a folder without a profile
+// beside them.
+func catalogueOf(t *testing.T, entries map[string]*Profile) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, p := range entries {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := Write(filepath.Join(dir, name, "profile.yaml"), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("not an entry\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestCatalogueFind(t *testing.T) {
+	epyc := sample() // n[0-9][0-9] and login*, AMD EPYC 9654, 192 cores
+	vm := sample()
+	vm.Scope = Scope{Hosts: []string{"vm"}, CPUModel: "AMD EPYC", Cores: 2}
+	xeon := sample()
+	xeon.Scope = Scope{Hosts: []string{"vm"}, CPUModel: "Intel(R) Xeon(R) Processor", Cores: 16}
+	gpu := sample()
+	gpu.Scope = xeon.Scope
+	gpu.GPU = &GPU{GPUs: "0,1", IPCThreshold: 4096, Staging: "async", PinnedThreshold: 1 << 20, Allocator: "pool"}
+	dir := catalogueOf(t, map[string]*Profile{"epyc-192": epyc, "vm": vm, "cpu-h200": xeon, "gpu-h200": gpu})
+
+	entries, err := Catalogue(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name)
+	}
+	if want := []string{"cpu-h200", "epyc-192", "gpu-h200", "vm"}; !slices.Equal(names, want) {
+		t.Fatalf("entries %v, want %v", names, want)
+	}
+	for _, tc := range []struct {
+		name  string
+		host  Host
+		found []string
+		why   string // in the reasons of the first entry not found
+	}{
+		{"the dev VM", Host{"vm", "AMD EPYC", 2}, []string{"vm"}, `CPU model "AMD EPYC" is not scope.cpu_model`},
+		{"the device machine: its host sweep, then its GPU sweep", Host{"vm", "Intel(R) Xeon(R) Processor", 16}, []string{"cpu-h200", "gpu-h200"}, ""},
+		{"a node of the EPYC cluster", Host{"n07", "AMD EPYC 9654 96-Core Processor", 192}, []string{"epyc-192"}, `host "n07" matches none of scope.hosts [vm]`},
+		{"same CPU, other core count", Host{"n07", "AMD EPYC 9654 96-Core Processor", 96}, nil, "96 cores, scope.cores is 192"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found, why := Find(entries, tc.host)
+			var got []string
+			for _, e := range found {
+				got = append(got, e.Name)
+			}
+			if !slices.Equal(got, tc.found) {
+				t.Fatalf("found %v, want %v (why not: %q)", got, tc.found, why)
+			}
+			if len(why)+len(found) != len(entries) {
+				t.Fatalf("%d found and %d reasons for %d entries", len(found), len(why), len(entries))
+			}
+			if tc.why != "" && !strings.Contains(strings.Join(why, "\n"), tc.why) {
+				t.Fatalf("reasons %q do not say %q", why, tc.why)
+			}
+		})
+	}
+}
+
+func TestCatalogueBrokenEntryNamed(t *testing.T) {
+	dir := catalogueOf(t, map[string]*Profile{"vm": sample()})
+	if err := os.MkdirAll(filepath.Join(dir, "bad"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad", "profile.yaml"), []byte("version: 1\nscope: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Catalogue(dir); err == nil || !strings.Contains(err.Error(), "catalogue entry bad") {
+		t.Fatalf("Catalogue with a broken entry: %v, want an error naming it", err)
+	}
+	if _, err := Catalogue(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("Catalogue of a missing folder: %v", err)
+	}
+}
+
+func TestCatalogueDir(t *testing.T) {
+	t.Setenv(CatalogueEnv, "")
+	if d := CatalogueDir(); d != DefaultCatalogue {
+		t.Fatalf("CatalogueDir() = %q, want %q", d, DefaultCatalogue)
+	}
+	t.Setenv(CatalogueEnv, "/srv/profiles")
+	if d := CatalogueDir(); d != "/srv/profiles" {
+		t.Fatalf("CatalogueDir() = %q with %s set", d, CatalogueEnv)
+	}
+}
