@@ -13,7 +13,7 @@ import (
 
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
-	"github.com/gotune/gotune/internal/launcher"
+	"github.com/gotune/gotune/internal/launchenv"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 )
@@ -171,7 +171,7 @@ func DefaultCPUs(ranks int) []int {
 // underLauncher reports whether mpirun, srun or another launcher started
 // this process.
 func underLauncher() bool {
-	_, err := launcher.FromEnv(os.LookupEnv)
+	_, err := launchenv.FromEnv(os.LookupEnv)
 	return err == nil
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/compare"
 	"github.com/gotune/gotune/bench/importer"
-	"github.com/gotune/gotune/bench/report"
+	"github.com/gotune/gotune/bench/output"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -30,7 +30,7 @@ func load(t *testing.T, name string, paths ...string) compare.Side {
 			if err != nil {
 				t.Fatal(err)
 			}
-			results, err = report.ReadJSON(path, f)
+			results, err = output.ReadJSON(path, f)
 			f.Close()
 			if err != nil {
 				t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
-	"github.com/gotune/gotune/bench/report"
+	"github.com/gotune/gotune/bench/mpistack"
+	"github.com/gotune/gotune/bench/output"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/progress"
@@ -87,13 +87,13 @@ plain lines say so every 15 s; --quiet shows neither. The tables print at the en
 					return err
 				}
 				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, Options: o, CPUs: bench.DefaultCPUs(2)}
-				res, err := anchor.Interleave(ctx, cs, spec, rounds, pc.settle, block, m)
+				res, err := mpistack.Interleave(ctx, cs, spec, rounds, pc.settle, block, m)
 				if err != nil {
 					return err
 				}
-				ours, theirs := anchor.Split(cs, res)
+				ours, theirs := mpistack.Split(cs, res)
 				fmt.Fprintf(out, "\n## %s, medians of %d interleaved repetitions (%s)\n", pc.pattern, rounds, pc.pattern.Unit())
-				if err := anchor.Compare(out, ours, theirs); err != nil {
+				if err := mpistack.Compare(out, ours, theirs); err != nil {
 					return err
 				}
 				all = append(all, res...)
@@ -123,8 +123,8 @@ plain lines say so every 15 s; --quiet shows neither. The tables print at the en
 // anchorContenders builds the reference benchmark in dir and returns
 // anchors' configurations, their ranks' stderr going to stderr. A test
 // replaces it with contenders that need no MPI.
-var anchorContenders = func(ctx context.Context, dir string, stderr io.Writer) ([]anchor.Contender, error) {
-	bin, err := anchor.Build(ctx, anchor.OpenMPIVader("cma"), dir)
+var anchorContenders = func(ctx context.Context, dir string, stderr io.Writer) ([]mpistack.Contender, error) {
+	bin, err := mpistack.Build(ctx, mpistack.OpenMPIVader("cma"), dir)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ var anchorContenders = func(ctx context.Context, dir string, stderr io.Writer) (
 // pattern on a terminal, periodic plain lines elsewhere, nothing (a nil
 // meter) with quiet. stderr is where the run's other lines go so as not to
 // tear the bars; closeMeter ends the bars (again: nothing).
-func runsMeter(w io.Writer, quiet bool) (m anchor.Meter, stderr io.Writer, closeMeter func()) {
+func runsMeter(w io.Writer, quiet bool) (m mpistack.Meter, stderr io.Writer, closeMeter func()) {
 	if quiet {
 		return nil, w, func() {}
 	}
@@ -143,23 +143,23 @@ func runsMeter(w io.Writer, quiet bool) (m anchor.Meter, stderr io.Writer, close
 	return pm, pm.Writer(), pm.Close
 }
 
-func contenders(anchorBin string, stderr io.Writer) []anchor.Contender {
-	gotune := func(transport string) anchor.Contender {
-		return anchor.Contender{Label: "gotune " + transport, Ours: true,
+func contenders(anchorBin string, stderr io.Writer) []mpistack.Contender {
+	gotune := func(transport string) mpistack.Contender {
+		return mpistack.Contender{Label: "gotune " + transport, Ours: true,
 			Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
 				s.Transport = transport
 				return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
 			}}
 	}
-	ompi := func(single string) anchor.Contender {
-		st := anchor.OpenMPIVader(single)
-		return anchor.Contender{Label: st.Name,
+	ompi := func(single string) mpistack.Contender {
+		st := mpistack.OpenMPIVader(single)
+		return mpistack.Contender{Label: st.Name,
 			Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
 				s.Options, s.CPUs = nil, nil
-				return anchor.Run(ctx, st, anchorBin, s)
+				return mpistack.Run(ctx, st, anchorBin, s)
 			}}
 	}
-	return []anchor.Contender{gotune("sm"), gotune("cma"), ompi("cma"), ompi("none")}
+	return []mpistack.Contender{gotune("sm"), gotune("cma"), ompi("cma"), ompi("none")}
 }
 
 // saveComparison writes DIR/PREFIX<host>-<time>.txt (the tables as
@@ -177,7 +177,7 @@ func saveComparison(dir, prefix string, tables []byte, results []bench.Result) e
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	if err := report.Write(f, "json", results); err != nil {
+	if err := output.Write(f, "json", results); err != nil {
 		f.Close()
 		return err
 	}

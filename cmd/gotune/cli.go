@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/report"
+	"github.com/gotune/gotune/bench/output"
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
@@ -100,7 +100,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.gpus, "gpus", "", "GPU ordinals, e.g. 0,1: rank r uses the (r mod n)-th (default: rank mod the device count); also sets --opt "+bench.CUDAIPCGPUsOption)
 	fl.StringVar(&f.kernel, "kernel", "none", "GPU load on each rank's GPU during every timed repetition: none|partial|full|FRACTION (needs a GPU --mem or --gpus)")
 	fl.DurationVar(&f.kernelBound, "kernel-bound", 0, "time bound of each launch of the --kernel load (default 1m): a pass that waits for the kernel ends when it does, and its point counts as stalled (load_late)")
-	fl.StringVarP(&f.format, "format", "f", "table", "output: "+strings.Join(report.Formats, "|"))
+	fl.StringVarP(&f.format, "format", "f", "table", "output: "+strings.Join(output.Formats, "|"))
 	fl.StringVarP(&f.out, "out", "o", "", "append the output to FILE instead of printing it")
 	fl.StringArrayVar(&f.opts, "opt", nil, "transport option KEY=VALUE (repeatable; see gotune doctor)")
 	fl.StringVar(&f.profile, "profile", "", "route every message by this profile's decisions (transport auto)")
@@ -270,8 +270,8 @@ func parseCPUs(s string) ([]int, error) {
 	return cpus, nil
 }
 
-// output returns where results go: stdout, or FILE opened for appending.
-func output(cmd *cobra.Command, path string) (io.Writer, func() error, error) {
+// resultsTo returns where results go: stdout, or FILE opened for appending.
+func resultsTo(cmd *cobra.Command, path string) (io.Writer, func() error, error) {
 	if path == "" {
 		return cmd.OutOrStdout(), func() error { return nil }, nil
 	}
@@ -304,8 +304,8 @@ func newBench() *cobra.Command {
   gotune bench -t sm -p bw --mem pinned,managed --gpus 0,1 --kernel partial --format osu`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !slices.Contains(report.Formats, f.format) {
-				return fmt.Errorf("--format %q: want one of %s", f.format, strings.Join(report.Formats, ", "))
+			if !slices.Contains(output.Formats, f.format) {
+				return fmt.Errorf("--format %q: want one of %s", f.format, strings.Join(output.Formats, ", "))
 			}
 			f.transportSet = cmd.Flags().Changed("transport")
 			spec, err := f.spec(cmd.ErrOrStderr())
@@ -335,11 +335,11 @@ func newBench() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w, closeOut, err := output(cmd, f.out)
+			w, closeOut, err := resultsTo(cmd, f.out)
 			if err != nil {
 				return err
 			}
-			if err := report.Write(w, f.format, []bench.Result{res}); err != nil {
+			if err := output.Write(w, f.format, []bench.Result{res}); err != nil {
 				closeOut()
 				return err
 			}

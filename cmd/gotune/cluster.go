@@ -16,7 +16,7 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/launch"
-	"github.com/gotune/gotune/internal/launcher"
+	"github.com/gotune/gotune/internal/launchenv"
 )
 
 // Environment a user sets for a job started by an external launcher.
@@ -29,7 +29,7 @@ const (
 )
 
 // launchers are --launcher's values and the launcher environments each
-// accepts (internal/launcher's names).
+// accepts (internal/launchenv's names).
 var launchers = map[string][]string{"local": nil, "mpirun": {"openmpi", "hydra"}, "srun": {"slurm"}}
 
 // clusterFlags are how a command runs as one process of a job that mpirun
@@ -79,8 +79,8 @@ func (c *clusterFlags) join(ctx context.Context, cmd *cobra.Command) (joined, er
 	if c.launcher == "local" {
 		return joined{}, nil
 	}
-	info, err := launcher.FromEnv(os.LookupEnv)
-	if errors.Is(err, launcher.ErrNoLauncher) {
+	info, err := launchenv.FromEnv(os.LookupEnv)
+	if errors.Is(err, launchenv.ErrNoLauncher) {
 		return joined{}, fmt.Errorf("--launcher %s: %w; start gotune as %s", c.launcher, err, launcherExample(c.launcher))
 	}
 	if err != nil {
@@ -129,7 +129,7 @@ func (c *clusterFlags) join(ctx context.Context, cmd *cobra.Command) (joined, er
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // rendezvousFile names the job's file in the shared directory.
-func (c *clusterFlags) rendezvousFile(info launcher.Info) (string, error) {
+func (c *clusterFlags) rendezvousFile(info launchenv.Info) (string, error) {
 	if info.JobID == "" {
 		return "", fmt.Errorf("the %s environment names no job id: set $%s=HOST:PORT and $%s on every process instead", info.Launcher, envCoordinator, envJobToken)
 	}

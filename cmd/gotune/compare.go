@@ -13,8 +13,8 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/compare"
 	"github.com/gotune/gotune/bench/importer"
-	"github.com/gotune/gotune/bench/report"
-	runreport "github.com/gotune/gotune/report"
+	"github.com/gotune/gotune/bench/output"
+	"github.com/gotune/gotune/htmlreport"
 )
 
 // newCompare puts result files side by side: each argument is a side, the
@@ -67,7 +67,7 @@ each side's ratio to the reference, and prints its path on stderr.`,
 				return err
 			}
 			if html != "" {
-				path, err := runreport.WriteCompare(html, tables)
+				path, err := htmlreport.WriteCompare(html, tables)
 				if err != nil {
 					return fmt.Errorf("--html: %w", err)
 				}
@@ -138,7 +138,7 @@ func readSide(arg, pattern string, read func(path, tool string, n int)) (compare
 // and, where one is at fault, the line.
 func readResults(path string) (tool string, results []bench.Result, err error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		results, err := runreport.RunResults(path)
+		results, err := htmlreport.RunResults(path)
 		return "gotune run directory", results, err
 	}
 	data, err := os.ReadFile(path)
@@ -146,7 +146,7 @@ func readResults(path string) (tool string, results []bench.Result, err error) {
 		return "", nil, err // *PathError: names the file
 	}
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
-		results, err := report.ReadJSON(path, bytes.NewReader(data))
+		results, err := output.ReadJSON(path, bytes.NewReader(data))
 		return "gotune", results, err
 	}
 	return importer.Parse(path, data)

@@ -16,7 +16,7 @@ import (
 	"github.com/gotune/gotune/internal/gpu"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
-	"github.com/gotune/gotune/internal/launcher"
+	"github.com/gotune/gotune/internal/launchenv"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/verbs"
 	"github.com/gotune/gotune/transports"
@@ -29,10 +29,10 @@ type doctorEnv struct {
 	drivers func() []*transports.Driver
 	probe   func(ctx context.Context, transport string) error
 	gpus    func() (gpu.Source, func() error, error)
-	job     func() (launcher.Info, error) // what mpirun, mpiexec or srun says
-	getenv  func(string) string           // gotune's own variables (GOTUNE_COORDINATOR, ...)
-	pickIP  func() string                 // the address launcher rank 0 would listen on
-	rdma    func(w io.Writer) error       // RDMA devices, ports and GIDs, or why none (nil: not asked)
+	job     func() (launchenv.Info, error) // what mpirun, mpiexec or srun says
+	getenv  func(string) string            // gotune's own variables (GOTUNE_COORDINATOR, ...)
+	pickIP  func() string                  // the address launcher rank 0 would listen on
+	rdma    func(w io.Writer) error        // RDMA devices, ports and GIDs, or why none (nil: not asked)
 	// module describes the kernel module behind a transport (knem, xpmem:
 	// its device, version and features) for the line of one that works;
 	// "" for a transport without one. Nil: not asked.
@@ -58,7 +58,7 @@ func realDoctorEnv() doctorEnv {
 		},
 		probe:  func(ctx context.Context, t string) error { return bench.Probe(ctx, t, nil) },
 		gpus:   openGPUs,
-		job:    func() (launcher.Info, error) { return launcher.FromEnv(os.LookupEnv) },
+		job:    func() (launchenv.Info, error) { return launchenv.FromEnv(os.LookupEnv) },
 		getenv: os.Getenv,
 		pickIP: launch.PickIP,
 		rdma:   func(w io.Writer) error { return verbs.Report(w, os.DirFS(verbs.SysfsRoot)) },
@@ -129,7 +129,7 @@ func doctorLauncher(w io.Writer, env doctorEnv) (failed int) {
 	}
 	in, err := env.job()
 	switch {
-	case errors.Is(err, launcher.ErrNoLauncher):
+	case errors.Is(err, launchenv.ErrNoLauncher):
 		fmt.Fprintln(w, "launcher: none (started directly: ranks on this node only; under mpirun or srun, --launcher mpirun|srun spans nodes)")
 	case err != nil:
 		fmt.Fprintf(w, "launcher: FAILED: %v\n", err)
@@ -188,7 +188,7 @@ func launcherFlag(name string) string {
 
 // bootstrapPlan says how launcher rank 0 would be found from here; ok is
 // false where it could not be.
-func bootstrapPlan(in launcher.Info, getenv func(string) string, pickIP func() string) (plan string, ok bool) {
+func bootstrapPlan(in launchenv.Info, getenv func(string) string, pickIP func() string) (plan string, ok bool) {
 	if addr := getenv(envCoordinator); addr != "" {
 		if getenv(envJobToken) == "" {
 			return fmt.Sprintf("$%s=%s but no $%s: every process needs the job's token", envCoordinator, addr, envJobToken), false

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gotune/gotune/internal/gpu"
 	"github.com/gotune/gotune/internal/hostinfo"
-	"github.com/gotune/gotune/internal/launcher"
+	"github.com/gotune/gotune/internal/launchenv"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
@@ -135,8 +135,8 @@ func TestDoctorGolden(t *testing.T) {
 					}
 					return c.src, func() error { return nil }, nil
 				},
-				job: func() (launcher.Info, error) {
-					return launcher.FromEnv(func(k string) (string, bool) { v, ok := c.job[k]; return v, ok })
+				job: func() (launchenv.Info, error) {
+					return launchenv.FromEnv(func(k string) (string, bool) { v, ok := c.job[k]; return v, ok })
 				},
 				getenv: func(k string) string { return c.job[k] },
 				pickIP: func() string { return "10.1.2.3" },

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/importer"
-	"github.com/gotune/gotune/bench/report"
+	"github.com/gotune/gotune/bench/output"
 )
 
 // newImport reads other tools' output files into gotune's results. Every
@@ -29,8 +29,8 @@ compare reads them beside gotune's own runs.`,
   gotune import --format json --out runs.jsonl IMB-MPI1.log`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(report.Formats, format) {
-				return fmt.Errorf("--format %q: want one of %s", format, strings.Join(report.Formats, ", "))
+			if !slices.Contains(output.Formats, format) {
+				return fmt.Errorf("--format %q: want one of %s", format, strings.Join(output.Formats, ", "))
 			}
 			var all []bench.Result
 			var errs []error
@@ -53,7 +53,7 @@ compare reads them beside gotune's own runs.`,
 				}
 				return fmt.Errorf("import: %d of %d files could not be read", len(errs), len(args))
 			}
-			if err := report.Write(cmd.OutOrStdout(), format, all); err != nil {
+			if err := output.Write(cmd.OutOrStdout(), format, all); err != nil {
 				return fmt.Errorf("import: %w", err)
 			}
 			if out == "" {
@@ -63,7 +63,7 @@ compare reads them beside gotune's own runs.`,
 			if err != nil {
 				return fmt.Errorf("--out: %w", err)
 			}
-			if err := report.Write(f, "json", all); err != nil {
+			if err := output.Write(f, "json", all); err != nil {
 				f.Close()
 				return fmt.Errorf("--out %s: %w", out, err)
 			}
@@ -74,7 +74,7 @@ compare reads them beside gotune's own runs.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(report.Formats, "|"))
+	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(output.Formats, "|"))
 	fl.StringVarP(&out, "out", "o", "", "also append the results to FILE as JSON lines (created if missing)")
 	return cmd
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/profile"
 )
 
@@ -63,9 +63,9 @@ func TestBenchQuiet(t *testing.T) {
 // stderr it was given, as a rank's warning would.
 func fakeRuns(t *testing.T) {
 	t.Helper()
-	fake := func(stderr io.Writer) []anchor.Contender {
-		mk := func(label string, ours bool) anchor.Contender {
-			return anchor.Contender{Label: label, Ours: ours, Run: func(_ context.Context, s bench.Spec) (bench.Result, error) {
+	fake := func(stderr io.Writer) []mpistack.Contender {
+		mk := func(label string, ours bool) mpistack.Contender {
+			return mpistack.Contender{Label: label, Ours: ours, Run: func(_ context.Context, s bench.Spec) (bench.Result, error) {
 				fmt.Fprintf(stderr, "rank stderr of %s\n", label)
 				var pts []bench.Point
 				for _, size := range s.Sizes {
@@ -74,14 +74,14 @@ func fakeRuns(t *testing.T) {
 				return bench.Result{Label: label, Spec: s, Points: pts}, nil
 			}}
 		}
-		return []anchor.Contender{mk("gotune sm", true), mk("fake mpi", false)}
+		return []mpistack.Contender{mk("gotune sm", true), mk("fake mpi", false)}
 	}
 	oldAnchors, oldStacks := anchorContenders, newStackContenders
 	t.Cleanup(func() { anchorContenders, newStackContenders = oldAnchors, oldStacks })
-	anchorContenders = func(_ context.Context, _ string, stderr io.Writer) ([]anchor.Contender, error) {
+	anchorContenders = func(_ context.Context, _ string, stderr io.Writer) ([]mpistack.Contender, error) {
 		return fake(stderr), nil
 	}
-	newStackContenders = func(_ context.Context, _ string, _ []string, _ *profile.Profile, stderr io.Writer) ([]anchor.Contender, error) {
+	newStackContenders = func(_ context.Context, _ string, _ []string, _ *profile.Profile, stderr io.Writer) ([]mpistack.Contender, error) {
 		return fake(stderr), nil
 	}
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gotune/gotune/htmlreport"
 	"github.com/gotune/gotune/internal/progress"
-	"github.com/gotune/gotune/report"
 	"github.com/gotune/gotune/tuner/sweep"
 )
 
@@ -44,7 +44,7 @@ with several.`,
 			}
 			ctx, cancel := jobContext(0)
 			defer cancel()
-			path, err := report.Write(ctx, out, args...)
+			path, err := htmlreport.Write(ctx, out, args...)
 			if err != nil {
 				return err
 			}
@@ -62,7 +62,7 @@ func writeRunReport(ctx context.Context, w io.Writer, res sweep.Result) error {
 	if res.Dir == "" || !res.Summarized {
 		return nil
 	}
-	path, err := report.Write(ctx, res.Dir, res.Dir)
+	path, err := htmlreport.Write(ctx, res.Dir, res.Dir)
 	if err != nil {
 		return err
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
 	"github.com/gotune/gotune/bench/compare"
+	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
@@ -108,7 +108,7 @@ every 15 s; --quiet shows neither.`,
 					return err
 				}
 				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, CPUs: bench.DefaultCPUs(2)}
-				res, err := anchor.Interleave(ctx, cs, spec, rounds, pc.settle, 0, m)
+				res, err := mpistack.Interleave(ctx, cs, spec, rounds, pc.settle, 0, m)
 				if err != nil {
 					return err
 				}
@@ -164,14 +164,14 @@ var newStackContenders = stackContenders
 // (when there is a profile), then each named stack with its defaults and,
 // where prof has values for it, with those loaded as its file. A stack
 // that is not installed is left out, with a note on stderr.
-func stackContenders(ctx context.Context, dir string, names []string, prof *profile.Profile, stderr io.Writer) ([]anchor.Contender, error) {
-	gotune := func(transport string, opts transports.Options) anchor.Contender {
-		return anchor.Contender{Label: "gotune " + transport, Ours: true, Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
+func stackContenders(ctx context.Context, dir string, names []string, prof *profile.Profile, stderr io.Writer) ([]mpistack.Contender, error) {
+	gotune := func(transport string, opts transports.Options) mpistack.Contender {
+		return mpistack.Contender{Label: "gotune " + transport, Ours: true, Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
 			s.Transport, s.Options = transport, opts
 			return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
 		}}
 	}
-	cs := []anchor.Contender{gotune("sm", nil)}
+	cs := []mpistack.Contender{gotune("sm", nil)}
 	var tuned map[string]profile.Stack
 	if prof != nil {
 		opts := transports.Options{"auto.profile": prof.Path(), "auto.hash": prof.Hash}

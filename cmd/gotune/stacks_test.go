@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gotune/gotune/bench/report"
+	"github.com/gotune/gotune/bench/output"
 	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/profile"
 )
@@ -49,7 +49,7 @@ func TestStacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	results, err := report.ReadJSON(jsonl[0], bufio.NewReader(f))
+	results, err := output.ReadJSON(jsonl[0], bufio.NewReader(f))
 	if err != nil {
 		t.Fatal(err)
 	}

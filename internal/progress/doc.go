@@ -4,6 +4,6 @@
 // elapsed and what is left of the budget; when the output is not a
 // terminal (CI, a file) plain lines, at each stage's start and then at
 // most one per Interval. It knows nothing of what it counts: the sweep
-// (tuner/sweep.Meter), anchors and stacks (bench/anchor.Meter), bench
+// (tuner/sweep.Meter), anchors and stacks (bench/mpistack.Meter), bench
 // (bench.Meter) and probe tell it.
 package progress

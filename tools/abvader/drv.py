@@ -2,7 +2,7 @@
 # cache-line round trip and synthetic copies), then the configurations in a balanced (Williams) order,
 # REPS repetitions each (default 3), and appends one JSON line: rtt_min, rtt_med (ns), syn (GB/s) and
 # res[config][size] = median MB/s. A config is name|BINARY|transport opts..., or vader (Open MPI 4.1.4
-# ob1/vader, single copy none, with /tmp/anchor built from bench/anchor/csrc/anchor.c), or
+# ob1/vader, single copy none, with /tmp/anchor built from bench/mpistack/csrc/anchor.c), or
 # vaderNAME|PROGRAM: the same with another anchor program (a wrapper that sets GLIBC_TUNABLES, say). ITERS and
 # WARMUP, when set, are passed to both sides (unset: OSU's defaults for the size).
 import json,subprocess,sys,os,statistics as st,time

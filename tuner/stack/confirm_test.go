@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/mpistack"
 )
 
 // fake is a stack without MPI: x=b is 1.5x the default's bandwidth at
@@ -19,8 +19,8 @@ func (*fake) Space() []Param {
 	return []Param{{Name: "x", Values: []string{"a", "b"}, Pattern: bench.Bandwidth, Sizes: []int{4096, 65536}}}
 }
 func (*fake) Check(context.Context, string, map[string]string) error { return nil }
-func (f *fake) Contender(_, label string, params map[string]string) anchor.Contender {
-	return anchor.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
+func (f *fake) Contender(_, label string, params map[string]string) mpistack.Contender {
+	return mpistack.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
 		v := 100.0
 		if params["x"] == "b" {
 			v = 150
@@ -74,8 +74,8 @@ func (*spaced) Space() []Param {
 		{Name: "y", Values: []string{"1", "2"}, Pattern: bench.Bandwidth, Sizes: sizes, Unless: map[string]string{"mode": "fast"}},
 	}
 }
-func (s *spaced) Contender(_, label string, params map[string]string) anchor.Contender {
-	return anchor.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
+func (s *spaced) Contender(_, label string, params map[string]string) mpistack.Contender {
+	return mpistack.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
 		if _, ok := params["y"]; ok {
 			s.measured["y"] = true
 		}
@@ -120,8 +120,8 @@ func (narrowing) Space() []Param {
 		{Name: "y", Values: []string{"1", "2"}, Pattern: bench.Bandwidth, Sizes: sizes},
 	}
 }
-func (narrowing) Contender(_, label string, params map[string]string) anchor.Contender {
-	return anchor.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
+func (narrowing) Contender(_, label string, params map[string]string) mpistack.Contender {
+	return mpistack.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
 		res := bench.Result{Label: label, Spec: spec}
 		for _, n := range spec.Sizes {
 			v := 100.0

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/internal/sys"
 )
 
@@ -22,7 +22,7 @@ import (
 const MimallocLib = "libmimalloc.so.2"
 
 // Mimalloc tunes mimalloc's purge policy for ranks that preload it,
-// measured through Open MPI (ob1 over vader, anchor.OpenMPI) on the alloc
+// measured through Open MPI (ob1 over vader, mpistack.OpenMPI) on the alloc
 // pattern, where every message's buffer is malloc'ed and freed. The values
 // are loaded as sourcing mimalloc.env loads them: LD_PRELOAD=MimallocLib and
 // MIMALLOC_NAME=value in the launcher's environment, which the ranks
@@ -37,7 +37,7 @@ type Mimalloc struct {
 	// Params replaces the built-in space when set (tests weigh less).
 	Params []Param
 	// Hazards bounds the hazard runs (zero: anchor's defaults).
-	Hazards anchor.CheckOptions
+	Hazards mpistack.CheckOptions
 	binary  string // anchor.c built with mpicc.openmpi by Prepare
 	version string // mimalloc's, from its mi_version() in a preloading process
 }
@@ -49,8 +49,8 @@ func (*Mimalloc) Name() string { return "mimalloc" }
 // and asks a process that preloads MimallocLib for mimalloc's version; a
 // library ld.so cannot preload matches sys.ErrNotSupported.
 func (m *Mimalloc) Prepare(ctx context.Context, dir string) error {
-	build := anchor.OpenMPI("mimalloc build")
-	bin, err := anchor.Build(ctx, build, filepath.Join(dir, "mimalloc"))
+	build := mpistack.OpenMPI("mimalloc build")
+	bin, err := mpistack.Build(ctx, build, filepath.Join(dir, "mimalloc"))
 	if err != nil {
 		return err
 	}
@@ -88,8 +88,8 @@ func (m *Mimalloc) Space() []Param {
 // variables, as `set -a; . mimalloc.env` and LD_PRELOAD set them. 2.0.9
 // reads MIMALLOC_NAME for option name (decommit_delay); an unknown name
 // (2.1's purge_delay) is ignored without a word.
-func (m *Mimalloc) loaded(label string, params map[string]string) anchor.Stack {
-	st := anchor.OpenMPI("mimalloc " + label)
+func (m *Mimalloc) loaded(label string, params map[string]string) mpistack.Stack {
+	st := mpistack.OpenMPI("mimalloc " + label)
 	st.Env = append(st.Env, "LD_PRELOAD="+MimallocLib)
 	st.Env = append(st.Env, envLines("mimalloc", params)...)
 	return st
@@ -97,9 +97,9 @@ func (m *Mimalloc) loaded(label string, params map[string]string) anchor.Stack {
 
 // Contender measures with params loaded; the result's provenance names
 // mimalloc's version beside Open MPI's.
-func (m *Mimalloc) Contender(_, label string, params map[string]string) anchor.Contender {
-	return anchor.Contender{Label: "mimalloc " + label, Run: func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
-		res, err := anchor.Run(ctx, m.loaded(label, params), m.binary, spec)
+func (m *Mimalloc) Contender(_, label string, params map[string]string) mpistack.Contender {
+	return mpistack.Contender{Label: "mimalloc " + label, Run: func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
+		res, err := mpistack.Run(ctx, m.loaded(label, params), m.binary, spec)
 		if err != nil {
 			return res, err
 		}
@@ -113,7 +113,7 @@ func (m *Mimalloc) Contender(_, label string, params map[string]string) anchor.C
 
 // Check runs the stack hazards through Open MPI with params loaded.
 func (m *Mimalloc) Check(ctx context.Context, _ string, params map[string]string) error {
-	return anchor.Check(ctx, m.loaded("check", params), m.binary, checkSizes, m.Hazards)
+	return mpistack.Check(ctx, m.loaded("check", params), m.binary, checkSizes, m.Hazards)
 }
 
 // versionSource prints the version of the mimalloc loaded into the process,

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/testutil"
 )
@@ -46,7 +46,7 @@ func TestMimallocLoaded(t *testing.T) {
 
 // A library ld.so cannot preload is a missing stack, not a failure.
 func TestMimallocVersionMissingLibrary(t *testing.T) {
-	cc := anchor.OpenMPI("x").MPICC
+	cc := mpistack.OpenMPI("x").MPICC
 	if _, err := exec.LookPath(cc); err != nil {
 		testutil.SkipUnless(t, "openmpi", err)
 	}
@@ -80,7 +80,7 @@ func TestMimallocInRanks(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		// long enough to be seen; cancelled once both ranks are
-		_, err := anchor.Run(runCtx, m.loaded("ranks", map[string]string{"decommit_delay": "250"}), m.binary,
+		_, err := mpistack.Run(runCtx, m.loaded("ranks", map[string]string{"decommit_delay": "250"}), m.binary,
 			bench.Spec{Pattern: bench.Latency, Sizes: []int{8}, Reps: 1, Iters: 50_000_000, Warmup: 1})
 		done <- err
 	}()

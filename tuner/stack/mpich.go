@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/mpistack"
 )
 
 // MPICH tunes MPICH's control variables that act on messages between
@@ -25,7 +25,7 @@ type MPICH struct {
 	// Params replaces the built-in space when set (tests weigh less).
 	Params []Param
 	// Hazards bounds the hazard runs (zero: anchor's defaults).
-	Hazards anchor.CheckOptions
+	Hazards mpistack.CheckOptions
 	binary  string // anchor.c built with mpicc.mpich by Prepare
 	device  string // MPICH's device, from mpichversion ("ch4:ucx")
 }
@@ -35,7 +35,7 @@ func (*MPICH) Name() string { return "mpich" }
 
 // Prepare builds the reference benchmark with MPICH's compiler wrapper.
 func (m *MPICH) Prepare(ctx context.Context, dir string) error {
-	bin, err := anchor.Build(ctx, m.stack("build"), filepath.Join(dir, "mpich"))
+	bin, err := mpistack.Build(ctx, m.stack("build"), filepath.Join(dir, "mpich"))
 	if err != nil {
 		return err
 	}
@@ -75,24 +75,24 @@ func (m *MPICH) Space() []Param {
 }
 
 // stack is MPICH as the adapter runs it.
-func (m *MPICH) stack(label string) anchor.Stack { return anchor.MPICH("mpich " + label) }
+func (m *MPICH) stack(label string) mpistack.Stack { return mpistack.MPICH("mpich " + label) }
 
 // loaded is the stack with params as MPIR_CVAR_ variables, as sourcing
 // the tuned mpich.env sets them.
-func (m *MPICH) loaded(label string, params map[string]string) anchor.Stack {
+func (m *MPICH) loaded(label string, params map[string]string) mpistack.Stack {
 	st := m.stack(label)
 	st.Env = append(st.Env, envLines("mpich", params)...)
 	return st
 }
 
 // Contender measures with params loaded.
-func (m *MPICH) Contender(_, label string, params map[string]string) anchor.Contender {
-	return anchor.Contender{Label: "mpich " + label, Run: func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
-		return anchor.Run(ctx, m.loaded(label, params), m.binary, spec)
+func (m *MPICH) Contender(_, label string, params map[string]string) mpistack.Contender {
+	return mpistack.Contender{Label: "mpich " + label, Run: func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
+		return mpistack.Run(ctx, m.loaded(label, params), m.binary, spec)
 	}}
 }
 
 // Check runs the stack hazards with params loaded.
 func (m *MPICH) Check(ctx context.Context, _ string, params map[string]string) error {
-	return anchor.Check(ctx, m.loaded("check", params), m.binary, checkSizes, m.Hazards)
+	return mpistack.Check(ctx, m.loaded("check", params), m.binary, checkSizes, m.Hazards)
 }

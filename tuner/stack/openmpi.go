@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/mpistack"
 )
 
 // OpenMPI tunes Open MPI's shared-memory path (ob1 over vader, 4.1's names)
@@ -20,7 +20,7 @@ type OpenMPI struct {
 	// Params replaces the built-in space when set (tests weigh less).
 	Params []Param
 	// Hazards bounds the hazard runs (zero: anchor's defaults).
-	Hazards anchor.CheckOptions
+	Hazards mpistack.CheckOptions
 	binary  string // anchor.c built with mpicc.openmpi by Prepare
 	pmlUCX  bool   // this Open MPI has the ucx pml (Prepare asks ompi_info)
 	// files is Open MPI's default mca_base_param_files (the user's and
@@ -34,7 +34,7 @@ func (*OpenMPI) Name() string { return "openmpi" }
 
 // Prepare builds the reference benchmark with Open MPI's compiler wrapper.
 func (o *OpenMPI) Prepare(ctx context.Context, dir string) error {
-	bin, err := anchor.Build(ctx, o.stack("build"), filepath.Join(dir, "openmpi"))
+	bin, err := mpistack.Build(ctx, o.stack("build"), filepath.Join(dir, "openmpi"))
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (o *OpenMPI) Prepare(ctx context.Context, dir string) error {
 	}
 	// The space is ob1's over vader: where Open MPI picks another pml by
 	// itself (ucx on a node with an HCA it supports), none of it applies.
-	pml, err := anchor.SelectedPML(ctx, o.stack("defaults"), bin)
+	pml, err := mpistack.SelectedPML(ctx, o.stack("defaults"), bin)
 	if err != nil {
 		return err
 	}
@@ -105,9 +105,9 @@ func (o *OpenMPI) Space() []Param {
 // stack is Open MPI as the adapter runs it: params written as an Open MPI
 // params file (name = value) under dir and named by
 // OMPI_MCA_mca_base_param_files, as a user installs the tuned file.
-func (o *OpenMPI) stack(label string) anchor.Stack { return anchor.OpenMPIFile("openmpi " + label) }
+func (o *OpenMPI) stack(label string) mpistack.Stack { return mpistack.OpenMPIFile("openmpi " + label) }
 
-func (o *OpenMPI) loaded(dir, label string, params map[string]string) (anchor.Stack, error) {
+func (o *OpenMPI) loaded(dir, label string, params map[string]string) (mpistack.Stack, error) {
 	st := o.stack(label)
 	if len(params) == 0 {
 		return st, nil
@@ -125,13 +125,13 @@ func (o *OpenMPI) loaded(dir, label string, params map[string]string) (anchor.St
 }
 
 // Contender measures with params loaded.
-func (o *OpenMPI) Contender(dir, label string, params map[string]string) anchor.Contender {
-	return anchor.Contender{Label: "openmpi " + label, Run: func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
+func (o *OpenMPI) Contender(dir, label string, params map[string]string) mpistack.Contender {
+	return mpistack.Contender{Label: "openmpi " + label, Run: func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
 		st, err := o.loaded(dir, label, params)
 		if err != nil {
 			return bench.Result{}, err
 		}
-		return anchor.Run(ctx, st, o.binary, spec)
+		return mpistack.Run(ctx, st, o.binary, spec)
 	}}
 }
 
@@ -141,7 +141,7 @@ func (o *OpenMPI) Check(ctx context.Context, dir string, params map[string]strin
 	if err != nil {
 		return err
 	}
-	return anchor.Check(ctx, st, o.binary, checkSizes, o.Hazards)
+	return mpistack.Check(ctx, st, o.binary, checkSizes, o.Hazards)
 }
 
 // checkSizes cover every message class of the stacks tuned here: eager,

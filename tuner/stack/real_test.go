@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/testutil"
 )
@@ -23,8 +23,8 @@ func TestTuneRealStacks(t *testing.T) {
 	// Hazard runs bounded for a test: a run that must pass gets ample time
 	// (a 3-rank flood on 2 busy cores takes seconds at 1 MiB); a run that
 	// must hang is cut at 5 s, which only a hang reaches.
-	patient := anchor.CheckOptions{Iters: 5, Timeout: 45 * time.Second}
-	quick := anchor.CheckOptions{Iters: 5, Timeout: 5 * time.Second}
+	patient := mpistack.CheckOptions{Iters: 5, Timeout: 45 * time.Second}
+	quick := mpistack.CheckOptions{Iters: 5, Timeout: 5 * time.Second}
 	for _, tc := range []struct {
 		family string
 		a      Adapter
@@ -69,12 +69,12 @@ func TestTuneRealStacks(t *testing.T) {
 			}
 			if tc.hang != nil {
 				tc.a.(*OpenMPI).Hazards = quick
-				if err := tc.a.Check(ctx, dir, tc.hang); !errors.Is(err, anchor.ErrHang) {
+				if err := tc.a.Check(ctx, dir, tc.hang); !errors.Is(err, mpistack.ErrHang) {
 					t.Errorf("hazards with %v: %v, want a hang", tc.hang, err)
 				}
 			}
 			if tc.crash != nil {
-				if err := tc.a.Check(ctx, dir, tc.crash); !errors.Is(err, anchor.ErrCrash) {
+				if err := tc.a.Check(ctx, dir, tc.crash); !errors.Is(err, mpistack.ErrCrash) {
 					t.Errorf("hazards with %v: %v, want a crash", tc.crash, err)
 				}
 			}
@@ -92,7 +92,7 @@ func TestOpenMPIPMLUCX(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	o := &OpenMPI{Hazards: anchor.CheckOptions{Iters: 5, Timeout: 45 * time.Second}}
+	o := &OpenMPI{Hazards: mpistack.CheckOptions{Iters: 5, Timeout: 45 * time.Second}}
 	if err := o.Prepare(ctx, dir); err != nil {
 		testutil.SkipUnless(t, "openmpi", err)
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestOpenMPIPMLUCX(t *testing.T) {
 	if err := o.Check(ctx, dir, params); err != nil {
 		t.Errorf("hazards with %v: %v", params, err)
 	}
-	if err := o.Check(ctx, dir, map[string]string{"pml": "ucx"}); !errors.Is(err, anchor.ErrCrash) {
+	if err := o.Check(ctx, dir, map[string]string{"pml": "ucx"}); !errors.Is(err, mpistack.ErrCrash) {
 		t.Errorf("hazards with pml ucx alone: %v, want a refusal to start", err)
 	}
 	for _, p := range o.Space()[1:] {

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/profile/native"
 	"github.com/gotune/gotune/tuner/search"
@@ -61,10 +61,10 @@ type Adapter interface {
 	Space() []Param
 	// Contender measures through the stack with params written as its
 	// native file under dir and loaded as a file.
-	Contender(dir, label string, params map[string]string) anchor.Contender
+	Contender(dir, label string, params map[string]string) mpistack.Contender
 	// Check runs the stack hazards (head-to-head windows and a many-to-one
 	// flood, payloads validated, under a deadline) with params loaded:
-	// nil, or an error matching anchor.ErrHang, ErrCorrupt or ErrCrash.
+	// nil, or an error matching mpistack.ErrHang, ErrCorrupt or ErrCrash.
 	Check(ctx context.Context, dir string, params map[string]string) error
 }
 
@@ -163,7 +163,7 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 		if p.moot(res.Params) {
 			continue
 		}
-		var cs []anchor.Contender
+		var cs []mpistack.Contender
 		for _, v := range p.Values {
 			params := maps.Clone(res.Params)
 			if v != p.Values[0] {
@@ -268,9 +268,9 @@ func (cfg Config) confirmSizes() []int {
 
 // interleave runs the contenders side by side in cfg.Rounds interleaved
 // rounds over sizes of pattern, one repetition a round.
-func (cfg Config) interleave(ctx context.Context, cs []anchor.Contender, pattern bench.Pattern, sizes []int) ([]bench.Result, error) {
+func (cfg Config) interleave(ctx context.Context, cs []mpistack.Contender, pattern bench.Pattern, sizes []int) ([]bench.Result, error) {
 	spec := bench.Spec{Pattern: pattern, Sizes: sizes, Reps: 1, Iters: cfg.Iters}
-	return anchor.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, anchor.Lines(cfg.Progress))
+	return mpistack.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, mpistack.Lines(cfg.Progress))
 }
 
 // confirmFile weighs the file of params against the defaults: bandwidth
@@ -282,7 +282,7 @@ func confirmFile(ctx context.Context, a Adapter, cfg Config, params map[string]s
 		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: confirmPattern(a), Sizes: cfg.confirmSizes()},
 		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Latency, Sizes: []int{8}},
 	} {
-		cs := []anchor.Contender{a.Contender(cfg.Dir, "defaults", nil), a.Contender(cfg.Dir, "tuned", params)}
+		cs := []mpistack.Contender{a.Contender(cfg.Dir, "defaults", nil), a.Contender(cfg.Dir, "tuned", params)}
 		results, err := cfg.interleave(ctx, cs, p.Pattern, p.Sizes)
 		if err != nil {
 			return nil, fmt.Errorf("tune %s: confirm %s: %w", a.Name(), p.Pattern, err)
@@ -357,7 +357,7 @@ func sizeRanges(at, ladder []int) string {
 // of kept's values in turn, and returns the index of the value whose
 // absence scores best (a file that loses no size first).
 func worstOf(ctx context.Context, a Adapter, cfg Config, kept []map[string]string) (int, error) {
-	cs := []anchor.Contender{a.Contender(cfg.Dir, "defaults", nil)}
+	cs := []mpistack.Contender{a.Contender(cfg.Dir, "defaults", nil)}
 	for i := range kept {
 		without := slices.Concat(kept[:i], kept[i+1:])
 		cs = append(cs, a.Contender(cfg.Dir, "without "+ParamsLine(kept[i]), paramsOf(without)))

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/profile/native"
 )
@@ -24,7 +24,7 @@ type UCX struct {
 	// Params replaces the built-in space when set (tests weigh less).
 	Params []Param
 	// Hazards bounds the hazard runs (zero: anchor's defaults).
-	Hazards anchor.CheckOptions
+	Hazards mpistack.CheckOptions
 	// Perftest is the measuring tool (default "ucx_perftest", Debian's
 	// ucx-utils).
 	Perftest string
@@ -46,7 +46,7 @@ func (u *UCX) Prepare(ctx context.Context, dir string) error {
 	if err := shadowed(u.Space(), os.LookupEnv, "ucx.conf"); err != nil {
 		return fmt.Errorf("prepare ucx: %w", err)
 	}
-	bin, err := anchor.Build(ctx, u.hazardStack("build"), filepath.Join(dir, "ucx-mpich"))
+	bin, err := mpistack.Build(ctx, u.hazardStack("build"), filepath.Join(dir, "ucx-mpich"))
 	if err != nil {
 		return fmt.Errorf("prepare ucx: the hazards run through MPICH over UCX: %w", err)
 	}
@@ -145,13 +145,13 @@ func configDir(dir string, params map[string]string) ([]string, error) {
 
 // Contender measures ucx_perftest's tag tests (a server and a client on
 // two cores) with params loaded.
-func (u *UCX) Contender(dir, label string, params map[string]string) anchor.Contender {
-	return anchor.Contender{Label: "ucx " + label, Run: func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
+func (u *UCX) Contender(dir, label string, params map[string]string) mpistack.Contender {
+	return mpistack.Contender{Label: "ucx " + label, Run: func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
 		env, err := configDir(dir, params)
 		if err != nil {
 			return bench.Result{}, err
 		}
-		return anchor.RunUCX(ctx, anchor.UCX{Name: "ucx " + label, Perftest: u.Perftest, Env: env}, spec)
+		return mpistack.RunUCX(ctx, mpistack.UCX{Name: "ucx " + label, Perftest: u.Perftest, Env: env}, spec)
 	}}
 }
 
@@ -161,8 +161,8 @@ func (u *UCX) Contender(dir, label string, params map[string]string) anchor.Cont
 // intra-node messages through UCX (4.0.2 does so without it too: UCX_TLS=tcp
 // slows its 8-byte round trip from 1.3 to 8 us), so a ucx.conf that hangs
 // or corrupts MPI traffic fails here.
-func (u *UCX) hazardStack(label string) anchor.Stack {
-	st := anchor.MPICH("ucx " + label + " (mpich over ucx)")
+func (u *UCX) hazardStack(label string) mpistack.Stack {
+	st := mpistack.MPICH("ucx " + label + " (mpich over ucx)")
 	st.Env = append(st.Env, "MPIR_CVAR_NOLOCAL=1")
 	return st
 }
@@ -176,7 +176,7 @@ func (u *UCX) Check(ctx context.Context, dir string, params map[string]string) e
 	}
 	st := u.hazardStack("check")
 	st.Env = append(st.Env, env...)
-	return anchor.Check(ctx, st, u.mpich, checkSizes, u.Hazards)
+	return mpistack.Check(ctx, st, u.mpich, checkSizes, u.Hazards)
 }
 
 // quartets is the powers of four times lo up to hi.

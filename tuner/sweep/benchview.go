@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/report"
+	"github.com/gotune/gotune/bench/output"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/tuner/store"
 )
@@ -27,7 +27,7 @@ func benchView(w io.Writer, trials []Trial, prov hostinfo.Provenance) error {
 	if len(results) == 0 {
 		return nil
 	}
-	if err := report.Write(w, "bench", results); err != nil {
+	if err := output.Write(w, "bench", results); err != nil {
 		return fmt.Errorf("write %s: %w", BenchFile, err)
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/profile/native"
 	"github.com/gotune/gotune/tuner/stack"
@@ -131,7 +131,7 @@ func (r *Runner) tuneStack(name string) (StackOutcome, error) {
 	}
 	if len(o.Params) > 0 {
 		if err := a.Check(r.ctx, dir, o.Params); err != nil {
-			if !errors.Is(err, anchor.ErrHang) && !errors.Is(err, anchor.ErrCorrupt) && !errors.Is(err, anchor.ErrCrash) {
+			if !errors.Is(err, mpistack.ErrHang) && !errors.Is(err, mpistack.ErrCorrupt) && !errors.Is(err, mpistack.ErrCrash) {
 				return o, fmt.Errorf("stack %s: hazard check: %w", name, err) // no verdict on the values
 			}
 			o.Check = fmt.Sprintf("stack hazards failed with %v: %v; defaults kept", stack.ParamsLine(o.Params), err)

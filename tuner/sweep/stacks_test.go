@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/bench/anchor"
+	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/tuner/stack"
 	"github.com/gotune/gotune/tuner/store"
@@ -32,8 +32,8 @@ func (*fakeStack) Space() []stack.Param {
 	}
 }
 
-func (*fakeStack) Contender(_, label string, params map[string]string) anchor.Contender {
-	return anchor.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
+func (*fakeStack) Contender(_, label string, params map[string]string) mpistack.Contender {
+	return mpistack.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
 		v := 100.0
 		if params["btl_fake_eager"] == "8192" && spec.Pattern != bench.Latency {
 			v = 150 // a bandwidth gain; latency the same
@@ -49,7 +49,7 @@ func (*fakeStack) Contender(_, label string, params map[string]string) anchor.Co
 
 func (f *fakeStack) Check(_ context.Context, _ string, params map[string]string) error {
 	if f.hang != "" && params["btl_fake_eager"] == f.hang {
-		return fmt.Errorf("h2h at 8: %w", anchor.ErrHang)
+		return fmt.Errorf("h2h at 8: %w", mpistack.ErrHang)
 	}
 	return nil
 }

@@ -1,0 +1,270 @@
+package mpistack
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/internal/testutil"
+)
+
+// stacks are the MPI stacks the tests run through, each with the
+// GOTUNE_REQUIRE capability that makes its absence a failure.
+var stacks = []struct {
+	capability string
+	stack      Stack
+}{
+	{"openmpi", OpenMPI("openmpi")},
+	{"mpich", MPICH("mpich")},
+}
+
+// buildStackOrSkip compiles the anchor with s's wrapper, skipping the test
+// when the stack is not installed.
+func buildStackOrSkip(t *testing.T, ctx context.Context, capability string, s Stack) string {
+	t.Helper()
+	bin, err := Build(ctx, s, t.TempDir())
+	if errors.Is(err, sys.ErrNotSupported) {
+		testutil.SkipUnless(t, capability, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// paramFile writes an Open MPI param file and returns the Env that loads it
+// as a file, as a tuned openmpi-mca-params.conf would be.
+func paramFile(t *testing.T, lines ...string) []string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "openmpi-mca-params.conf")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"OMPI_MCA_mca_base_param_files=" + path}
+}
+
+func TestRunStacks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	sizes := []int{8, 64 << 10}
+	for _, st := range stacks {
+		t.Run(st.capability, func(t *testing.T) {
+			bin := buildStackOrSkip(t, ctx, st.capability, st.stack)
+			for _, tt := range []struct {
+				pattern  bench.Pattern
+				validate bool
+			}{
+				{bench.Latency, false},
+				{bench.Bandwidth, false},
+				{bench.Latency, true},
+				{bench.BiBandwidth, true},
+				{HeadToHead, true},
+				{bench.AllocChurn, false},
+				{bench.AllocChurn, true},
+			} {
+				name := string(tt.pattern)
+				if tt.validate {
+					name += "/validated"
+				}
+				t.Run(name, func(t *testing.T) {
+					spec := bench.Spec{Pattern: tt.pattern, Sizes: sizes, Reps: 2, Iters: 20, Warmup: 2, Window: 8, Validate: tt.validate}
+					res, err := Run(ctx, st.stack, bin, spec)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if v := res.Provenance.Libraries[st.capability]; v == "" {
+						t.Errorf("provenance lacks the %s version: %v", st.capability, res.Provenance.Libraries)
+					}
+					if len(res.Points) != len(sizes) {
+						t.Fatalf("%d points for %d sizes", len(res.Points), len(sizes))
+					}
+					for i, p := range res.Points {
+						if p.Size != sizes[i] || p.Unit != tt.pattern.Unit() || p.Iters != 20 || len(p.Samples) != 2 ||
+							p.Validated != tt.validate || !(p.Median > 0) {
+							t.Errorf("point %d: %+v", i, p)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestRunFloodRanks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for _, st := range stacks {
+		t.Run(st.capability, func(t *testing.T) {
+			bin := buildStackOrSkip(t, ctx, st.capability, st.stack)
+			s := st.stack
+			s.Ranks = 3
+			res, err := Run(ctx, s, bin, bench.Spec{Pattern: Flood, Sizes: []int{8, 4096}, Reps: 1, Iters: 5, Warmup: 1, Window: 4, Validate: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Points) != 2 || !res.Points[1].Validated || !(res.Points[1].Median > 0) {
+				t.Errorf("points %+v", res.Points)
+			}
+		})
+	}
+}
+
+// TestRunCatchesCorruption plants a flipped byte in rank 1's first received
+// message (anchor.c's test hook) under real ranks.
+func TestRunCatchesCorruption(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for _, st := range stacks {
+		t.Run(st.capability, func(t *testing.T) {
+			bin := buildStackOrSkip(t, ctx, st.capability, st.stack)
+			s := st.stack
+			s.Env = []string{"GOTUNE_ANCHOR_CORRUPT=1"}
+			// alloc checks its freshly allocated buffers as bw its fixed ones
+			for _, p := range []bench.Pattern{bench.Bandwidth, bench.AllocChurn} {
+				_, err := Run(ctx, s, bin, bench.Spec{Pattern: p, Sizes: []int{4096}, Reps: 1, Iters: 3, Warmup: 1, Window: 4, Validate: true})
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "payload mismatch: "+string(p)+" size 4096 iteration 0 window slot 0 from rank 0: byte 2048") {
+					t.Fatalf("%s: got %v, want ErrCorrupt naming byte 2048 of the first message", p, err)
+				}
+			}
+		})
+	}
+}
+
+// TestCheck runs the hazards through real stacks: default settings pass,
+// and deliberately bad tuned files fail with the right kind of error.
+//
+// btl_vader_fbox_size = 1 in a param file hangs Open MPI 4.1.4's h2h at 8
+// bytes every time (ping-pong passes: only head-to-head traffic starves);
+// btl_vader_eager_limit = 1 fails in MPI_Init; UCX_TLS=nosuchtl fails
+// MPICH (ch4:ucx) in MPI_Init.
+func TestCheck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	sizes := []int{8, 16 << 10, 1 << 20}
+	tests := []struct {
+		name       string
+		capability string
+		stack      Stack
+		env        func(t *testing.T) []string
+		want       error // nil: passes
+		text       string
+	}{
+		{"openmpi defaults", "openmpi", OpenMPI("openmpi"), nil, nil, ""},
+		{"mpich defaults", "mpich", MPICH("mpich"), nil, nil, ""},
+		{"openmpi fbox of 1 byte hangs", "openmpi", OpenMPI("openmpi"),
+			func(t *testing.T) []string { return paramFile(t, "btl_vader_fbox_size = 1") }, ErrHang, "h2h"},
+		{"openmpi eager limit of 1 byte crashes", "openmpi", OpenMPI("openmpi"),
+			func(t *testing.T) []string { return paramFile(t, "btl_vader_eager_limit = 1") }, ErrCrash, "exit status"},
+		{"mpich without a UCX transport crashes", "mpich", MPICH("mpich"),
+			func(*testing.T) []string { return []string{"UCX_TLS=nosuchtl"} }, ErrCrash, "MPI_Init"},
+		{"openmpi corrupted", "openmpi", OpenMPI("openmpi"),
+			func(*testing.T) []string { return []string{"GOTUNE_ANCHOR_CORRUPT=0"} }, ErrCorrupt, "h2h size 8 iteration 0"},
+		{"mpich corrupted", "mpich", MPICH("mpich"),
+			func(*testing.T) []string { return []string{"GOTUNE_ANCHOR_CORRUPT=1"} }, ErrCorrupt, "payload mismatch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := buildStackOrSkip(t, ctx, tt.capability, tt.stack)
+			s := tt.stack
+			if tt.env != nil {
+				s.Env = tt.env(t)
+			}
+			// A run that must pass gets ample time (a 3-rank MPICH flood on 2
+			// busy cores takes seconds); one that must hang is cut at 5 s,
+			// which only a hang reaches.
+			timeout := time.Minute
+			if tt.want == ErrHang {
+				timeout = 5 * time.Second
+			}
+			start := time.Now()
+			err := Check(ctx, s, bin, sizes, CheckOptions{Window: 16, Iters: 10, Timeout: timeout})
+			t.Logf("%v after %v", err, time.Since(start).Round(time.Millisecond))
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			for _, other := range []error{ErrHang, ErrCorrupt, ErrCrash} {
+				if errors.Is(err, other) != (other == tt.want) {
+					t.Fatalf("got %v; want only %v", err, tt.want)
+				}
+			}
+			if !strings.Contains(err.Error(), "check "+s.Name) || !strings.Contains(err.Error(), tt.text) {
+				t.Errorf("error %q lacks the stack's name or %q", err, tt.text)
+			}
+			// Hydra returns from an abort while its ranks (sessions of
+			// their own) are still being killed: give them a moment.
+			left := processesOf(t, bin)
+			for deadline := time.Now().Add(5 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = processesOf(t, bin) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if len(left) > 0 {
+				t.Errorf("ranks left running 5s after Check returned: %v", left)
+			}
+		})
+	}
+}
+
+// processesOf lists the live processes (not zombies) running binary.
+func processesOf(t *testing.T, binary string) []string {
+	t.Helper()
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil || !strings.HasPrefix(string(cmdline), binary+"\x00") {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		if _, rest, ok := strings.Cut(string(stat), ") "); ok && !strings.HasPrefix(rest, "Z") {
+			live = append(live, filepath.Base(d))
+		}
+	}
+	return live
+}
+
+func TestCheckRejectsBadRequests(t *testing.T) {
+	tests := []struct {
+		name  string
+		sizes []int
+		want  string
+	}{
+		{"no sizes", nil, "no message sizes"},
+		{"negative size", []int{-1}, "negative message size"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Check(t.Context(), OpenMPI("openmpi"), "anchor", tt.sizes, CheckOptions{})
+			if err == nil || errors.Is(err, ErrCrash) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want a plain error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMissingStackNamesIt(t *testing.T) {
+	s := MPICH("mpich")
+	s.MPICC, s.MPIRun = "no-such-mpicc-gotune", "no-such-mpirun-gotune"
+	_, err := Build(t.Context(), s, t.TempDir())
+	var ns *sys.NotSupportedError
+	if !errors.As(err, &ns) || ns.What != "mpich" || !strings.Contains(err.Error(), "no-such-mpicc-gotune not found") {
+		t.Errorf("Build: %v, want ErrNotSupported for mpich naming the wrapper", err)
+	}
+	err = Check(t.Context(), s, "anchor", []int{8}, CheckOptions{})
+	if !errors.As(err, &ns) || ns.What != "mpich" || errors.Is(err, ErrCrash) {
+		t.Errorf("Check: %v, want ErrNotSupported for mpich, no verdict", err)
+	}
+}
