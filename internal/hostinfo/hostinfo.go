@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gotune/gotune/internal/sys"
 )
 
 // Version is gotune's version, set at link time (-X); otherwise the module
@@ -20,7 +22,7 @@ var Version = ""
 type Provenance struct {
 	Host      string            `json:"host"`
 	CPUModel  string            `json:"cpu_model"`
-	Cores     int               `json:"cores"`
+	Cores     int               `json:"cores"` // online CPUs of the node (nodeCores)
 	NUMANodes int               `json:"numa_nodes"`
 	MemBytes  int64             `json:"mem_bytes,omitempty"` // physical memory (MemTotal)
 	Kernel    string            `json:"kernel"`
@@ -123,11 +125,23 @@ func GotuneVersion() string {
 	return "devel"
 }
 
+// nodeCores is the number of CPUs the kernel has online, or, where that
+// cannot be read, the ones this process may use. Not the affinity mask: a
+// profile's scope names a kind of node, whatever CPUs one job was given
+// (a sweep under taskset -c 1-15 on a 16-CPU node made a profile no
+// full-node job could load).
+func nodeCores(root string) int {
+	if cpus, err := sys.OnlineCPUs(root); err == nil && len(cpus) > 0 {
+		return len(cpus)
+	}
+	return runtime.NumCPU()
+}
+
 // Collect reads provenance from the running system; root is where /proc and
 // /sys are found ("/" normally, a fixture directory in tests).
 func Collect(root string) Provenance {
 	p := Provenance{
-		Cores:     runtime.NumCPU(),
+		Cores:     nodeCores(root),
 		GoVersion: runtime.Version(),
 		Gotune:    GotuneVersion(),
 		Time:      time.Now().UTC().Truncate(time.Second),

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 )
 
@@ -39,6 +40,25 @@ func TestCollectReadsMemory(t *testing.T) {
 	}
 	if got := Collect(t.TempDir()).MemBytes; got != 0 {
 		t.Fatalf("MemBytes without meminfo = %d, want 0", got)
+	}
+}
+
+// Cores counts the node's online CPUs, not the process's affinity mask:
+// the 16 of "0-15" whatever CPUs this test may run on; without the file,
+// the CPUs this process may use.
+func TestCollectCountsTheNodesCPUs(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "sys/devices/system/cpu"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "sys/devices/system/cpu/online"), []byte("0-15\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := Collect(root).Cores; got != 16 {
+		t.Fatalf("Cores = %d, want the 16 online CPUs", got)
+	}
+	if got := Collect(t.TempDir()).Cores; got != runtime.NumCPU() {
+		t.Fatalf("Cores without the online list = %d, want runtime.NumCPU() %d", got, runtime.NumCPU())
 	}
 }
 

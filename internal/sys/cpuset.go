@@ -62,7 +62,7 @@ func cpuNumber(s string) (int, error) {
 func CpusetCPUs(root string) ([]int, error) {
 	f, err := os.Open(filepath.Join(root, "proc/self/cgroup"))
 	if err != nil {
-		return onlineCPUs(root)
+		return OnlineCPUs(root)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -96,11 +96,11 @@ func CpusetCPUs(root string) ([]int, error) {
 			}
 		}
 	}
-	return onlineCPUs(root)
+	return OnlineCPUs(root)
 }
 
-// onlineCPUs lists the CPUs the kernel has online.
-func onlineCPUs(root string) ([]int, error) {
+// OnlineCPUs lists the CPUs the kernel has online (root: where /sys is).
+func OnlineCPUs(root string) ([]int, error) {
 	name := filepath.Join(root, "sys/devices/system/cpu/online")
 	b, err := os.ReadFile(name)
 	if err != nil {
