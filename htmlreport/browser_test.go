@@ -212,5 +212,5 @@ var reportRuns = []struct {
 	minPlots  int
 }{
 	{"quick", "results/catalogue/vm", 10},
-	{"gpu", "results/gpu/h200x2-20261126-plan", 10},
+	{"gpu", "results/catalogue/gpu-h200x2", 10},
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 // catalogueOf writes one entry per profile (folder name → profile) into a
@@ -107,5 +109,31 @@ func TestCatalogueDir(t *testing.T) {
 	t.Setenv(CatalogueEnv, "/srv/profiles")
 	if d := CatalogueDir(); d != "/srv/profiles" {
 		t.Fatalf("CatalogueDir() = %q with %s set", d, CatalogueEnv)
+	}
+}
+
+// The checked-in catalogue loads, and each machine it was measured on
+// finds its own entry: the development VM, the 1 x H200 device machine's
+// CPUs, and the 2 x H200 one (a GPU sweep). Every machine here is named
+// "vm", so the CPU model and core count tell them apart.
+func TestCheckedInCatalogue(t *testing.T) {
+	entries, err := Catalogue(filepath.Join(testutil.ModuleRoot(t), DefaultCatalogue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host Host
+		want string
+	}{
+		{Host{"vm", "AMD EPYC", 2}, "vm"},
+		// 15: that sweep ran under taskset -c 1-15, when a profile's scope
+		// still counted the affinity mask (hostinfo now counts the node's).
+		{Host{"vm", "Intel(R) Xeon(R) Processor", 15}, "cpu-h200"},
+		{Host{"vm", "Intel(R) Xeon(R) Processor", 32}, "gpu-h200x2"},
+	} {
+		found, why := Find(entries, tc.host)
+		if len(found) != 1 || found[0].Name != tc.want {
+			t.Errorf("%+v: found %v, want %s alone (why not: %q)", tc.host, found, tc.want, why)
+		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 // the report's path; several run directories need --out.
 func TestReportCommand(t *testing.T) {
 	root := testutil.ModuleRoot(t)
-	run1 := filepath.Join(root, "results/gpu/h200x2-20261126-plan")
+	run1 := filepath.Join(root, "results/catalogue/gpu-h200x2")
 	out := t.TempDir()
 	stdout, stderr, code := run(t, "report", "--out", out, run1)
 	want := filepath.Join(out, "report.html") + "\n"
@@ -141,7 +141,7 @@ func TestCompareHTMLOfRunDirectories(t *testing.T) {
 	}
 	// A sweep's run directory whose verification the budget cut has no
 	// auto trials to compare.
-	empty := filepath.Join(root, "results/gpu/h200x2-20261126-plan")
+	empty := filepath.Join(root, "results/catalogue/gpu-h200x2")
 	if _, stderr, code := run(t, "compare", a, "c="+empty); code == 0 || !strings.Contains(stderr, "no verification trials of auto") {
 		t.Errorf("a run without auto trials: exit %d, stderr %q", code, stderr)
 	}
