@@ -40,12 +40,25 @@ func layerRule(pkg, imp string) error {
 			return fmt.Errorf("the profile is a data format below the transports: it and its renderers import internal packages and the profile only")
 		}
 	case under(pkg, "bench"):
-		if under(imp, "tuner") {
-			return fmt.Errorf("bench never imports the tuner")
+		if under(imp, "tuner") || under(imp, "htmlreport") {
+			return fmt.Errorf("bench never imports the tuner or the report")
+		}
+	case under(pkg, "tuner"):
+		if under(imp, "htmlreport") {
+			return fmt.Errorf("the tuner never imports the report that draws its runs")
+		}
+	case under(pkg, "tools"), under(pkg, "scripts"):
+		if !under(imp, "internal") {
+			return fmt.Errorf("tools and scripts beside the product import internal packages only")
 		}
 	}
 	return nil
 }
+
+// floors are the module's top-level directories holding Go code, from the
+// bottom up; layerRule has a rule for each (htmlreport and cmd sit on top,
+// and only cmd's import is forbidden to all).
+var floors = []string{"internal", "profile", "transports", "bench", "tuner", "htmlreport", "cmd", "tools", "scripts"}
 
 // rawSyscall reports whether a file outside internal/sys makes a raw
 // system call: importing golang.org/x/sys/unix, or calling a function of
@@ -170,6 +183,27 @@ func TestImportsPointDown(t *testing.T) {
 	}
 }
 
+// Every top-level package belongs to a floor: a new one must be given its
+// place (and a rule) here before it can import anything.
+func TestEveryTopLevelPackageHasAFloor(t *testing.T) {
+	root, _ := moduleRoot(t)
+	fset := token.NewFileSet()
+	seen := map[string]bool{}
+	for _, f := range moduleFiles(t, root, fset) {
+		top, _, _ := strings.Cut(f.pkg, "/")
+		if f.pkg == "." || seen[top] {
+			continue
+		}
+		seen[top] = true
+		if !slices.Contains(floors, top) {
+			t.Errorf("top-level package %s has no floor in archtest's floors %v", top, floors)
+		}
+	}
+	if len(seen) < 5 {
+		t.Fatalf("only %d top-level packages found: the walk is broken", len(seen))
+	}
+}
+
 // Raw system calls are made in internal/sys only (production code; tests
 // may provoke the kernel directly).
 func TestRawSyscallsOnlyInSys(t *testing.T) {
@@ -198,6 +232,11 @@ func TestLayerRule(t *testing.T) {
 		{"internal/launch", "transports", false},
 		{"internal/hostinfo", "bench", false},
 		{"bench/mpistack", "tuner/search", false},
+		{"bench", "htmlreport", false},
+		{"tuner/sweep", "htmlreport", false},
+		{"tools/nshosts", "bench", false},
+		{"tools/nshosts", "internal/sys", true},
+		{"htmlreport", "tuner/sweep", true},
 		{"bench", "tuner/store", false},
 		{"profile", "bench", false},
 		{"profile", "transports/sm", false},
