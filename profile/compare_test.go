@@ -10,10 +10,10 @@ func TestCompare(t *testing.T) {
 	sizes := []int{8, 4096, 8192, 1 << 20} // 4 routes + 5 thresholds per pair, + 3 allocator fields
 	decision := func(f func(*Decision)) func(*Profile) {
 		return func(p *Profile) {
-			d := p.Decisions["intranode"]["host_host"]
+			d := p.Decisions["intranode"][HostHost]
 			d.Ranges = slices.Clone(d.Ranges)
 			f(&d)
-			p.Decisions["intranode"]["host_host"] = d
+			p.Decisions["intranode"][HostHost] = d
 		}
 	}
 	cases := []struct {
@@ -33,7 +33,7 @@ func TestCompare(t *testing.T) {
 			[]string{"allocator.cache_bytes: 67108864 vs 268435456", "allocator.purge: delayed vs never"}},
 		{"cache one step apart", func(p *Profile) { p.Allocator.CacheBytes = 32 << 20 }, 12, 12, nil},
 		{"a pair only one has", func(p *Profile) {
-			p.Decisions["intranode"]["host_device"] = p.Decisions["intranode"]["host_host"]
+			p.Decisions["intranode"]["host_device"] = p.Decisions["intranode"][HostHost]
 		}, 12, 21, []string{"decisions.intranode.host_device: only in b (9 decisions)"}},
 	}
 	for _, c := range cases {
@@ -60,12 +60,12 @@ func TestCompare(t *testing.T) {
 // keeps two sweeps in agreement; a different transport above 4K does not.
 func TestCompareNinetyPercent(t *testing.T) {
 	moved := sample()
-	moved.Decisions["intranode"]["host_host"].Ranges[2].Min = 512 << 10
+	moved.Decisions["intranode"][HostHost].Ranges[2].Min = 512 << 10
 	if f := Compare(sample(), moved, DefaultSizes()).Fraction(); f < 0.9 {
 		t.Errorf("a crossover one step away: agreement %.3f, want ≥ 0.9", f)
 	}
 	cma := sample()
-	cma.Decisions["intranode"]["host_host"].Ranges[1] = Range{Min: 4097, Transport: "cma", Protocol: "rendezvous"}
+	cma.Decisions["intranode"][HostHost].Ranges[1] = Range{Min: 4097, Transport: "cma", Protocol: "rendezvous"}
 	if f := Compare(sample(), cma, DefaultSizes()).Fraction(); f >= 0.9 {
 		t.Errorf("cma instead of the sm pipeline from 4K+1 to 1M-1: agreement %.3f, want < 0.9", f)
 	}

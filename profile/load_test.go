@@ -217,9 +217,9 @@ func brokenCases() []brokenCase {
 		{"no fragment slots",
 			func(t testing.TB, _ string) string {
 				return sealed(t, func(p *Profile) {
-					d := p.Decisions["intranode"]["host_host"]
+					d := p.Decisions["intranode"][HostHost]
 					d.FragSlots = 0
-					p.Decisions["intranode"]["host_host"] = d
+					p.Decisions["intranode"][HostHost] = d
 				})
 			},
 			[]string{"decisions.intranode.host_host.frag_slots: 0, must be at least 1"}},
@@ -236,10 +236,10 @@ func brokenCases() []brokenCase {
 
 func setRange(i int, r Range) func(*Profile) {
 	return func(p *Profile) {
-		d := p.Decisions["intranode"]["host_host"]
+		d := p.Decisions["intranode"][HostHost]
 		d.Ranges = append([]Range(nil), d.Ranges...)
 		d.Ranges[i] = r
-		p.Decisions["intranode"]["host_host"] = d
+		p.Decisions["intranode"][HostHost] = d
 	}
 }
 
@@ -322,7 +322,7 @@ func TestEnvOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := p.Decisions["intranode"]["host_host"]
+	d := p.Decisions["intranode"][HostHost]
 	if p.Allocator.Purge != "never" || d.EagerLimit != 8192 || p.Libraries["openmpi"] != "5.0.6" || p.Allocator.THP || p.Fingerprint.Host != "n01" {
 		t.Errorf("overrides not applied: allocator %+v, eager_limit %d, openmpi %s, host %s", p.Allocator, d.EagerLimit, p.Libraries["openmpi"], p.Fingerprint.Host)
 	}
@@ -340,7 +340,7 @@ func TestEnvOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Hash != file.Hash || d.FragSize != file.Decisions["intranode"]["host_host"].FragSize || len(d.Ranges) != 3 {
+	if p.Hash != file.Hash || d.FragSize != file.Decisions["intranode"][HostHost].FragSize || len(d.Ranges) != 3 {
 		t.Errorf("overrides changed more than their keys: %+v", p)
 	}
 }
@@ -348,9 +348,9 @@ func TestEnvOverrides(t *testing.T) {
 // A key the file leaves out (here an empty progress) can be set too.
 func TestEnvOverrideAbsentKey(t *testing.T) {
 	text := sealed(t, func(p *Profile) {
-		d := p.Decisions["intranode"]["host_host"]
+		d := p.Decisions["intranode"][HostHost]
 		d.Progress = ""
-		p.Decisions["intranode"]["host_host"] = d
+		p.Decisions["intranode"][HostHost] = d
 	})
 	text = edit(t, text, "      progress: \"\"\n", "")
 	path := writeFile(t, "profile.yaml", []byte(text))
@@ -358,7 +358,7 @@ func TestEnvOverrideAbsentKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Decisions["intranode"]["host_host"].Progress; got != "thread" {
+	if got := p.Decisions["intranode"][HostHost].Progress; got != "thread" {
 		t.Errorf("progress %q, want thread", got)
 	}
 }

@@ -99,6 +99,10 @@ const (
 	Internode = "internode"
 )
 
+// HostHost is the memory pair ("source_destination") of host buffers on
+// both sides, the one every host sweep decides.
+const HostHost = "host_host"
+
 // Range is the transport and protocol for message sizes from Min up to the
 // next range's Min-1 (the last range is unbounded).
 type Range struct {

@@ -129,11 +129,11 @@ func TestRoundTrip(t *testing.T) {
 		"sample":    func(*Profile) {},
 		"no safety": func(p *Profile) { p.Safety = nil },
 		"empty strings": func(p *Profile) {
-			p.Gotune, p.Created, p.Scope.CPUModel, p.Decisions["intranode"]["host_host"] = "", "", "", withProgress(p, "")
+			p.Gotune, p.Created, p.Scope.CPUModel, p.Decisions["intranode"][HostHost] = "", "", "", withProgress(p, "")
 		},
 		"awkward strings": func(p *Profile) { p.Gotune, p.Fingerprint.Host = "1.0", "yes"; p.Libraries["ucx"] = "null" },
 		"two localities": func(p *Profile) {
-			p.Decisions["internode"] = map[string]Decision{"host_host": {
+			p.Decisions["internode"] = map[string]Decision{HostHost: {
 				Ranges:     []Range{{Min: 0, Transport: "tcp", Protocol: "eager"}, {Min: 65537, Transport: "tcp", Protocol: "rendezvous"}},
 				EagerLimit: 65536, Options: map[string]string{"eager": "64K", "conns": "2"},
 				Footprint: "no registered memory; 2 socket(s) per peer",
@@ -176,7 +176,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func withProgress(p *Profile, progress string) Decision {
-	d := p.Decisions["intranode"]["host_host"]
+	d := p.Decisions["intranode"][HostHost]
 	d.Progress = progress
 	return d
 }

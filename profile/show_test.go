@@ -32,9 +32,9 @@ func TestShowUnchecked(t *testing.T) {
 
 func TestDiff(t *testing.T) {
 	b := sample()
-	d := b.Decisions["intranode"]["host_host"]
+	d := b.Decisions["intranode"][HostHost]
 	d.EagerLimit = 8192
-	b.Decisions["intranode"]["host_host"] = d
+	b.Decisions["intranode"][HostHost] = d
 	b.Decisions["intranode"]["host_device"] = d
 	b.Allocator.Purge = "never"
 	delete(b.Libraries, "openmpi")

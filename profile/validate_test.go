@@ -14,10 +14,10 @@ func TestValidateSample(t *testing.T) {
 func TestValidate(t *testing.T) {
 	decision := func(f func(*Decision)) func(*Profile) {
 		return func(p *Profile) {
-			d := p.Decisions["intranode"]["host_host"]
+			d := p.Decisions["intranode"][HostHost]
 			d.Ranges = append([]Range(nil), d.Ranges...)
 			f(&d)
-			p.Decisions["intranode"]["host_host"] = d
+			p.Decisions["intranode"][HostHost] = d
 		}
 	}
 	cases := []struct {
@@ -44,7 +44,7 @@ func TestValidate(t *testing.T) {
 			`gpu.copy: "dma" is not one of ce|sm`, "gpu.ipc_cache: negative (-4)"}},
 		{"no pairs", func(p *Profile) { p.Decisions["internode"] = map[string]Decision{} }, []string{"decisions.internode: no memory pairs"}},
 		{"internode", func(p *Profile) {
-			p.Decisions["internode"] = map[string]Decision{"host_host": {
+			p.Decisions["internode"] = map[string]Decision{HostHost: {
 				Ranges: []Range{{Min: 0, Transport: "tcp", Protocol: "eager"}, {Min: 4096, Transport: "ib", Protocol: "eager"},
 					{Min: 100000, Transport: "sm", Protocol: "rendezvous"}},
 				EagerLimit: 65536, FIFODepth: 64, Options: map[string]string{"eager": "16K", "Depth": "8"},
@@ -55,12 +55,12 @@ func TestValidate(t *testing.T) {
 			`decisions.internode.host_host.options.Depth: invalid key "Depth": keys are lower-case letters, digits, '_' and '-'`,
 			"decisions.internode.host_host.options.eager: 16K, but eager_limit is 65536"}},
 		{"internode protocol", func(p *Profile) {
-			p.Decisions["internode"] = map[string]Decision{"host_host": {
+			p.Decisions["internode"] = map[string]Decision{HostHost: {
 				Ranges:     []Range{{Min: 0, Transport: "ib", Protocol: "eager"}, {Min: 8193, Transport: "ib", Protocol: "eager"}},
 				EagerLimit: 8192,
 			}}
 		}, []string{"decisions.internode.host_host.ranges[1].protocol: eager from 8193 with eager_limit 8192: want rendezvous"}},
-		{"bad pair key", func(p *Profile) { p.Decisions["intranode"]["host.host"] = p.Decisions["intranode"]["host_host"] },
+		{"bad pair key", func(p *Profile) { p.Decisions["intranode"]["host.host"] = p.Decisions["intranode"][HostHost] },
 			[]string{`decisions.intranode.host.host: invalid key "host.host"`}},
 		{"no ranges", decision(func(d *Decision) { d.Ranges = nil }), []string{"decisions.intranode.host_host.ranges: empty: no size can be routed"}},
 		{"sizes", decision(func(d *Decision) { d.FragSize, d.FIFODepth, d.CellSize = 0, -1, 0 }),
@@ -111,9 +111,9 @@ func TestValidate(t *testing.T) {
 // not (the transport sends its eager part eagerly on its own).
 func TestValidateEagerBoundary(t *testing.T) {
 	p := sample()
-	d := p.Decisions["intranode"]["host_host"]
+	d := p.Decisions["intranode"][HostHost]
 	d.EagerLimit = 8192 // ranges[1] (4K+1–1M-1) now straddles the limit
-	p.Decisions["intranode"]["host_host"] = d
+	p.Decisions["intranode"][HostHost] = d
 	if err := Validate(p); err != nil {
 		t.Errorf("straddling range: %v", err)
 	}

@@ -118,7 +118,7 @@ func TestAcrossHostsThroughLaunchers(t *testing.T) {
 			if !slices.Equal(p.Scope.Hosts, names) {
 				t.Errorf("scope.hosts %v, want %v", p.Scope.Hosts, names)
 			}
-			d, ok := p.Decisions[profile.Internode]["host_host"]
+			d, ok := p.Decisions[profile.Internode][profile.HostHost]
 			if !ok || d.Ranges[0].Transport != "tcp" {
 				t.Fatalf("inter-node decision %+v (present %v)\n%s", d, ok, out)
 			}

@@ -19,7 +19,7 @@ var Options = &transports.OptionSet{Name: "auto", Options: []transports.Option{
 	{Key: "auto.hash", Type: "text", Help: "content hash the profile must have (set by the launching process; ranks refuse a profile that changed)"},
 	{Key: "auto.overrides", Type: "text", Help: "the GOTUNE_ overrides the launching process applied (ranks refuse to route differently)"},
 	{Key: "auto.locality", Type: "text", Help: "decision locality to use: intranode or internode (default: the pair's, from the ranks' hosts)"},
-	{Key: "auto.memory", Type: "text", Default: "host_host", Help: "memory pair to use, source_destination"},
+	{Key: "auto.memory", Type: "text", Default: profile.HostHost, Help: "memory pair to use, source_destination"},
 }}
 
 // Route is a loaded profile decision, ready for the engine.
@@ -57,7 +57,7 @@ func Load(o transports.Options) (*Route, error) {
 		loc = profile.Intranode
 	}
 	if mem == "" {
-		mem = "host_host"
+		mem = profile.HostHost
 	}
 	d, ok := p.Decisions[loc][mem]
 	if !ok {

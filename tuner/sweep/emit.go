@@ -18,12 +18,6 @@ import (
 	"github.com/gotune/gotune/transports/auto"
 )
 
-// Locality and memory pair of the host transports' decisions.
-const (
-	Intranode = "intranode"
-	HostHost  = "host_host"
-)
-
 // buildProfile turns the decisions and the passed probes into a profile.
 func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 	prov := r.meta.Provenance
@@ -49,7 +43,7 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 		Libraries: libs,
 		Evidence: profile.Evidence{Run: r.meta.RunID, Measurements: MeasurementsFile,
 			Records: len(r.trials), Plan: r.plan.Name},
-		Decisions: map[string]map[string]profile.Decision{Intranode: {HostHost: {
+		Decisions: map[string]map[string]profile.Decision{profile.Intranode: {profile.HostHost: {
 			Ranges: ranges, EagerLimit: out.SM.Eager, FragSize: out.SM.Frag, FragSlots: out.SM.Slots,
 			FIFODepth: out.SM.Depth, CellSize: out.SM.Cell, Copy: "auto", Progress: progress,
 			Footprint: out.Footprint,
@@ -59,7 +53,7 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 	p.Stacks = profileStacks(out.Stacks)
 	if ip := out.Internode; ip != nil {
 		p.Scope.Hosts = r.meta.Nodes // the profile routes between them
-		p.Decisions[Internode] = map[string]profile.Decision{HostHost: {
+		p.Decisions[profile.Internode] = map[string]profile.Decision{profile.HostHost: {
 			Ranges: []profile.Range{{Min: 0, Transport: ip.Transport, Protocol: "eager"},
 				{Min: ip.Eager + 1, Transport: ip.Transport, Protocol: "rendezvous"}},
 			EagerLimit: ip.Eager, Options: unprefixed(ip.Transport, ip.Options), Footprint: internodeFootprint(*ip),
@@ -173,7 +167,7 @@ func (r *Runner) referenceRing() transports.Options {
 // profile's routes.
 func (r *Runner) referenceOptions(p *profile.Profile) transports.Options {
 	o := r.referenceRing()
-	if d, ok := p.Decisions[profile.Intranode]["host_host"]; ok && d.Progress == "thread" {
+	if d, ok := p.Decisions[profile.Intranode][profile.HostHost]; ok && d.Progress == "thread" {
 		o = o.With(transports.Options{"sm.progress": "thread"})
 	}
 	return o

@@ -24,9 +24,6 @@ const (
 	stageInterQueue     = "internode-queue"
 )
 
-// Internode is the locality of decisions for pairs on different nodes.
-const Internode = "internode"
-
 // InternodePlan is the inter-node part of a plan, used only when the run
 // spans nodes.
 type InternodePlan struct {

@@ -39,7 +39,7 @@ func TestInternodeStagesDecideBetweenNodes(t *testing.T) {
 	if !slices.Equal(prof.Scope.Hosts, c.Nodes()) {
 		t.Errorf("scope.hosts %v, want the run's nodes %v", prof.Scope.Hosts, c.Nodes())
 	}
-	d, ok := prof.Decisions[profile.Internode][HostHost]
+	d, ok := prof.Decisions[profile.Internode][profile.HostHost]
 	if !ok {
 		t.Fatalf("no inter-node decision; notes: %v", res.Notes)
 	}

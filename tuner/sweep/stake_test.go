@@ -117,8 +117,8 @@ func TestExtraRoundsGoToTheLargerStake(t *testing.T) {
 // of any alternative: a ring it affords at the profile's ranks per node,
 // and the progress thread where the profile has it for safety.
 func TestReferenceOptions(t *testing.T) {
-	thread := &profile.Profile{Decisions: map[string]map[string]profile.Decision{profile.Intranode: {"host_host": {Progress: "thread"}}}}
-	poll := &profile.Profile{Decisions: map[string]map[string]profile.Decision{profile.Intranode: {"host_host": {Progress: "poll"}}}}
+	thread := &profile.Profile{Decisions: map[string]map[string]profile.Decision{profile.Intranode: {profile.HostHost: {Progress: "thread"}}}}
+	poll := &profile.Profile{Decisions: map[string]map[string]profile.Decision{profile.Intranode: {profile.HostHost: {Progress: "poll"}}}}
 	builtin := defaultSM()
 	pair := pairBytes(builtin.Depth, builtin.Cell, builtin.Frag, builtin.Slots)
 	for _, tc := range []struct {

@@ -128,7 +128,7 @@ func TestSweepEmitsAndTuneRedecides(t *testing.T) {
 	if err != nil {
 		t.Fatalf("emitted profile does not load: %v", err)
 	}
-	d := p.Decisions[Intranode][HostHost]
+	d := p.Decisions[profile.Intranode][profile.HostHost]
 	if d.EagerLimit != 1024 && d.EagerLimit != 4096 {
 		t.Fatalf("eager limit %d is not a candidate", d.EagerLimit)
 	}
