@@ -53,7 +53,7 @@ func (r *Runner) worthRound(stage string, cands []candidate, sizes []int, round 
 	if r.store.Has(key) {
 		return true, nil // measured before a kill: the resumed run goes on as the run did
 	}
-	cost := r.pace().seconds(r.plan, plannedTrial{stage: stage, count: len(cands), pattern: bench.Bandwidth, sizes: sizes})
+	cost := roundCost(r.pace(), r.plan, stage, len(cands), sizes)
 	spare := (r.remaining() - r.requiredAfter(stage)).Seconds()
 	price := stakePrice(cost, spare)
 	if stake >= price {
@@ -65,6 +65,12 @@ func (r *Runner) worthRound(stage string, cands []candidate, sizes []int, round 
 			stage, round, 100*stake, 100*price, time.Duration(cost*float64(time.Second)).Round(100*time.Millisecond), time.Duration(max(spare, 0)*float64(time.Second)).Round(time.Second)))
 	}
 	return false, r.recordBudgetStop(key)
+}
+
+// roundCost is the seconds of one round of n candidates' bandwidth trials
+// at sizes, at pace pc.
+func roundCost(pc pace, p Plan, stage string, n int, sizes []int) float64 {
+	return float64(n) * pc.seconds(p, plannedTrial{stage: stage, count: n, pattern: bench.Bandwidth, sizes: sizes})
 }
 
 // stakeOf is the stake of stopping a comparison of a against b now, at

@@ -14,6 +14,15 @@ import (
 	"github.com/gotune/gotune/tuner/store"
 )
 
+// A round costs every candidate's trial.
+func TestRoundCost(t *testing.T) {
+	p, sizes := Quick(), []int{64 << 10}
+	one := pace{}.seconds(p, plannedTrial{stage: stageTransport, count: 1, pattern: bench.Bandwidth, sizes: sizes})
+	if got := roundCost(pace{}, p, stageTransport, 3, sizes); math.Abs(got-3*one) > 1e-12 || one <= 0 {
+		t.Fatalf("roundCost of 3 candidates = %v, want 3 x %v", got, one)
+	}
+}
+
 func TestStakePrice(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -83,7 +92,7 @@ func TestExtraRoundsGoToTheLargerStake(t *testing.T) {
 			// The budget leaves roundsToSpare rounds of the stage beyond
 			// the required work after it.
 			spare := func(stage string, cands []candidate) {
-				cost := r.pace().seconds(r.plan, plannedTrial{stage: stage, count: len(cands), pattern: bench.Bandwidth, sizes: sizes})
+				cost := roundCost(r.pace(), r.plan, stage, len(cands), sizes)
 				r.start, r.budget = time.Now(), r.requiredAfter(stage)+time.Duration(tc.roundsToSpare*cost*float64(time.Second))
 			}
 			spare(stageConfirm, confirmCands)
