@@ -437,10 +437,7 @@ func transportWinners(trials []Trial, stage string, cands []candidate, final boo
 		}
 	}
 	sort.Ints(sizes)
-	ratios := func(a, b string, n int) []float64 {
-		as, bs := alignRounds(byRound[a][n], byRound[b][n])
-		return search.LogRatios(as, bs, true)
-	}
+	ratios := func(a, b string, n int) []float64 { return roundRatios(byRound[a][n], byRound[b][n]) }
 	// The prior: every challenger against the incumbent at every size.
 	var prior search.Priors
 	for _, n := range sizes {
@@ -509,6 +506,13 @@ func alignRounds(a, b map[int]float64) (as, bs []float64) {
 		}
 	}
 	return as, bs
+}
+
+// roundRatios are b's per-round log-ratios to a over the rounds both have
+// (bandwidth: positive where b is faster).
+func roundRatios(a, b map[int]float64) []float64 {
+	as, bs := alignRounds(a, b)
+	return search.LogRatios(as, bs, true)
 }
 
 // Range is a size range's route (profile.Range, before emission).

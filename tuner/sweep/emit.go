@@ -146,27 +146,21 @@ func (r *Runner) setRoutes(ranges []Range) {
 	r.routes = transports.Options{"profile.ranges": strings.Join(rs, ",")}
 }
 
-// referenceRing is the fragment options the verification's single
-// transports run with where the built-in ring does not fit the node at
-// the ranks per node the profile serves (affordableBuiltin), nil where it
-// does: the profile faces what the node could run instead of it.
-func (r *Runner) referenceRing() transports.Options {
-	p, d := affordableBuiltin(r.fits), defaultSM()
-	if p.Frag == d.Frag && p.Slots == d.Slots {
-		return nil
-	}
-	return transports.Options{"sm.frag": itoa(p.Frag), "sm.frags": itoa(p.Slots)}
-}
-
 // referenceOptions is what the verification's single transports run with
-// besides their own options: the affordable ring (referenceRing) and the
-// profile's progress mode where it is the thread. The sweep takes the
+// besides their own options (nil: nothing): where the built-in ring does
+// not fit the node at the ranks per node the profile serves, the ring the
+// node affords (affordableBuiltin), so that the profile faces what the
+// node could run instead of it; and the profile's progress mode where it
+// is the thread. The sweep takes the
 // thread where H8 caught polling progress starving a rendezvous, a safety
 // decision: a single transport that could hang here is no alternative to
 // the profile, and measuring it would charge the thread's cost to the
 // profile's routes.
 func (r *Runner) referenceOptions(p *profile.Profile) transports.Options {
-	o := r.referenceRing()
+	var o transports.Options
+	if ring, d := affordableBuiltin(r.fits), defaultSM(); ring.Frag != d.Frag || ring.Slots != d.Slots {
+		o = transports.Options{"sm.frag": itoa(ring.Frag), "sm.frags": itoa(ring.Slots)}
+	}
 	if d, ok := p.Decisions[profile.Intranode][profile.HostHost]; ok && d.Progress == "thread" {
 		o = o.With(transports.Options{"sm.progress": "thread"})
 	}

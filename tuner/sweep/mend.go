@@ -69,8 +69,7 @@ func (r *Runner) verifyEvidence(hashes ...string) verifyEvidence {
 
 // ratios are single's per-round log-ratios to auto at size n.
 func (ev verifyEvidence) ratios(n int, single string) []float64 {
-	a, b := alignRounds(ev.auto[n], ev.singles[single][n])
-	return search.LogRatios(a, b, true)
+	return roundRatios(ev.auto[n], ev.singles[single][n])
 }
 
 // compare is single (B) against auto (A) at size n.

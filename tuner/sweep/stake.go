@@ -80,14 +80,14 @@ func roundCost(pc pace, p Plan, stage string, n int, sizes []int) float64 {
 func stakeOf(trials []Trial, stage, a, b string, sizes []int, chooseB bool) float64 {
 	am, bm := roundMedians(trials, stage, a, bench.Bandwidth), roundMedians(trials, stage, b, bench.Bandwidth)
 	var prior search.Priors
+	ratios := map[int][]float64{}
 	for n := range am {
-		as, bs := alignRounds(am[n], bm[n])
-		prior = append(prior, search.SizedRounds{Size: n, D: search.LogRatios(as, bs, true)})
+		ratios[n] = roundRatios(am[n], bm[n])
+		prior = append(prior, search.SizedRounds{Size: n, D: ratios[n]})
 	}
 	stake := 0.0
 	for _, n := range sizes {
-		as, bs := alignRounds(am[n], bm[n])
-		stake = math.Max(stake, search.Paired(search.LogRatios(as, bs, true), prior.At(n)).ExpectedLoss(chooseB))
+		stake = math.Max(stake, search.Paired(ratios[n], prior.At(n)).ExpectedLoss(chooseB))
 	}
 	return stake
 }
