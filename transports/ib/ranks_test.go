@@ -257,7 +257,7 @@ func regcacheRank(r *launch.Rank) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.reg.ignoreInvalidations = s.Unsafe
+	t.reg.cache.SetKeepStale(s.Unsafe)
 	cfg := hostmem.DefaultConfig()
 	cfg.Purge = hostmem.Immediate
 	heap, err := hostmem.New(cfg)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gotune/gotune/internal/regcache"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/verbs"
 	"github.com/gotune/gotune/transports"
@@ -88,11 +89,11 @@ func TestWorkRequestIDs(t *testing.T) {
 
 // fakeRegion counts deregistrations.
 type fakeRegion struct {
-	s      span
+	s      regcache.Span
 	closed *int
 }
 
-func (f *fakeRegion) Keys() (uint32, uint32) { return uint32(f.s.start), uint32(f.s.end) }
+func (f *fakeRegion) Keys() (uint32, uint32) { return uint32(f.s.Start), uint32(f.s.End) }
 func (f *fakeRegion) Close() error           { *f.closed++; return nil }
 
 func TestRegCache(t *testing.T) {
@@ -106,15 +107,15 @@ func TestRegCache(t *testing.T) {
 		// both work from here.
 		c.Invalidate(0, 1)
 		c.Stats()
-		return &fakeRegion{s: span{addr, addr + uintptr(n)}, closed: &closed}, nil
+		return &fakeRegion{s: regcache.Span{Start: addr, End: addr + uintptr(n)}, closed: &closed}, nil
 	})
 	pg := uintptr(sys.PageSize)
 	a, err := c.get(10*pg+5, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.start != 10*pg || a.end != 11*pg {
-		t.Errorf("registered %#x-%#x, want the page", a.start, a.end)
+	if a.span != (regcache.Span{Start: 10 * pg, End: 11 * pg}) {
+		t.Errorf("registered %#x-%#x, want the page", a.span.Start, a.span.End)
 	}
 	b, _ := c.get(10*pg+200, 8) // inside: a hit
 	if b != a || regs != 1 {
