@@ -37,8 +37,8 @@ func TestBoardNoticesAndOverrun(t *testing.T) {
 			t.Errorf("%d posts: %d spans, all=%v; want %d, %v", c.posts, len(spans), all, c.wantSpans, c.wantAll)
 		}
 		for i, s := range spans {
-			if want := uintptr(0x10000 * (i + 1)); s.start != want || s.end != want+4096 {
-				t.Errorf("%d posts: notice %d is %#x-%#x, want %#x-%#x", c.posts, i, s.start, s.end, want, want+4096)
+			if want := uintptr(0x10000 * (i + 1)); s.Start != want || s.End != want+4096 {
+				t.Errorf("%d posts: notice %d is %#x-%#x, want %#x-%#x", c.posts, i, s.Start, s.End, want, want+4096)
 			}
 		}
 	}

@@ -317,9 +317,7 @@ func (t *Transport) Invalidate(addr uintptr, n int) {
 		// DELIBERATELY UNSAFE (hazard H1): one lock for the cache and the
 		// board, which the allocating goroutine may hold while it grows
 		// the table.
-		c.mu.Lock()
-		t.x.board.post(addr, n)
-		c.mu.Unlock()
+		c.entries.Locked(func() { t.x.board.post(addr, n) })
 	} else {
 		t.x.board.post(addr, n)
 	}
@@ -372,7 +370,7 @@ func (c *copier) Copy(pid int, local []byte, _ sm.Place, remote uintptr, pull bo
 	}
 	err = x.dev.Move(pid, at, remote, local, pull)
 	if temp {
-		start, _ := x.cache.span(remote, len(local))
+		start := x.cache.span(remote, len(local)).Start
 		err = errors.Join(err, x.cache.detach(at-(remote-start)))
 	}
 	return err
@@ -390,12 +388,6 @@ func (x *state) applyNotices(ps *peerState) error {
 	if len(spans) == 0 && !all {
 		return nil
 	}
-	x.cache.mu.Lock()
-	x.cache.st.Notices += int64(len(spans))
-	if all {
-		x.cache.st.Flushes++
-	}
-	x.cache.mu.Unlock()
 	x.cache.drop(ps.rank, spans, all)
 	return nil
 }
