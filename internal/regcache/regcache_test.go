@@ -4,23 +4,28 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// harness drives a Cache[int] whose payloads are ids, recording releases
-// and absorptions.
+// harness drives a Cache[int] whose payloads are ids, tracing releases
+// and absorptions as they happen.
 type harness struct {
 	t        *testing.T
 	c        *Cache[int]
 	released []int
-	absorbed []int
+	trace    []string
 }
 
 func newHarness(t *testing.T, cfg Config[int]) *harness {
 	h := &harness{t: t}
-	cfg.Release = func(e Entry[int]) error { h.released = append(h.released, e.Val); return nil }
-	cfg.Absorb = func(e Entry[int]) { h.absorbed = append(h.absorbed, e.Val) }
+	cfg.Release = func(e Entry[int]) error {
+		h.released = append(h.released, e.Val)
+		h.trace = append(h.trace, fmt.Sprint("rel ", e.Val))
+		return nil
+	}
+	cfg.Absorb = func(e Entry[int]) { h.trace = append(h.trace, fmt.Sprint("abs ", e.Val)) }
 	h.c = New(cfg)
 	return h
 }
@@ -37,195 +42,185 @@ func (h *harness) ins(space int, lo, hi uintptr, id int, hold bool) Entry[int] {
 	return e
 }
 
-// get looks [lo, hi) of space up: the id covering it, or -1 and the span
-// to register.
-func (h *harness) get(space int, lo, hi uintptr) (int, Span) {
+// get looks [lo, hi) of space up: the id covering it, or -1.
+func (h *harness) get(space int, lo, hi uintptr) int {
 	h.t.Helper()
 	e, ok, err := h.c.Get(space, sp(lo, hi), false)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	if !ok {
-		return -1, e.Span
+		return -1
 	}
-	return e.Val, e.Span
+	return e.Val
 }
 
-// table renders the entries in table order: space:start-end=id.
-func (h *harness) table() string {
-	h.c.mu.Lock()
-	defer h.c.mu.Unlock()
-	var out []string
-	for _, e := range h.c.table {
-		out = append(out, fmt.Sprintf("%d:%d-%d=%d", e.Space, e.Start, e.End, e.Val))
+// step runs one step of a script: OP SPACE [LO-HI [ID]], or table, or
+// stats, tracing what it sees. OP is ins or ins! (held), get or get! (held), put, queue, drop,
+// or flush (the whole space). get traces "hit ID LO-HI" or "miss LO-HI"
+// (the span to register), ins the span inserted; table and stats trace
+// the table (space:lo-hi=id, in order) and the non-zero counters.
+func (h *harness) step(st string) {
+	h.t.Helper()
+	f := strings.Fields(st)
+	num := func(i int) uintptr {
+		if i >= len(f) {
+			h.t.Fatalf("step %q: too few fields", st)
+		}
+		n, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			h.t.Fatalf("step %q: %v", st, err)
+		}
+		return uintptr(n)
 	}
-	return strings.Join(out, " ")
+	span := func() Span {
+		lo, hi, _ := strings.Cut(f[2], "-")
+		f = append(f[:2], append([]string{lo, hi}, f[3:]...)...)
+		return sp(num(2), num(3))
+	}
+	switch f[0] {
+	case "table":
+		h.c.mu.Lock()
+		var out []string
+		for _, e := range h.c.table {
+			out = append(out, fmt.Sprintf("%d:%d-%d=%d", e.Space, e.Start, e.End, e.Val))
+		}
+		h.c.mu.Unlock()
+		h.trace = append(h.trace, "["+strings.Join(out, " ")+"]")
+		return
+	case "stats":
+		s := h.c.Stats()
+		var out []string
+		for _, c := range []struct {
+			name string
+			n    int64
+		}{{"hits", s.Hits}, {"misses", s.Misses}, {"evictions", s.Evictions}, {"invalidations", s.Invalidations}, {"deferred", s.Deferred}, {"queued", s.Queued}} {
+			if c.n != 0 {
+				out = append(out, fmt.Sprint(c.name, " ", c.n))
+			}
+		}
+		h.trace = append(h.trace, strings.Join(out, " "))
+		return
+	}
+	space := int(num(1))
+	switch f[0] {
+	case "ins", "ins!":
+		s := span()
+		e := h.ins(space, s.Start, s.End, int(num(4)), f[0] == "ins!")
+		h.trace = append(h.trace, fmt.Sprintf("ins %d-%d", e.Start, e.End))
+	case "get", "get!":
+		e, ok, err := h.c.Get(space, span(), f[0] == "get!")
+		switch {
+		case err != nil:
+			h.t.Fatal(err)
+		case ok:
+			h.trace = append(h.trace, fmt.Sprintf("hit %d %d-%d", e.Val, e.Start, e.End))
+		default:
+			h.trace = append(h.trace, fmt.Sprintf("miss %d-%d", e.Start, e.End))
+		}
+	case "put":
+		s := span()
+		h.c.Put(space, s, int(num(4)))
+	case "queue":
+		h.c.Queue(space, span())
+	case "drop":
+		h.c.Drop(space, span())
+	case "flush":
+		h.c.DropSpace(space)
+	default:
+		h.t.Fatalf("step %q: unknown", st)
+	}
 }
 
+// Each script runs on a fresh cache, a step a line: STEP | TRACE, where
+// TRACE is what the step and the callbacks it ran said, in order. Close
+// must then release what is left in the table.
 func TestCache(t *testing.T) {
 	cases := []struct {
-		name     string
-		cfg      Config[int]
-		run      func(h *harness) []string // observations to compare with want
-		want     []string
-		table    string
-		released []int
-		absorbed []int
-		stats    Stats // the counters compared: all but Entries and Capacity
+		name   string
+		cfg    Config[int]
+		script string
 	}{
-		{
-			name: "keep: overlapping entries coexist, a covering lookup finds the last-starting cover",
-			cfg:  Config[int]{Overlap: Keep},
-			run: func(h *harness) []string {
-				h.ins(0, 0, 100, 1, false)
-				h.ins(0, 50, 200, 2, false)
-				var out []string
-				for _, s := range []Span{{60, 90}, {10, 20}, {90, 150}, {0, 200}, {0, 100}, {199, 200}} {
-					id, got := h.get(0, s.Start, s.End)
-					out = append(out, fmt.Sprintf("%d-%d:%d %d-%d", s.Start, s.End, id, got.Start, got.End))
-				}
-				return out
-			},
-			want:  []string{"60-90:2 50-200", "10-20:1 0-100", "90-150:2 50-200", "0-200:-1 0-200", "0-100:1 0-100", "199-200:2 50-200"},
-			table: "0:0-100=1 0:50-200=2",
-			stats: Stats{Hits: 5, Misses: 1},
-		},
-		{
-			name: "drop covered: the unused entries a new one covers are released, held ones stay",
-			cfg:  Config[int]{Overlap: DropCovered},
-			run: func(h *harness) []string {
-				h.ins(0, 10, 20, 1, true)
-				h.ins(0, 30, 40, 2, false)
-				h.ins(0, 90, 110, 3, false) // overlaps, not covered
-				h.ins(0, 0, 100, 4, false)
-				return nil
-			},
-			table:    "0:0-100=4 0:10-20=1 0:90-110=3",
-			released: []int{2},
-		},
-		{
-			name: "merge: a miss asks for the union, the insert absorbs what it overlaps",
-			cfg:  Config[int]{Overlap: Merge},
-			run: func(h *harness) []string {
-				h.ins(0, 0, 10, 1, false)
-				h.ins(0, 20, 30, 2, false)
-				h.ins(0, 40, 50, 3, false)
-				id, s := h.get(0, 5, 25)
-				e := h.ins(0, s.Start, s.End, 4, false)
-				return []string{fmt.Sprintf("miss %d: register %d-%d, got %d-%d", id, s.Start, s.End, e.Start, e.End)}
-			},
-			want:     []string{"miss -1: register 0-30, got 0-30"},
-			table:    "0:0-30=4 0:40-50=3",
-			absorbed: []int{1, 2},
-			stats:    Stats{Misses: 1},
-		},
-		{
-			name: "limit: the least recently used entry no one holds is evicted",
-			cfg:  Config[int]{Limit: 3},
-			run: func(h *harness) []string {
-				h.ins(0, 0, 10, 1, false)
-				h.ins(0, 10, 20, 2, true)
-				h.ins(0, 20, 30, 3, false)
-				h.get(0, 0, 5)             // 1 used after 3: 3 is the oldest unheld
-				h.ins(0, 30, 40, 4, false) // evicts 3
-				h.ins(0, 40, 50, 5, false) // evicts 1 (2 is held)
-				return nil
-			},
-			table:    "0:10-20=2 0:30-40=4 0:40-50=5",
-			released: []int{3, 1},
-			stats:    Stats{Hits: 1, Evictions: 2},
-		},
-		{
-			name: "queued invalidation: gone before the next lookup, released, counted",
-			cfg:  Config[int]{},
-			run: func(h *harness) []string {
-				h.ins(0, 0, 10, 1, false)
-				h.ins(0, 10, 20, 2, false)
-				h.ins(0, 30, 40, 3, false)
-				h.c.Queue(0, sp(9, 11))
-				id, _ := h.get(0, 12, 13)
-				return []string{fmt.Sprint(id)}
-			},
-			want:     []string{"-1"},
-			table:    "0:30-40=3",
-			released: []int{1, 2},
-			stats:    Stats{Misses: 1, Invalidations: 2, Queued: 1},
-		},
-		{
-			name: "invalidated while held: out of the table at once, released at the last put",
-			cfg:  Config[int]{Overlap: DropCovered},
-			run: func(h *harness) []string {
-				e := h.ins(0, 0, 10, 1, true)
-				if _, ok, _ := h.c.Get(0, sp(2, 3), true); !ok {
-					h.t.Fatal("no hit")
-				}
-				h.c.Drop(0, sp(5, 6))
-				out := []string{fmt.Sprint(h.released)}
-				h.c.Put(0, e.Span, 1)
-				out = append(out, fmt.Sprint(h.released))
-				h.c.Put(0, e.Span, 1)
-				return out
-			},
-			want:     []string{"[]", "[]"},
-			released: []int{1},
-			stats:    Stats{Hits: 1, Invalidations: 1, Deferred: 1},
-		},
-		{
-			name: "keep stale (unsafe): an invalidated range keeps its registration",
-			cfg:  Config[int]{KeepStale: true},
-			run: func(h *harness) []string {
-				h.ins(0, 0, 10, 1, false)
-				h.c.Queue(0, sp(0, 10))
-				h.c.Drop(0, sp(0, 10))
-				h.c.DropSpace(0)
-				id, _ := h.get(0, 0, 10)
-				return []string{fmt.Sprint(id)}
-			},
-			want:  []string{"1"},
-			table: "0:0-10=1",
-			stats: Stats{Hits: 1, Queued: 1},
-		},
-		{
-			name: "spaces never meet: lookups, overlaps and drops stay in their space",
-			cfg:  Config[int]{Overlap: DropCovered},
-			run: func(h *harness) []string {
-				h.ins(2, 0, 10, 1, false)
-				h.ins(1, 0, 10, 2, false)
-				h.ins(1, 20, 30, 3, false)
-				h.ins(3, 0, 100, 4, false) // covers nothing of spaces 1 and 2
-				a, _ := h.get(1, 0, 5)
-				b, _ := h.get(2, 0, 5)
-				c, _ := h.get(5, 0, 5)
-				h.c.Drop(2, sp(0, 100))
-				h.c.DropSpace(1)
-				return []string{fmt.Sprint(a, b, c)}
-			},
-			want:     []string{"2 1 -1"},
-			table:    "3:0-100=4",
-			released: []int{1, 2, 3},
-			stats:    Stats{Hits: 2, Misses: 1, Invalidations: 3},
-		},
+		{"keep: entries overlap, a lookup finds the last-starting cover", Config[int]{}, `
+			ins 0 0-100 1   | ins 0-100
+			ins 0 50-200 2  | ins 50-200
+			get 0 60-90     | hit 2 50-200
+			get 0 10-20     | hit 1 0-100
+			get 0 90-150    | hit 2 50-200
+			get 0 0-200     | miss 0-200
+			get 0 199-200   | hit 2 50-200
+			table           | [0:0-100=1 0:50-200=2]
+			stats           | hits 4 misses 1`},
+		{"drop covered: unused entries a new one covers are released, held ones stay", Config[int]{Overlap: DropCovered}, `
+			ins! 0 10-20 1  | ins 10-20
+			ins 0 30-40 2   | ins 30-40
+			ins 0 90-110 3  | ins 90-110
+			ins 0 0-100 4   | rel 2; ins 0-100
+			table           | [0:0-100=4 0:10-20=1 0:90-110=3]`},
+		{"merge: a miss asks for the union, the insert absorbs what it overlaps", Config[int]{Overlap: Merge}, `
+			ins 0 0-10 1    | ins 0-10
+			ins 0 20-30 2   | ins 20-30
+			ins 0 40-50 3   | ins 40-50
+			get 0 5-25      | miss 0-30
+			ins 0 0-30 4    | abs 1; abs 2; ins 0-30
+			get 0 25-45     | miss 0-50
+			table           | [0:0-30=4 0:40-50=3]`},
+		{"limit: the least recently used entry no one holds is evicted", Config[int]{Limit: 3}, `
+			ins 0 0-10 1    | ins 0-10
+			ins! 0 10-20 2  | ins 10-20
+			ins 0 20-30 3   | ins 20-30
+			get 0 0-5       | hit 1 0-10
+			ins 0 30-40 4   | rel 3; ins 30-40
+			ins 0 40-50 5   | rel 1; ins 40-50
+			table           | [0:10-20=2 0:30-40=4 0:40-50=5]
+			stats           | hits 1 evictions 2`},
+		{"queued invalidation: applied before the next lookup", Config[int]{}, `
+			ins 0 0-10 1    | ins 0-10
+			ins 0 10-20 2   | ins 10-20
+			ins 0 30-40 3   | ins 30-40
+			queue 0 9-11    |
+			table           | [0:0-10=1 0:10-20=2 0:30-40=3]
+			get 0 12-13     | rel 1; rel 2; miss 12-13
+			stats           | misses 1 invalidations 2 queued 1`},
+		{"invalidated while held: out of the table at once, released at the last put", Config[int]{Overlap: DropCovered}, `
+			ins! 0 0-10 1   | ins 0-10
+			get! 0 2-3      | hit 1 0-10
+			drop 0 5-6      |
+			table           | []
+			put 0 0-10 1    |
+			put 0 0-10 1    | rel 1
+			stats           | hits 1 invalidations 1 deferred 1`},
+		{"keep stale (unsafe): an invalidated range keeps its registration", Config[int]{KeepStale: true}, `
+			ins 0 0-10 1    | ins 0-10
+			queue 0 0-10    |
+			drop 0 0-10     |
+			flush 0         |
+			get 0 0-10      | hit 1 0-10
+			stats           | hits 1 queued 1`},
+		{"spaces never meet: lookups, overlaps and drops stay in their space", Config[int]{Overlap: DropCovered}, `
+			ins 2 0-10 1    | ins 0-10
+			ins 1 0-10 2    | ins 0-10
+			ins 1 20-30 3   | ins 20-30
+			ins 3 0-100 4   | ins 0-100
+			get 1 0-5       | hit 2 0-10
+			get 2 0-5       | hit 1 0-10
+			get 5 0-5       | miss 0-5
+			drop 2 0-100    | rel 1
+			flush 1         | rel 2; rel 3
+			table           | [3:0-100=4]`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.cfg)
-			got := tc.run(h)
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("observed %q, want %q", got, tc.want)
+			for _, line := range strings.Split(strings.TrimSpace(tc.script), "\n") {
+				st, want, _ := strings.Cut(line, "|")
+				h.trace = h.trace[:0]
+				h.step(st)
+				if got := strings.Join(h.trace, "; "); got != strings.TrimSpace(want) {
+					t.Errorf("%s: got %q, want %q", strings.TrimSpace(st), got, strings.TrimSpace(want))
+				}
 			}
-			if tb := h.table(); tb != tc.table {
-				t.Errorf("table %q, want %q", tb, tc.table)
-			}
-			if !slices.Equal(h.released, tc.released) || !slices.Equal(h.absorbed, tc.absorbed) {
-				t.Errorf("released %v, absorbed %v; want %v, %v", h.released, h.absorbed, tc.released, tc.absorbed)
-			}
-			st := h.c.Stats()
-			st.Entries, st.Capacity = 0, 0
-			if st != tc.stats {
-				t.Errorf("stats %+v, want %+v", st, tc.stats)
-			}
-			n := len(h.c.table)
-			before := len(h.released)
+			n, before := len(h.c.table), len(h.released)
 			if err := h.c.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -304,7 +299,7 @@ func TestUseTable(t *testing.T) {
 	for i := 1; i < 3*InitialEntries; i++ {
 		h.ins(0, uintptr(10*i), uintptr(10*i+10), i+1, false)
 	}
-	if id, _ := h.get(0, 0, 10); id != 1 {
+	if id := h.get(0, 0, 10); id != 1 {
 		t.Errorf("the first entry is lost across the moves: got %d", id)
 	}
 	st := h.c.Stats()
@@ -341,7 +336,7 @@ func TestUseTableFreeRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "refused") || !slices.Equal(h.released, []int{99}) {
 		t.Errorf("got %v, released %v: want the refusal, 99 released", err, h.released)
 	}
-	if id, _ := h.get(0, 0, 10); id != 0 {
+	if id := h.get(0, 0, 10); id != 0 {
 		t.Errorf("entries lost: got %d", id)
 	}
 }
