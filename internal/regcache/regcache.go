@@ -311,9 +311,9 @@ func (c *Cache[V]) Put(space int, s Span, v V) {
 	c.release(dead)
 }
 
-// Queue invalidates s in space before the next lookup: the form for an
-// allocator's release hook, which may run under the cache lock's holder
-// (the caller registering). It takes the queue's lock only.
+// Queue invalidates s in space before the next lookup. It takes only the
+// queue's lock, so an allocator's release hook may call it on any
+// goroutine, the one holding the cache lock included.
 func (c *Cache[V]) Queue(space int, s Span) {
 	c.qmu.Lock()
 	c.queue = append(c.queue, queued{space, s})
