@@ -152,7 +152,7 @@ var entryFiles = map[string]bool{
 // evidence, not a notebook of experiments.
 const catalogueMaxBytes = 8 << 20
 
-// dated finds a date in a line (2026-11-28): findings and their dates
+// dated finds a date in a line (YYYY-MM-DD): findings and their dates
 // belong in the docs, and the catalogue's README only lists entries.
 var dated = regexp.MustCompile(`\b20[0-9]{2}-[0-9]{2}-[0-9]{2}\b`)
 
