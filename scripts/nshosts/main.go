@@ -1,7 +1,7 @@
 // Command nshosts brings up network namespaces as hosts on this machine
 // (internal/testutil/cluster) for people and measurement scripts, and
 // leaves them up until nshosts down: run gotune's ranks between them by
-// hand through mpirun, mpiexec or srun. Needs root. docs/cluster-testing.md
+// hand through mpirun, mpiexec or srun. Needs root. docs/testing.md
 // says how.
 //
 //	nshosts up [-slurm=auto|yes|no] [-cpus N] [-slot K] N   N hosts (and Slurm on them)
