@@ -8,7 +8,7 @@ TESTFLAGS ?= -count=1 -timeout 20m
 # Debian packages the build needs (a C compiler: go-nvml and internal/verbs
 # are cgo; libibverbs-dev for the verbs headers only, nothing links it), and those
 # the tests and anchors add (Open MPI for the side-by-side comparison and its
-# integration tests; python3 for the tests of the scripts under tools/;
+# integration tests; python3 for the GPU summary's test under scripts/gpu;
 # Slurm, munge and iperf3 for the namespace-hosts of internal/testutil/cluster;
 # chromium for the test that opens gotune report's page headless, offline).
 BUILD_PKGS := gcc libc6-dev libibverbs-dev
@@ -68,19 +68,20 @@ race: deps
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./transports/... ./bench/...
 
-# Until the tuner lands: a quick measurement of every transport here.
-# sweep tunes this node with the quick built-in plan (under 5 minutes):
-# results/<host>/<run-id>/ gets meta.json, measurements, summary,
-# profile.yaml and, last, report.html with its plots (gotune sweep prints
-# its path). PLAN=full or PLAN=file.yaml, RESUME=dir continue.
+# sweep tunes this node with the quick built-in plan (under 5 minutes): a
+# run directory $(RESULTS)/<host>/<run-id> gets meta.json, measurements,
+# summary, profile.yaml and, last, report.html with its plots (gotune sweep
+# prints its path). PLAN=full or PLAN=file.yaml, RESUME=dir continue.
+# RESULTS is gotune's default results root; only its catalogue is checked in.
+RESULTS := results
 PLAN ?= quick
 sweep: build
 	$(BIN) sweep $(if $(RESUME),--resume $(RESUME),--plan $(PLAN))
 
-# Side by side with Debian's Open MPI (vader, single copy cma and none);
-# the numbers of record go under results/anchors/.
+# Side by side with Debian's Open MPI (vader, single copy cma and none),
+# tables and runs written under $(RESULTS)/anchors.
 anchors: deps build
-	$(BIN) anchors --out results/anchors
+	$(BIN) anchors --out $(RESULTS)/anchors
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -112,7 +113,7 @@ gpu-build: build-deps
 	done
 
 # gputest runs scripts/gpu/run.sh here when this machine has a GPU (results
-# under OUT, default results/gpu/<UTC date>): the GPU test binaries, the bench
+# under OUT, default $(RESULTS)/gpu/<UTC date>): the GPU test binaries, the bench
 # lines of scripts/gpu/issue4.bench (or GOTUNE_GPU_BENCH), the GPU probes, a
 # GPU sweep (plan GOTUNE_GPU_SWEEP, default gpu; empty: none) and the
 # PyTorch/NCCL baselines. Without a GPU it says how to run it on one.
@@ -121,7 +122,7 @@ gputest: gpu-build
 	@if nvidia-smi -L >/dev/null 2>&1; then \
 		GOTUNE_GPU_BENCH="$${GOTUNE_GPU_BENCH-$$(cat scripts/gpu/issue4.bench)}" GOTUNE_GPU_SWEEP="$(GOTUNE_GPU_SWEEP)" \
 		GPU_RUN_BUDGET="$${GPU_RUN_BUDGET-1200}" \
-		OUT="$(or $(OUT),results/gpu/$(shell date -u +%Y%m%d-%H%M%S))" scripts/gpu/run.sh; \
+		OUT="$(or $(OUT),$(RESULTS)/gpu/$(shell date -u +%Y%m%d-%H%M%S))" scripts/gpu/run.sh; \
 	else \
 		echo "gputest: no GPU here (nvidia-smi -L fails); bin/ is built for a GPU machine:"; \
 		echo "  copy the working tree with bin/ (git-ignored: carry it explicitly) and there, in its root, run"; \

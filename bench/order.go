@@ -10,7 +10,7 @@ import "slices"
 // the next (a run that leaves the kernel freeing or compacting memory, say)
 // falls on every configuration alike. Plain rotation does not: rotated,
 // a configuration always follows the same neighbour, and such a carry-over
-// was measured (results/vm/README.md, "Order carry-over").
+// was measured (docs/tuner.md, Interleaved rounds).
 func InterleaveOrder(n, round int) []int {
 	if n <= 0 {
 		return nil

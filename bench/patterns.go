@@ -126,7 +126,7 @@ func newArena(spec Spec, g *rankGPU) (*arena, error) {
 // SendFill and RecvFill are what every send and receive buffer holds
 // before the first message, as in OSU (set_buffer): real bytes, not the
 // zeros of fresh pages, which flatter some paths (sm's streaming stores;
-// results/vm/fill/README.md).
+// docs/tuner.md, One point).
 const (
 	SendFill byte = 'a'
 	RecvFill byte = 'b'

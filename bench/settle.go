@@ -7,8 +7,8 @@ import "fmt"
 // DropSettle; settle <= 0 returns spec as it is. Ranks launched a moment
 // ago can copy slower for their first milliseconds, which a ladder would
 // charge to its first sizes (an MPI stack's MPI_Init polls long enough to
-// hide it; gotune's bootstrap does not; figures: results/vm/README.md,
-// "Settling point"). The point also leaves every run in the state a
+// hide it; gotune's bootstrap does not; docs/tuner.md, The settling
+// pass). The point also leaves every run in the state a
 // mixed-size application is in after its first large message (a progress
 // thread polling, rings touched), not that of a process that sent nothing.
 func WithSettle(spec Spec, settle int) Spec {

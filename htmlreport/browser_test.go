@@ -127,8 +127,8 @@ func inspect(t *testing.T, chrome, path string) pageCheck {
 	return res
 }
 
-// The report of a quick sweep and of a GPU sweep, as stored under
-// results/, opens offline in headless Chromium (Debian's chromium) with no
+// The report of a quick sweep and of a GPU sweep, as stored in the
+// catalogue, opens offline in headless Chromium (Debian's chromium) with no
 // script or console error and no request, every plot written beside it is
 // on the page, drawn and not empty; a screenshot of each goes to the
 // test's artifact directory (go test -artifacts keeps it). A page with a

@@ -289,7 +289,7 @@ func TestCompareReport(t *testing.T) {
 // The machine section lists the GPUs with their connection matrix, the
 // NICs and the RDMA devices a run recorded (testdata/machine.html).
 func TestMachineSection(t *testing.T) {
-	src := filepath.Join(testutil.ModuleRoot(t), "results/report/tiny-sweep")
+	src := filepath.Join("testdata", "tiny-sweep")
 	dir := t.TempDir()
 	entries, err := os.ReadDir(src)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 // A catalogue is a folder of profiles of record, one subfolder per kind of
-// node measured (results/catalogue/vm, results/catalogue/cpu-h200, ...),
+// node measured (vm, cpu-h200, ... under DefaultCatalogue),
 // each holding the profile.yaml a sweep emitted there and the evidence it
 // was decided from. Users check profiles in this way and find the one that
 // fits a host by its scope (Find).

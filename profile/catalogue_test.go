@@ -1,8 +1,10 @@
 package profile
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -135,5 +137,87 @@ func TestCheckedInCatalogue(t *testing.T) {
 		if len(found) != 1 || found[0].Name != tc.want {
 			t.Errorf("%+v: found %v, want %s alone (why not: %q)", tc.host, found, tc.want, why)
 		}
+	}
+}
+
+// entryFiles are the files a catalogue entry holds: a sweep's run
+// directory, its store compressed (gotune reads it so), without the
+// .bench view gotune tune --bench writes again; true where required.
+var entryFiles = map[string]bool{
+	"profile.yaml": true, "meta.json": true, "summary": true, "measurements.jsonl.gz": true,
+	"report.png": false,
+}
+
+// drawn says whether name is what gotune report DIR writes into an entry
+// (report.html and its plots): regenerated, ignored by git, not checked.
+func drawn(name string) bool {
+	return name == "report.html" || strings.HasSuffix(name, ".svg")
+}
+
+// catalogueMaxBytes bounds the checked-in catalogue: profiles and their
+// evidence, not a notebook of experiments.
+const catalogueMaxBytes = 8 << 20
+
+// dated finds a date in a line (YYYY-MM-DD): findings and their dates
+// belong in the docs, and the catalogue's README only lists entries.
+var dated = regexp.MustCompile(`\b20[0-9]{2}-[0-9]{2}-[0-9]{2}\b`)
+
+// Every checked-in catalogue entry is complete and holds only what an
+// entry holds; beside the entries there is one README, without dated
+// findings; the whole stays under catalogueMaxBytes.
+func TestCatalogueEntriesComplete(t *testing.T) {
+	dir := filepath.Join(testutil.ModuleRoot(t), DefaultCatalogue)
+	subs, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	size := func(path string) {
+		if fi, err := os.Stat(path); err == nil {
+			total += fi.Size()
+		}
+	}
+	for _, d := range subs {
+		path := filepath.Join(dir, d.Name())
+		if !d.IsDir() {
+			if d.Name() != "README.md" {
+				t.Errorf("%s: not an entry (a folder) nor the README", path)
+				continue
+			}
+			size(path)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if dated.MatchString(line) {
+					t.Errorf("%s: a dated line (findings go in docs/): %s", path, line)
+				}
+			}
+			continue
+		}
+		files, err := os.ReadDir(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]bool{}
+		for _, f := range files {
+			if drawn(f.Name()) {
+				continue
+			}
+			have[f.Name()] = true
+			if _, ok := entryFiles[f.Name()]; !ok {
+				t.Errorf("%s: %s is not part of an entry (%v)", path, f.Name(), slices.Sorted(maps.Keys(entryFiles)))
+			}
+			size(filepath.Join(path, f.Name()))
+		}
+		for name, required := range entryFiles {
+			if required && !have[name] {
+				t.Errorf("%s: no %s", path, name)
+			}
+		}
+	}
+	if total > catalogueMaxBytes {
+		t.Errorf("%s holds %d bytes, more than %d", dir, total, catalogueMaxBytes)
 	}
 }

@@ -35,7 +35,7 @@ another value. Without FILE it prints the values in use for the parameters gotun
 
 Exit status: 0 every value of FILE is used, 1 one is overridden, unknown or not taken,
 2 trouble (FILE does not parse, a tool is missing or fails).`,
-		Example: `  gotune check --stack openmpi results/<host>/<run-id>/native/openmpi-mca-params.conf
+		Example: `  gotune check --stack openmpi RUN/native/openmpi-mca-params.conf
   gotune check --stack ucx                   # UCX's values for what gotune tunes
   OMPI_MCA_btl_vader_eager_limit=4096 gotune check --stack openmpi tuned.conf`,
 		Args: func(cmd *cobra.Command, args []string) error {

@@ -43,7 +43,7 @@ beside it): per pattern every side's medians with their intervals overlaid, and
 each side's ratio to the reference, and prints its path on stderr.`,
 		Example: `  gotune compare openmpi=osu_latency.txt mpich=osu_latency_mpich.txt gotune=runs.jsonl
   gotune compare --format markdown --pattern bw base=a.jsonl,b.jsonl tuned=c.jsonl
-  gotune compare --html /tmp/cmp node1=results/node1/20261121-131500 node2=results/node2/20261121-140000`,
+  gotune compare --html /tmp/cmp node1=/data/node1/RUN node2=/data/node2/RUN`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(compare.Formats, format) {

@@ -185,8 +185,8 @@ overrides it, and the evidence behind every value (docs/stacks.md).
 --stack is repeatable (or comma-separated); "all" is every stack the profile has, with
 mvapich2 where it has openmpi or mpich. Files are written atomically into -o DIR
 (default: native/ beside the profile), or to stdout with -o -.`,
-		Example: `  gotune profile render --stack openmpi results/vm/RUN/profile.yaml
-  gotune profile render --stack all -o /tmp/native results/vm/RUN/profile.yaml
+		Example: `  gotune profile render --stack openmpi RUN/profile.yaml
+  gotune profile render --stack all -o /tmp/native RUN/profile.yaml
   gotune profile render --stack ucx -o - profile.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

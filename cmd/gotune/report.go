@@ -32,8 +32,8 @@ It writes OUT/report.html (styles and the plots' font inline, the plots inline
 SVG, no script: it opens offline) and every plot as OUT/<plot>.svg, and prints
 the report's path. OUT is the run directory with one, and must be given
 with several.`,
-		Example: `  gotune report results/node1/20261121-131500
-  gotune report --out /tmp/both results/node1/20261121-131500 results/node2/20261121-140000`,
+		Example: `  gotune report /data/node1/RUN
+  gotune report --out /tmp/both /data/node1/RUN /data/node2/RUN`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {

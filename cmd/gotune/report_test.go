@@ -125,8 +125,8 @@ func lineAfter(s, prefix string) string {
 func TestCompareHTMLOfRunDirectories(t *testing.T) {
 	root := testutil.ModuleRoot(t)
 	out := t.TempDir()
-	a := "a=" + filepath.Join(root, "results/vm/20261122-031507")
-	b := "b=" + filepath.Join(root, "results/vm/20261122-031758")
+	a := "a=" + filepath.Join("testdata", "verify-a")
+	b := "b=" + filepath.Join("testdata", "verify-b")
 	stdout, stderr, code := run(t, "compare", "--html", out, a, b)
 	if code != 0 || !strings.Contains(stdout, "geomean ratio") {
 		t.Fatalf("exit %d, stdout %q, stderr %s", code, stdout, stderr)

@@ -56,7 +56,7 @@ better. A stack that is not installed is left out with a note. On a terminal a b
 per pattern counts the runs done of those planned; elsewhere plain lines say so
 every 15 s; --quiet shows neither.`,
 		Example: `  gotune stacks
-  gotune stacks --profile results/node1/20261126-101500/profile.yaml --reps 8 --out results/stacks`,
+  gotune stacks --profile /data/node1/RUN/profile.yaml --reps 8 --out /tmp/stacks`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !slices.Contains(compare.Formats, format) {

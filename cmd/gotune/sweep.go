@@ -48,7 +48,7 @@ and a line per stage at most every 15 seconds; --quiet shows neither.`,
 		Example: `  gotune sweep                      # quick built-in plan, under 5 minutes
   gotune sweep --plan full --budget 30m
   gotune sweep --stack openmpi --stack mpich
-  gotune sweep --resume results/node1/20261121-131500
+  gotune sweep --resume /data/node1/RUN
   srun -N2 --ntasks-per-node=1 gotune sweep --launcher srun`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -122,7 +122,7 @@ func newTune() *cobra.Command {
 		Use:   "tune DIR",
 		Short: "Re-decide a sweep's run directory from its stored measurements, without measuring",
 		Long: `tune re-decides the run in DIR from its store, measurements.jsonl or, as
-checked in under results/, measurements.jsonl.gz (then any measurements.jsonl
+as the catalogue keeps it, measurements.jsonl.gz (then any measurements.jsonl
 beside it), and rewrites DIR's profile.yaml, summary and measurements.bench:
 nothing is measured.
 
@@ -130,8 +130,8 @@ With --bench FILE it does only this instead: write the Go benchmark format
 view of DIR's stored trials (the measurements.bench the run wrote, for
 benchstat) to FILE, or to stdout with -. DIR may then be a verification's
 run directory too, and nothing in it is written.`,
-		Example: `  gotune tune results/node1/20261121-131500
-  gotune tune --bench 031115.bench results/vm/20261122-031115`,
+		Example: `  gotune tune /data/node1/RUN
+  gotune tune --bench run.bench /data/node1/RUN`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if benchOut != "" {

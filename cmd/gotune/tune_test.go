@@ -12,7 +12,7 @@ import (
 )
 
 // tinyRunDir is a verification's run directory with one trial of two
-// sizes, its store compressed as under results/.
+// sizes, its store compressed as in the catalogue.
 func tinyRunDir(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "vm", "20261122-031507")

@@ -32,9 +32,9 @@ checked-in profile on a node, or to gather more rounds than a sweep's five.
 The run goes to OUT/<host>/<run-id>/ (meta.json, measurements.jsonl,
 measurements.bench, summary); a killed run continues with --resume DIR, whose
 store may be compressed (measurements.jsonl.gz) as sweep --resume allows.`,
-		Example: `  gotune verify results/node1/20261121-131500/profile.yaml --rounds 20
+		Example: `  gotune verify /data/node1/RUN/profile.yaml --rounds 20
   gotune verify A/profile.yaml --against B/profile.yaml --rounds 8
-  gotune verify --resume results/node1/20261121-140000`,
+  gotune verify --resume /data/node1/RUN`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := sweep.Config{Out: out, Resume: resume, Progress: cmd.ErrOrStderr(),

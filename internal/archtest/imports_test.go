@@ -47,9 +47,9 @@ func layerRule(pkg, imp string) error {
 		if under(imp, "htmlreport") {
 			return fmt.Errorf("the tuner never imports the report that draws its runs")
 		}
-	case under(pkg, "tools"), under(pkg, "scripts"):
+	case under(pkg, "scripts"):
 		if !under(imp, "internal") {
-			return fmt.Errorf("tools and scripts beside the product import internal packages only")
+			return fmt.Errorf("scripts beside the product import internal packages only")
 		}
 	}
 	return nil
@@ -58,7 +58,7 @@ func layerRule(pkg, imp string) error {
 // floors are the module's top-level directories holding Go code, from the
 // bottom up; layerRule has a rule for each (htmlreport and cmd sit on top,
 // and only cmd's import is forbidden to all).
-var floors = []string{"internal", "profile", "transports", "bench", "tuner", "htmlreport", "cmd", "tools", "scripts"}
+var floors = []string{"internal", "profile", "transports", "bench", "tuner", "htmlreport", "cmd", "scripts"}
 
 // rawSyscall reports whether a file outside internal/sys makes a raw
 // system call: importing golang.org/x/sys/unix, or calling a function of
@@ -107,8 +107,8 @@ type goFile struct {
 	ast  *ast.File
 }
 
-// moduleFiles parses every Go file of the module under root (results/,
-// testdata/ and hidden directories aside).
+// moduleFiles parses every Go file of the module under root (the results
+// folder, testdata/ and hidden directories aside).
 func moduleFiles(t *testing.T, root string, fset *token.FileSet) []goFile {
 	t.Helper()
 	var files []goFile
@@ -234,8 +234,8 @@ func TestLayerRule(t *testing.T) {
 		{"bench/mpistack", "tuner/search", false},
 		{"bench", "htmlreport", false},
 		{"tuner/sweep", "htmlreport", false},
-		{"tools/nshosts", "bench", false},
-		{"tools/nshosts", "internal/sys", true},
+		{"scripts/nshosts", "bench", false},
+		{"scripts/nshosts", "internal/sys", true},
 		{"htmlreport", "tuner/sweep", true},
 		{"bench", "tuner/store", false},
 		{"profile", "bench", false},

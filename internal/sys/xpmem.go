@@ -12,7 +12,7 @@ import (
 
 // The XPMEM character device's ABI, as published in hpc/xpmem's
 // include/xpmem_internal.h and include/xpmem.h (version 2.6.5,
-// XPMEM_CURRENT_VERSION 0x00026005, commit 3bcab55). Every command is
+// XPMEM_CURRENT_VERSION 0x00026005). Every command is
 // _IO('x', n) with a pointer to its structure as the argument; the
 // layouts below are those of x86-64 (xpmem_layout_test.go checks them).
 

@@ -9,7 +9,7 @@ import (
 )
 
 // The structures and commands against hpc/xpmem 2.6.5's include/xpmem_internal.h
-// (commit 3bcab55, XPMEM_CURRENT_VERSION 0x00026005), x86-64 (LP64: off_t,
+// (XPMEM_CURRENT_VERSION 0x00026005), x86-64 (LP64: off_t,
 // size_t and __u64 are 8 bytes, int 4, natural alignment).
 func TestXPMEMLayoutMatchesHeader2_6_5(t *testing.T) {
 	type field struct {

@@ -218,7 +218,7 @@ if [ -n "${GOTUNE_GPU_SWEEP:-}" ]; then
 		bin/gotune sweep --plan "$GOTUNE_GPU_SWEEP" --out "$OUT/sweep"
 	# The run directory sits four levels down; its profile and store are
 	# copied up beside the summary, where a shallow fetch finds them, the
-	# store compressed as results/ keeps it (gotune tune --bench writes the
+	# store compressed as the catalogue keeps it (gotune tune --bench writes the
 	# run's .bench again, so the run directory's copy goes).
 	run=$(ls -d "$OUT"/sweep/*/*/ 2>/dev/null | tail -n 1)
 	if [ -n "$run" ]; then

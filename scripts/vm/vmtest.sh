@@ -19,7 +19,7 @@
 #           per-namespace sockets (commits 13f2a53c2a71, f1327abd6abe, 2026;
 #           7.3's rdma_rxe has them): on Debian 12's 6.1 an rxe device in
 #           another namespace connects but its first send fails with
-#           "local QP operation error" (docs/ib.md), so this boot needs the
+#           "local QP operation error" (docs/testing.md), so this boot needs the
 #           newer kernel.
 #
 # Exit status: 0 when every boot passed (each guest prints

@@ -44,7 +44,7 @@ type Params struct {
 
 // DefaultAlloc is the built-in gpu.alloc: the stream-ordered pool. Why:
 // it is the one mode probe H2 never caught waiting for a running kernel
-// (docs/hazards.md, H2; results/gpu/h200x2-20261121-d/README.md).
+// over repeated device runs (docs/hazards.md, H2).
 const DefaultAlloc = gpumem.Pool
 
 // Options documents the options ParseParams reads (besides sm.* and gpu.alloc).
@@ -60,8 +60,8 @@ var Options = &transports.OptionSet{Name: "cudaipc", Options: []transports.Optio
 
 // DefaultThreshold is the built-in cudaipc.threshold: every device send
 // goes by CUDA IPC. Why: one-way device-to-device latency is lower by IPC
-// than staged through shared memory even at 8 B
-// (results/gpu/h200x2-20261121/README.md, summary-first-run.txt there).
+// than staged through shared memory even at 8 B (docs/performance.md,
+// GPU).
 const DefaultThreshold = 0
 
 // DefaultPinnedThreshold is the built-in cudaipc.pinned-threshold: from

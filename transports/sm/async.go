@@ -47,15 +47,14 @@ import (
 // receiver asks for progress.) With polling progress (the default) the
 // entry points test one boolean of the endpoint and touch no flag.
 // Why dormancy: the hand-off on every call is what the thread costs small
-// messages (results/vm/README.md, the dormant progress thread).
+// messages (docs/transports.md, sm: progress thread).
 
 // The progress goroutine's sleeps: it backs off from progressMinSleep to
 // progressMaxSleep while the application is away and nothing arrives, and
 // from progressBusySleep to progressBusyMaxSleep while the application
 // communicates by itself. Why: each wake-up of a goroutine locked to its
 // thread costs a few context switches taken from the ranks' CPUs, which
-// shows in bandwidth while the application communicates
-// (results/vm/progress/README.md; results/vm/README.md, the progress thread).
+// shows in bandwidth while the application communicates.
 //
 // The busy sleep doubles from progressBusySleep while the application is
 // found communicating, so a goroutine woken by a large operation still
@@ -225,8 +224,7 @@ func (e *Endpoint) publish(p *uint32, v uint32) {
 // starts the goroutine, which parks on its own thread, costing nothing,
 // until the first operation above the eager limit wakes it. Why here and
 // not at the first large operation: registering waits for an RCU grace
-// period (milliseconds), which would land inside the caller's timed Isend
-// (results/vm/README.md, the progress thread).
+// period (milliseconds), which would land inside the caller's timed Isend.
 //
 // It returns once the goroutine has its own thread: the go statement only
 // queues the goroutine, and the thread it locks is often a fresh one (a

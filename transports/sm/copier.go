@@ -10,11 +10,10 @@ import (
 // fragment ring by the sender, out of it by the receiver, each time by Go's
 // copy (a vector loop) or REP MOVSB. Eager messages (cells) always use Go's
 // copy. Why: movsb's start-up cost shows in small-message latency
-// (results/vm/copy/README.md, in2 and in3).
+// (docs/transports.md, sm: copy routines).
 
 // MoveStringMin is where auto copies with REP MOVSB in both directions.
-// Why: from 64 KiB movsb leads Go's copy, below it trails
-// (results/vm/copy/README.md, Findings).
+// Why: from 64 KiB movsb leads Go's copy, below it trails.
 const MoveStringMin = 64 << 10
 
 // MoveStringInFrom and MoveStringInMax bound the fragments that auto also
@@ -25,7 +24,7 @@ const MoveStringMin = 64 << 10
 //
 // Why: in this VM's slow spells Go's copy into the ring slows far more
 // than movsb, and movsb costs nothing in the fast phase only into the ring
-// at 8-16 KiB (results/vm/copy/README.md, Findings).
+// at 8-16 KiB.
 const (
 	MoveStringInFrom = 8 << 10
 	MoveStringInMax  = 16 << 10

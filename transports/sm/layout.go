@@ -62,15 +62,14 @@ type Params struct {
 // that arrive alone are copied out with streaming stores (see copyOut).
 // Why: streaming stores run at what memory takes from one core, faster
 // than ordinary stores for a 16 MiB message, while an 8 MiB message's
-// source and destination still fit the caches (results/vm/fill/README.md,
-// results/vm/streams/README.md).
+// source and destination still fit the caches.
 const DefaultStreamMin = 16 << 20
 
 // DefaultFragSlots makes the built-in fragment ring 4 MiB (64 fragments of
 // 64 KiB): room for a whole 64-message window of 32 KiB (OSU's bw window)
 // and for a 64 KiB one to stream without the sender waiting on every
 // fragment. Why: smaller rings lose at 32 KiB in the fast phase
-// (results/vm/ring/README.md). The cost is shared memory: two ranks map
+// (docs/transports.md, sm: fragments). The cost is shared memory: two ranks map
 // 2 x 4.3 MiB; n ranks n(n-1) x 4.3 MiB, so jobs of many ranks set
 // sm.frags (or load a profile, whose sweep sizes the ring).
 const DefaultFragSlots = 64
@@ -78,7 +77,7 @@ const DefaultFragSlots = 64
 // DefaultWrap is the built-in sm.wrap: large messages cycle through the
 // first 1 MiB of the ring, which stays in the caches, while windows of
 // small messages still get all of it. Why: small messages want the whole
-// 4 MiB ring and large ones a cached 1 MiB (results/vm/README.md, sm.wrap).
+// 4 MiB ring and large ones a cached 1 MiB (docs/transports.md, sm: fragments).
 const DefaultWrap = 1 << 20
 
 // DefaultStreams is the built-in sm.streams: up to 64 pipelined sends
@@ -94,8 +93,7 @@ const DefaultStreams = 64
 // sm.wrap even when the fragment size is larger. Why: with 128 KiB
 // fragments a 64 KiB message is one short fragment, and windows of them
 // walking the whole ring lose against the built-in geometry, a loss a
-// tuner's fragment stage can miss between the sizes it measures
-// (results/vm/README.md, sm.wrap).
+// tuner's fragment stage can miss between the sizes it measures.
 const WrapFrom = 64 << 10
 
 // CellSlack is the unused room the built-in cell size leaves after the
@@ -103,7 +101,7 @@ const WrapFrom = 64 << 10
 // cache line, plus CellSlack; it costs Depth x CellSlack bytes per channel.
 // Why: a message that fills its cell to the last line is slower, because
 // the receiver's sequential reads run the prefetchers into the next cell,
-// which the sender is about to write (results/vm/README.md, sm cell slack).
+// which the sender is about to write (docs/transports.md, sm: channels).
 const CellSlack = 8 * cacheLine
 
 // CellFor is the built-in cell size for an eager limit.

@@ -60,7 +60,7 @@ type incoming struct {
 // It does not drain the channel: a window of receives is posted before
 // its messages are taken from the ring. Why: draining here parked every
 // message that arrived while the window was still being posted, a second
-// copy (results/vm/early/README.md).
+// copy (docs/transports.md, sm: progress and matching).
 func (e *Endpoint) postRecv(p *peer, r *request) {
 	e.countLarge(r)
 	e.await(p)

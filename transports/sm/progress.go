@@ -122,7 +122,7 @@ func (e *Endpoint) Progress() bool {
 // anything else moves, so that a receive posted a moment later takes it
 // straight from the ring with one copy. Why: draining it at once parks it
 // in the unexpected queue, a second copy, and a receiver a message behind
-// its sender then parks whole windows (results/vm/early/README.md). Only a
+// its sender then parks whole windows. Only a
 // pass that moves nothing else parks such messages: a peer blocked on a
 // full ring then always gets room (hazard H5), because everything a moving
 // pass advances (a posted receive, a queued send, a control cell) is

@@ -209,7 +209,7 @@ func (e *Endpoint) receiveFragment(p *peer, n, size int, id uint64) {
 // arriving alone (turns false). Why: when messages take turns
 // (Params.Streams) the receiver writes a fragment's worth of each in a
 // row, and ordinary stores keep what it writes again in the caches; a
-// message alone is faster streamed (results/vm/streams/README.md).
+// message alone is faster streamed (docs/transports.md, sm: streams).
 func (e *Endpoint) copyOut(dst, src []byte, size int, turns bool) {
 	if e.params.StreamMin > 0 && size >= e.params.StreamMin && !turns {
 		sys.CopyStream(dst, src)

@@ -77,7 +77,7 @@ func (e *Endpoint) isend(p *peer, buf []byte) *request {
 // ring takes at the post, with a receiver that keeps up, moves each
 // message whole, sweeping source and destination once per message instead
 // of a fragment's worth of each in a row from the caches
-// (results/vm/streams/README.md; docs/transports.md, Streams).
+// (docs/transports.md, sm: streams).
 func (e *Endpoint) postSend(p *peer, r *request) {
 	e.countLarge(r)
 	r.proto = e.protoFor(p, r)

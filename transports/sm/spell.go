@@ -10,7 +10,7 @@ import "github.com/gotune/gotune/internal/sys"
 // holds; outside them movsb into the ring is the slower of the two from
 // 20 KiB (copier.go), so no fixed choice suits both.
 // Why spellGuard: a deep spell, unlike a middling slowdown, shows in the
-// sender's own copy time (results/vm/spell/README.md).
+// sender's own copy time (docs/transports.md, sm: copy routines).
 //
 // spellGuard covers the fragments that auto copies into the ring with Go's
 // copy: it times one in spellSampleEvery of them (every one while a sample
@@ -23,7 +23,7 @@ import "github.com/gotune/gotune/internal/sys"
 // fewer slow copies. A fast trial ends the spell.
 //
 // The receiver's copy out of the ring is not guarded. Why: in the same
-// spells it costs the same with either routine (results/vm/spell/README.md).
+// spells it costs the same with either routine.
 
 const (
 	// spellGuardMin is the smallest fragment the guard times: below it the
@@ -35,8 +35,7 @@ const (
 	// spellLimit is the cost per KiB, as a multiple of the local copy's,
 	// above which a copy into the ring counts as slow. Why 8: it lies
 	// between the ratios seen outside the spells and in them; a fresh pair's
-	// first milliseconds land between too, where a stretch costs little
-	// (results/vm/spell/README.md, The guard).
+	// first milliseconds land between too, where a stretch costs little.
 	spellLimit = 8
 	// spellStretchMin and spellStretchMax bound a stretch of movsb copies.
 	spellStretchMin = 64

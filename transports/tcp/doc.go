@@ -76,7 +76,7 @@
 // long costs no CPU. Requests, frames, arrivals and eager buffers are
 // recycled, so the steady state allocates nothing per message. A
 // Transport is driven by one goroutine at a time; a request must not be
-// used after the Wait that completed it returns. docs/tcp.md has the
+// used after the Wait that completed it returns. docs/transports.md (tcp) has the
 // measurements behind these choices.
 //
 // # Errors

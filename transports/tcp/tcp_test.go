@@ -842,7 +842,7 @@ func sockInode(fd uintptr) (uint64, error) {
 
 // The connections are detached from the runtime's netpoller: a socket left
 // registered there wakes a runtime thread for every segment and ACK that
-// reaches it, which on two cores took CPU from the ranks (docs/tcp.md).
+// reaches it, which on two cores took CPU from the ranks (docs/transports.md, tcp).
 // The listener, which accepts through the runtime, shows the check sees a
 // registration.
 func TestConnectionsOutsideNetpoller(t *testing.T) {

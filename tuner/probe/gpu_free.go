@@ -32,7 +32,7 @@ import (
 // The unsafe variant frees with cuMemFree on the calling thread
 // (gpu.alloc=plain); the safe one uses the configuration's mode (default
 // pool, stream-ordered, as the GPU transport's; or worker: frees on a
-// thread of their own; results/gpu/ holds its verdicts). Each run also
+// thread of their own; docs/hazards.md, H2, has its verdicts). Each run also
 // times allocate+free without and beside the kernel, which the tuner
 // weighs among the modes that pass.
 

@@ -18,7 +18,7 @@ import (
 // Which ones act depends on the build. With a ch4:ucx device (Debian's
 // 4.0.2) intranode messages go through UCX, not CH4's POSIX shared memory:
 // an absurd iqueue cell size changes nothing, UCX_TLS=tcp makes 8-byte
-// latency 10x (results/vm/README.md, 2026-11-26); there only the progress
+// latency 10x (docs/stacks.md, Spaces); there only the progress
 // loop's knob is weighed, and UCX's own file (gotune sweep --stack ucx)
 // tunes the path.
 type MPICH struct {

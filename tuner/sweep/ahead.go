@@ -119,8 +119,8 @@ func trialWork(p Plan, pattern bench.Pattern, sizes []int) float64 {
 
 // latencyTripBytes is a ping-pong round trip's cost in bytes moved: on the
 // development VM a round trip took about what 10 KiB of bandwidth traffic
-// did (results/vm/20261126-084213: eager latency trials 0.48 s against 0.2
-// s for their payload at the pace of the bandwidth trials).
+// did (eager latency trials 0.48 s against 0.2 s for their payload at the
+// pace of the bandwidth trials).
 const latencyTripBytes = 10 << 10
 
 // pace prices trials from this run's own: a host trial costs a fixed
@@ -140,8 +140,8 @@ type pace struct {
 
 // Fallbacks before a run has measured anything of a kind, from the quick
 // plan's runs of record: host trials 0.15 s per GiB moved and alloc trials
-// 3.6 times that (results/vm/20261126-084213); a GPU trial 1.4 s without
-// load and 10 s beside the load kernel (results/gpu/h200x2-20261126).
+// 3.6 times that (the development VM); a GPU trial 1.4 s without load and
+// 10 s beside the load kernel (2 x H200).
 // paceWeight is the work the fallback rate counts as beside a run's own.
 const (
 	hostSecPerByte = 0.15 / (1 << 30)

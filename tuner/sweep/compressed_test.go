@@ -18,28 +18,37 @@ import (
 	"github.com/gotune/gotune/tuner/store"
 )
 
-// Checked-in run directories, relative to results/, and the SHA-256 of
-// the measurements.bench each run wrote (the sweep's before it was checked
-// in; git show 12508eb:results/vm/20261122-031507/measurements.bench for
-// the verification).
+// Checked-in run directories (catalogue entries, relative to the module
+// root, or testdata/ beside this test), and the SHA-256 of the
+// measurements.bench each run wrote before its store was compressed.
 const (
-	sweepRun       = "catalogue/vm" // make sweep
-	benchRun       = "catalogue/cpu-h200"
+	sweepRun       = "results/catalogue/vm" // make sweep
+	benchRun       = "results/catalogue/cpu-h200"
 	benchRunBench  = "d978502435d959a88af5dd5213ab6567aa121e707e6eda230efca8c5c2965fdb"
-	verifyRun      = "vm/20261122-031507" // gotune verify results/vm/20261122-031115/profile.yaml --rounds 30
+	verifyRun      = "testdata/verify-vm" // gotune verify PROFILE --rounds 30 on the development VM
 	verifyRunBench = "2939bc545f1ce32c477b83f8ebcf6ffb5298c1f8bb058eb3438b2d3697bf5452"
 )
+
+// runPath is where a checked-in run lies: testdata/ beside this test, or
+// a catalogue entry under the module root.
+func runPath(t *testing.T, run string) string {
+	t.Helper()
+	if strings.HasPrefix(run, "testdata/") {
+		return run
+	}
+	return filepath.Join(testutil.ModuleRoot(t), run)
+}
 
 // storeForms are the ways a run directory's store may be found: plain (a
 // run as the sweep leaves it), compressed (as checked in) and compressed
 // with a plain file beside it (a compressed run resumed).
 var storeForms = []string{"plain", "compressed", "compressed+plain"}
 
-// storeLines returns the records of results/run's store, whichever
-// form is checked in, as lines.
+// storeLines returns the records of run's store, whichever form is
+// checked in, as lines.
 func storeLines(t *testing.T, run string) []string {
 	t.Helper()
-	path := filepath.Join(testutil.ModuleRoot(t), "results", run, MeasurementsFile)
+	path := filepath.Join(runPath(t, run), MeasurementsFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		f, ferr := os.Open(path + store.CompressedSuffix)
@@ -63,7 +72,7 @@ func storeLines(t *testing.T, run string) []string {
 	return lines
 }
 
-// runDirIn copies results/run (meta.json and the store) to a new run
+// runDirIn copies run (meta.json and the store) to a new run
 // directory whose store has the given form.
 func runDirIn(t *testing.T, run, form string) string {
 	t.Helper()
@@ -71,7 +80,7 @@ func runDirIn(t *testing.T, run, form string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	meta, err := os.ReadFile(filepath.Join(testutil.ModuleRoot(t), "results", run, MetaFile))
+	meta, err := os.ReadFile(filepath.Join(runPath(t, run), MetaFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,8 +152,8 @@ type point struct {
 // latency inverted, so higher is better everywhere). It chooses the
 // cheapest within search.Noise of the best that the best does not beat at
 // any single point (U test over the same per-round values): a geomean over
-// many sizes would otherwise hide a real loss at one of them (why:
-// results/vm/README.md, "The confirmation stage's reasons").
+// many sizes would otherwise hide a real loss at one of them
+// (docs/tuner.md, Decision rules).
 func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate) StageDecision {
 	return pickAgainst(trials, stage, patterns, cands, "")
 }

@@ -6,7 +6,7 @@
 // runs the safety phase's hazard probes on what it decided, and emits the
 // profile the runtime loads.
 //
-// A run directory (results/<host>/<run-id>/) holds meta.json (provenance
+// A run directory (OUT/<host>/<run-id>/) holds meta.json (provenance
 // and plan), measurements.jsonl (the store), measurements.bench (Go
 // benchmark format, derived), summary (derived) and profile.yaml. Checked
 // in as data of record, its store is compressed (measurements.jsonl.gz,

@@ -78,7 +78,7 @@ func TestStalled(t *testing.T) {
 func TestTrialKeys(t *testing.T) {
 	host := Trial{Stage: "eager", Candidate: "eager=4K", Transport: "sm", Options: transports.Options{"sm.eager": "4096"},
 		Pattern: bench.Latency, Sizes: []int{8, 256}, Round: 2}
-	// Computed by the key function of commit ea933e2, before Trial.GPU.
+	// Computed by the key function as it was before Trial.GPU.
 	if got, want := host.key(), "trial:1c7470f3dffa872e432f4c4b"; got != want {
 		t.Errorf("host trial key %s, want %s", got, want)
 	}

@@ -387,8 +387,8 @@ func confirmCandidates(chosen SMParams, fits func(SMParams) bool) []candidate {
 // stands. The built-in parameters are the reference, not the best scorer:
 // over 25 sizes a settled U test at one of them is as often chance as not.
 // ok is false when there is nothing to confirm (no sizes, or the choices
-// are the built-in ones). Why each rule: results/vm/README.md ("The
-// confirmation stage's reasons").
+// are the built-in ones). Why each rule: docs/tuner.md, Decision rules
+// (Confirmation).
 func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 	confirmSizes := r.plan.ConfirmSizes.Sizes()
 	cands := r.withinCeiling(stageConfirm, confirmCandidates(*sm, r.fits))

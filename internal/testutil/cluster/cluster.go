@@ -23,7 +23,7 @@ import (
 const Base = "/run/gotune-cluster"
 
 // MaxSlots bounds how many clusters live at once (concurrent test binaries,
-// a cluster a person brought up with tools/nshosts).
+// a cluster a person brought up with scripts/nshosts).
 const MaxSlots = 16
 
 // MaxHosts bounds a cluster's hosts: their addresses are .2 to .201 of the
@@ -36,7 +36,7 @@ type Config struct {
 	// CPUs each host offers (mpirun's hostfile slots, Slurm's CPUs=); 0 is
 	// runtime.NumCPU(). The hosts share this machine's CPUs.
 	CPUs int
-	// Detach makes the cluster outlive this process (tools/nshosts up): its
+	// Detach makes the cluster outlive this process (scripts/nshosts up): its
 	// daemons start in their own sessions, and no later Up removes it as
 	// stale; Down (nshosts down) does. Otherwise the daemons die with this
 	// process (parent-death signal) and a later Up removes the rest.
@@ -47,7 +47,7 @@ type Config struct {
 
 // Cluster is one set of namespace-hosts and what runs on them. Its
 // exported fields are also its state file (Dir/cluster.json), which
-// tools/nshosts and a later Up read.
+// scripts/nshosts and a later Up read.
 type Cluster struct {
 	Slot    int      `json:"slot"`
 	Dir     string   `json:"dir"`    // Base/<slot>
@@ -317,7 +317,7 @@ func (c *Cluster) save() error {
 	return nil
 }
 
-// Load reads the state of the cluster in slot (for tools/nshosts, which
+// Load reads the state of the cluster in slot (for scripts/nshosts, which
 // works on a cluster another process brought up).
 func Load(slot int) (*Cluster, error) {
 	path := filepath.Join(slotDir(slot), "cluster.json")
@@ -405,7 +405,7 @@ func claim(owner Proc, want int) (int, error) {
 		}
 		return slot, nil
 	}
-	return 0, fmt.Errorf("cluster: no free slot under %s: busy %s (tools/nshosts list; nshosts down removes detached ones)", Base, strings.Join(busy, ", "))
+	return 0, fmt.Errorf("cluster: no free slot under %s: busy %s (scripts/nshosts list; nshosts down removes detached ones)", Base, strings.Join(busy, ", "))
 }
 
 // sweepAside removes the claim and stale directories of dead processes.

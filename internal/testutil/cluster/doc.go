@@ -14,5 +14,5 @@
 // daemons), and concurrent test binaries take different slots. It needs
 // root (CAP_SYS_ADMIN, CAP_NET_ADMIN), ip, nsenter and unshare; tests skip
 // through testutil.SkipUnless with the capabilities "netns" and "slurm".
-// docs/cluster-testing.md says what is real and what is not.
+// docs/testing.md (several hosts on one machine) says what is real and what is not.
 package cluster
