@@ -12,20 +12,9 @@ import (
 	"github.com/gotune/gotune/transports/msgengine"
 )
 
-func init() {
-	transports.Register(&transports.Driver{
-		Name:    "ib",
-		Options: []*transports.OptionSet{Options},
-		// No shared segment: queue pairs are connected through
-		// transports.Env.AllGather; options are checked before ranks start.
-		SharedBytes: func(size int, o transports.Options) (int, error) {
-			_, err := ParseParams(o)
-			return 0, err
-		},
-		New:   New,
-		Check: Check,
-	})
-}
+// No shared segment: queue pairs are connected through
+// transports.Env.AllGather; options are checked before ranks start.
+func init() { transports.Register(msgengine.Driver("ib", Options, ParseParams, New, Check)) }
 
 // Message kinds (the first byte of a slot's header).
 const (
@@ -246,14 +235,11 @@ func (t *Transport) Close() error {
 // Check proves that every rank reaches every other, eagerly and by
 // rendezvous: a ring exchange of a small and a large message.
 func Check(tr transports.Transport, env transports.Env) error {
-	if env.Size < 2 {
-		return nil
-	}
-	t, ok := tr.(*Transport)
-	if !ok {
-		return fmt.Errorf("ib check: not an ib transport")
-	}
-	next, prev := (env.Rank+1)%env.Size, (env.Rank+env.Size-1)%env.Size
+	return msgengine.Check("ib", tr, env, ring)
+}
+
+// ring is Check on an ib transport.
+func ring(t *Transport, env transports.Env) error {
 	big := max(t.params.Eager+1, 64)
 	buf, err := sys.MapAnon(2*big, true)
 	if err != nil {
@@ -266,16 +252,9 @@ func Check(tr transports.Transport, env transports.Env) error {
 		out[i] = byte(i*7 + env.Rank)
 	}
 	for _, n := range []int{4, big} {
-		s, err := t.Isend(next, out[:n])
+		prev, err := t.Ring(env, out[:n], in[:n])
 		if err != nil {
 			return err
-		}
-		r, err := t.Irecv(prev, in[:n])
-		if err != nil {
-			return err
-		}
-		if err := t.Wait(s, r); err != nil {
-			return fmt.Errorf("ib check: %w", err)
 		}
 		for i := 0; i < n; i++ {
 			if in[i] != byte(i*7+prev) {

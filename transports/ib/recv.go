@@ -69,22 +69,14 @@ func (t *Transport) complete(wc verbs.WC) {
 		p.sqFree++
 	case wRead:
 		p.sqFree++
-		if r, ok := msgengine.Find(p.RndvRecv, idx); ok {
-			r.Pending--
-			if r.Pending == 0 {
-				p.RndvRecv = msgengine.Remove(p.RndvRecv, r)
-				p.queue.Push(op{kind: kFINRead, seq: idx})
-				t.FinishRecv(r)
-			}
+		if r, last := msgengine.PartDone(&p.RndvRecv, idx); last {
+			p.queue.Push(op{kind: kFINRead, seq: idx})
+			t.FinishRecv(r)
 		}
 	case wWrite:
 		p.sqFree++
-		if r, ok := msgengine.Find(p.rndvSend, idx); ok {
-			r.Pending--
-			if r.Pending == 0 {
-				p.rndvSend = msgengine.Remove(p.rndvSend, r)
-				t.Finish(r, nil)
-			}
+		if r, last := msgengine.PartDone(&p.rndvSend, idx); last {
+			t.Finish(r, nil)
 		}
 	case wRecv:
 		t.arrive(p, idx, wc.Len)
@@ -146,20 +138,18 @@ func (t *Transport) arrive(p *peer, i uint32, n int) {
 		}
 		p.queue.Push(op{kind: kFINWrite, seq: seq})
 	case kFINRead:
-		r, ok := msgengine.Find(p.rndvSend, seq)
+		r, ok := msgengine.Take(&p.rndvSend, seq)
 		if !ok {
 			err = fmt.Errorf("read-done for message %d that is not waiting", seq)
 			break
 		}
-		p.rndvSend = msgengine.Remove(p.rndvSend, r)
 		t.Finish(r, nil)
 	case kFINWrite:
-		r, ok := msgengine.Find(p.RndvRecv, seq)
+		r, ok := msgengine.Take(&p.RndvRecv, seq)
 		if !ok {
 			err = fmt.Errorf("write-done for message %d that is not waiting", seq)
 			break
 		}
-		p.RndvRecv = msgengine.Remove(p.RndvRecv, r)
 		t.FinishRecv(r)
 	default:
 		err = fmt.Errorf("message of unknown kind %d", kind)

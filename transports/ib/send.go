@@ -23,19 +23,29 @@ func (t *Transport) start(r *request) {
 		r.Rndv = true
 		o := op{kind: kRTS, mode: modeWrite, seq: r.Seq, len: uint64(len(buf))}
 		if t.params.Rndv == "read" {
-			e, err := t.reg.get(sys.AddressOf(buf), len(buf))
-			if err != nil {
-				t.Finish(r, t.OpErr(r, err))
+			_, rkey, ok := t.register(r, len(buf))
+			if !ok {
 				return
 			}
-			r.ent = e
-			_, rkey := e.r.Keys()
 			o.mode, o.addr, o.rkey = modeRead, uint64(sys.AddressOf(buf)), rkey
 		}
 		p.queue.Push(o)
 		p.rndvSend = append(p.rndvSend, r)
 	}
 	t.flush(p)
+}
+
+// register registers the first n bytes of r's buffer for r, until r
+// completes; where that fails it ends r with the error.
+func (t *Transport) register(r *request, n int) (lkey, rkey uint32, ok bool) {
+	e, err := t.reg.get(sys.AddressOf(r.Buf), n)
+	if err != nil {
+		t.Finish(r, t.OpErr(r, err))
+		return 0, 0, false
+	}
+	r.ent = e
+	lkey, rkey = e.r.Keys()
+	return lkey, rkey, true
 }
 
 // release drops the registration a request held.
@@ -64,13 +74,10 @@ func (t *Transport) match(r *request, a *arrival) {
 				t.FinishRecv(r)
 				break
 			}
-			e, err := t.reg.get(sys.AddressOf(r.Buf), r.N)
-			if err != nil {
-				t.Finish(r, t.OpErr(r, err))
+			lkey, _, ok := t.register(r, r.N)
+			if !ok {
 				break
 			}
-			r.ent = e
-			lkey, _ := e.r.Keys()
 			for off := 0; off < r.N; off += t.maxMsg {
 				l := min(t.maxMsg, r.N-off)
 				p.queue.Push(op{rdma: verbs.OpRDMARead, seq: a.seq, laddr: sys.AddressOf(r.Buf) + uintptr(off), llen: l, lkey: lkey, addr: a.addr + uint64(off), rkey: a.rkey})
@@ -81,13 +88,10 @@ func (t *Transport) match(r *request, a *arrival) {
 		}
 		o := op{kind: kCTS, seq: a.seq, len: uint64(r.N)}
 		if r.N > 0 {
-			e, err := t.reg.get(sys.AddressOf(r.Buf), r.N)
-			if err != nil {
-				t.Finish(r, t.OpErr(r, err))
+			_, rkey, ok := t.register(r, r.N)
+			if !ok {
 				break
 			}
-			r.ent = e
-			_, rkey := e.r.Keys()
 			o.addr, o.rkey = uint64(sys.AddressOf(r.Buf)), rkey
 		}
 		p.queue.Push(o)

@@ -112,50 +112,55 @@ func (e *Engine[T, R, A]) peer(rank int) (*Peer[R, A], error) {
 	return e.peers[rank], nil
 }
 
-func (e *Engine[T, R, A]) newRequest(p *Peer[R, A], buf []byte, send bool) R {
+// newRequest takes a recycled request for a send or receive of buf with
+// peer and gives it the pair's next sequence number in its direction.
+func (e *Engine[T, R, A]) newRequest(peer int, buf []byte, send bool) (R, *Peer[R, A], error) {
+	p, err := e.peer(peer)
+	if err != nil {
+		return nil, nil, err
+	}
 	r := R(e.free.Get())
 	c := r.core()
 	c.Buf, c.Send, c.Rank = buf, send, p.Rank
-	return r
+	seq := &p.RecvSeq
+	if send {
+		seq = &p.SendSeq
+	}
+	c.Seq = *seq
+	*seq++
+	return r, p, nil
 }
 
 // Isend numbers a send of buf to peer and starts it (or ends it with the
 // pair's error).
 func (e *Engine[T, R, A]) Isend(peer int, buf []byte) (transports.Request, error) {
-	p, err := e.peer(peer)
+	r, p, err := e.newRequest(peer, buf, true)
 	if err != nil {
 		return nil, err
 	}
-	r := e.newRequest(p, buf, true)
-	r.core().Seq = p.SendSeq
-	p.SendSeq++
 	if p.Err != nil {
 		e.Finish(r, p.Err)
-		return r, nil
+	} else {
+		e.hooks.Start(r)
 	}
-	e.hooks.Start(r)
 	return r, nil
 }
 
 // Irecv numbers a receive of the next message from peer into buf and
-// matches it with the oldest unexpected arrival, or posts it.
+// matches it with the oldest unexpected arrival, or posts it (or ends it
+// with the pair's error).
 func (e *Engine[T, R, A]) Irecv(peer int, buf []byte) (transports.Request, error) {
-	p, err := e.peer(peer)
-	if err != nil {
+	r, p, err := e.newRequest(peer, buf, false)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	r := e.newRequest(p, buf, false)
-	r.core().Seq = p.RecvSeq
-	p.RecvSeq++
-	if p.Unexpected.Len() > 0 {
+	case p.Unexpected.Len() > 0:
 		e.hooks.Match(r, p.Unexpected.Pop())
-		return r, nil
-	}
-	if p.Err != nil {
+	case p.Err != nil:
 		e.Finish(r, p.Err)
-		return r, nil
+	default:
+		p.Posted.Push(r)
 	}
-	p.Posted.Push(r)
 	return r, nil
 }
 
@@ -333,4 +338,37 @@ func Remove[R comparable](rs []R, r R) []R {
 		}
 	}
 	return rs
+}
+
+// PartDone accounts one finished part (a chunk of a rendezvous payload)
+// of the request with sequence number seq in *rs; when it was the last,
+// it removes the request and returns it with true.
+func PartDone[R interface {
+	comparable
+	core() *Request
+}](rs *[]R, seq uint32) (R, bool) {
+	r, ok := Find(*rs, seq)
+	if !ok {
+		return r, false
+	}
+	c := r.core()
+	c.Pending--
+	if c.Pending != 0 {
+		return r, false
+	}
+	*rs = Remove(*rs, r)
+	return r, true
+}
+
+// Take removes the request with sequence number seq from *rs and returns
+// it; false when there is none.
+func Take[R interface {
+	comparable
+	core() *Request
+}](rs *[]R, seq uint32) (R, bool) {
+	r, ok := Find(*rs, seq)
+	if ok {
+		*rs = Remove(*rs, r)
+	}
+	return r, ok
 }

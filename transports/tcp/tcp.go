@@ -12,22 +12,6 @@ import (
 	"github.com/gotune/gotune/transports/msgengine"
 )
 
-func init() {
-	transports.Register(&transports.Driver{
-		Name:    "tcp",
-		Options: []*transports.OptionSet{Options},
-		// No shared segment: ranks exchange addresses through
-		// transports.Env.AllGather. The options are checked here, before
-		// any rank starts.
-		SharedBytes: func(size int, o transports.Options) (int, error) {
-			_, err := ParseParams(o)
-			return 0, err
-		},
-		New:   New,
-		Check: Check,
-	})
-}
-
 // Frame kinds.
 const (
 	kEager = 1 // header, then len payload bytes (on connection 0)
@@ -35,6 +19,10 @@ const (
 	kCTS   = 3 // clear to send: the receiver takes len bytes (on connection 0)
 	kData  = 4 // len payload bytes of message seq at offset off (any connection)
 )
+
+// No shared segment: ranks exchange addresses through
+// transports.Env.AllGather. The options are checked before any rank starts.
+func init() { transports.Register(msgengine.Driver("tcp", Options, ParseParams, New, Check)) }
 
 // hdrLen is the frame header: kind u8, 3 bytes zero, seq u32, len u64, off u64.
 const hdrLen = 24
@@ -212,30 +200,20 @@ func (t *Transport) Close() error {
 
 // Check proves that every rank reaches every other: a ring exchange.
 func Check(tr transports.Transport, env transports.Env) error {
-	if env.Size < 2 {
-		return nil
-	}
-	t, ok := tr.(*Transport)
-	if !ok {
-		return fmt.Errorf("tcp check: not a tcp transport")
-	}
-	next, prev := (env.Rank+1)%env.Size, (env.Rank+env.Size-1)%env.Size
+	return msgengine.Check("tcp", tr, env, ring)
+}
+
+// ring is Check on a tcp transport.
+func ring(t *Transport, env transports.Env) error {
 	buf, err := sys.MapAnon(8, true)
 	if err != nil {
 		return err
 	}
 	defer sys.Unmap(buf)
 	copy(buf, "gotune\x00\x02")
-	s, err := t.Isend(next, buf[:4])
+	prev, err := t.Ring(env, buf[:4], buf[4:])
 	if err != nil {
 		return err
-	}
-	r, err := t.Irecv(prev, buf[4:])
-	if err != nil {
-		return err
-	}
-	if err := t.Wait(s, r); err != nil {
-		return fmt.Errorf("tcp check: %w", err)
 	}
 	if string(buf[4:]) != "gotu" {
 		return fmt.Errorf("tcp check: got %q from rank %d", buf[4:], prev)
