@@ -23,6 +23,7 @@ type Request struct {
 	err     error
 }
 
+// Done, Len and Err make a Request a transports.Request.
 func (r *Request) Done() bool { return r.done }
 func (r *Request) Len() int   { return r.N }
 func (r *Request) Err() error { return r.err }
