@@ -22,7 +22,9 @@
 //
 // # Protocol
 //
-// Messages between a pair are matched in the order they were sent.
+// Messages between a pair are matched in the order they were sent. The
+// requests, their matching and Wait are transports/msgengine's, shared
+// with the tcp transport; this package carries the messages.
 //
 //   - Eager (length ≤ ib.eager): a 32-byte header and the payload are
 //     copied into a registered send slot and sent into one of the peer's

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gotune/gotune/internal/verbs"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/msgengine"
 )
 
 // Params configure the transport; ParseParams reads them from ib.* options.
@@ -35,7 +36,7 @@ var Options = &transports.OptionSet{Name: "ib", Options: []transports.Option{
 	{Key: "ib.port", Type: "int", Default: "0", Help: "port number; 0: the device's first active port"},
 	{Key: "ib.gid", Type: "int", Default: "-1", Help: "GID index; -1: the one discovery chooses (gotune doctor shows it: RoCE v2 with an IPv4 address first; index 0 on InfiniBand)"},
 	{Key: "ib.mtu", Type: "256|512|1024|2048|4096|0", Default: "0", Help: "path MTU in bytes; 0: the port's active MTU (the lower of both ends')"},
-	{Key: "ib.eager", Type: "size", Default: "8K", Help: "eager limit: larger messages go by rendezvous (ib.rndv) straight between registered user buffers"},
+	msgengine.EagerOption("ib", "8K", "larger messages go by rendezvous (ib.rndv) straight between registered user buffers"),
 	{Key: "ib.credits", Type: "int", Default: fmt.Sprint(DefaultCredits), Help: "eager receive slots each rank keeps posted for each peer (ib.eager plus a 32-byte header each): a sender holds one credit per slot, returned piggybacked on messages or by an RDMA write of the count"},
 	{Key: "ib.depth", Type: "int", Default: fmt.Sprint(DefaultDepth), Help: "send queue depth of each queue pair (sends, RDMA reads and writes outstanding); at least 2"},
 	{Key: "ib.rndv", Type: "read|write", Default: "read", Help: "rendezvous: read (the receiver RDMA-reads the sender's buffer, then says it is done) or write (the receiver answers clear-to-send with its buffer, the sender RDMA-writes it)"},

@@ -29,7 +29,9 @@
 // Every connection is a stream of frames: a 24-byte header (kind, sequence
 // number, length, offset) and, for some kinds, a payload. Messages between a
 // pair are matched in the order they were sent: the n-th message a rank
-// sends to a peer matches the n-th receive the peer posts for it.
+// sends to a peer matches the n-th receive the peer posts for it. The
+// requests, their matching and Wait are transports/msgengine's, shared
+// with the ib transport; this package frames and moves the messages.
 //
 //   - Eager (length ≤ tcp.eager): header and payload in one sendmsg on the
 //     pair's first connection. A receive already posted takes the payload

@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/msgengine"
 )
 
 // Params configure the transport; ParseParams reads them from tcp.* options.
@@ -29,7 +30,7 @@ const AutoAddr = "auto"
 
 // Options documents the options ParseParams reads.
 var Options = &transports.OptionSet{Name: "tcp", Options: []transports.Option{
-	{Key: "tcp.eager", Type: "size", Default: "64K", Help: "eager limit: largest message written right after its header; larger ones wait for the receiver's clear-to-send (rendezvous) and are written straight into the posted buffer"},
+	msgengine.EagerOption("tcp", "64K", "largest message written right after its header; larger ones wait for the receiver's clear-to-send (rendezvous) and are written straight into the posted buffer"),
 	{Key: "tcp.sndbuf", Type: "size", Default: "0", Help: "SO_SNDBUF of every connection (0: the kernel's default, with autotuning)"},
 	{Key: "tcp.rcvbuf", Type: "size", Default: "0", Help: "SO_RCVBUF of every connection, set on the listener before listen so the window scale fits (0: the kernel's default, with autotuning)"},
 	{Key: "tcp.nodelay", Type: "on|off", Default: "on", Help: "TCP_NODELAY: on sends each message at once, off lets Nagle's algorithm coalesce small writes"},

@@ -337,3 +337,64 @@ func publishable(a *net.TCPAddr, bootstrap string) string {
 	}
 	return (&net.TCPAddr{IP: lo, Port: a.Port}).String()
 }
+
+// addConn configures an established connection and adds it to its peer.
+func (t *Transport) addConn(rank int, addr string, idx int, nc *net.TCPConn) error {
+	p := t.peers[rank]
+	if p == nil {
+		p = &peer{addr: addr, conns: make([]*conn, t.params.Conns)}
+		p.Rank = rank
+		t.peers[rank] = p
+		t.AddPeer(&p.Peer)
+	}
+	c := &conn{t: t, peer: p, idx: idx, stage: make([]byte, stageBytes)}
+	fail := func(err error) error {
+		return fmt.Errorf("tcp: rank %d connection %d to rank %d (%s): %w", t.rank, idx, rank, addr, err)
+	}
+	// Detach the socket from the runtime's netpoller: this transport polls
+	// it itself, and the registration would wake a runtime thread for every
+	// segment and ACK (see sys.DupFD). Closing nc removes it; the duplicate
+	// keeps the connection.
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		nc.Close()
+		return fail(err)
+	}
+	var derr error
+	if cerr := rc.Control(func(fd uintptr) { c.fd, derr = sys.DupFD(fd) }); cerr != nil {
+		derr = cerr
+	}
+	nc.Close()
+	if derr != nil {
+		return fail(derr)
+	}
+	c.snd = sys.NewSender(c.fd)
+	c.rcv = sys.NewReceiver(c.fd)
+	fail = func(err error) error {
+		sys.CloseFD(c.fd)
+		return fmt.Errorf("tcp: rank %d connection %d to rank %d (%s): %w", t.rank, idx, rank, addr, err)
+	}
+	if err := sys.SetNoDelay(c.fd, t.params.NoDelay); err != nil {
+		return fail(err)
+	}
+	if t.params.BusyPoll > 0 {
+		if err := sys.SetBusyPoll(c.fd, t.params.BusyPoll); err != nil {
+			return fail(err)
+		}
+	}
+	if t.params.ZeroCopy > 0 && t.zcNote == "" {
+		if err := enableZeroCopy(c.fd); err != nil {
+			if !errors.Is(err, sys.ErrNotSupported) {
+				return fail(err)
+			}
+			t.zcNote = err.Error()
+		} else {
+			c.zc = true
+		}
+	}
+	p.conns[idx] = c
+	p.nconns++
+	t.conns = append(t.conns, c)
+	t.fds = append(t.fds, sys.PollFD{Fd: int32(c.fd)})
+	return nil
+}

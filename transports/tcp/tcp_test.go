@@ -379,7 +379,7 @@ func peerGoneRank(r *launch.Rank) (any, error) {
 			if err := rawRead(c, cts[:]); err != nil {
 				return nil, err
 			}
-			seq := sq.(*request).seq
+			seq := sq.(*request).Seq
 			if cts[0] != kCTS || binary.LittleEndian.Uint32(cts[4:]) != seq {
 				return nil, fmt.Errorf("want the clear-to-send of message %d, got frame %x", seq, cts)
 			}
@@ -391,7 +391,7 @@ func peerGoneRank(r *launch.Rank) (any, error) {
 			// Take the request to send (nothing else can come before
 			// the clear-to-send), answer it, read the first part of the
 			// payload, leave with the rest unread.
-			for t.peers[0].unexpected.Len() == 0 {
+			for t.peers[0].Unexpected.Len() == 0 {
 				if !t.progress() {
 					t.block(100)
 				}
