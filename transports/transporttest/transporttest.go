@@ -170,3 +170,19 @@ func (o *Output) String() string {
 	defer o.mu.Unlock()
 	return o.b.String()
 }
+
+// Devices lists the devices a test of a kernel-module transport runs on:
+// its fake always, and the module's real device where probeErr (probing
+// it) is nil. Where GOTUNE_REQUIRE names capability, a missing module
+// fails the test.
+func Devices(t testing.TB, capability, fake, real string, probeErr error) []string {
+	t.Helper()
+	if probeErr == nil {
+		return []string{fake, real}
+	}
+	if testutil.Required(capability) {
+		t.Fatalf("%s required by GOTUNE_REQUIRE but unavailable: %v", capability, probeErr)
+	}
+	t.Logf("real device skipped: %v", probeErr)
+	return []string{fake}
+}
