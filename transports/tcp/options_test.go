@@ -5,26 +5,13 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/transporttest"
 )
 
 // Each documented default is the value ParseParams uses when the option is
 // not given (docs/options.md is generated from Options).
 func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
-	want, err := ParseParams(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range Options.Options {
-		if o.Default == "" {
-			t.Errorf("%s: no documented default", o.Key)
-			continue
-		}
-		got, err := ParseParams(transports.Options{o.Key: o.Default})
-		if err != nil || got != want {
-			t.Errorf("%s=%s gives %+v, %v; the built-in is %+v", o.Key, o.Default, got, err, want)
-		}
-	}
-	if want != (Params{Eager: 64 << 10, NoDelay: true, Conns: 1, Addr: AutoAddr}) {
+	if want := transporttest.DefaultsAreBuiltIns(t, Options, true, ParseParams); want != (Params{Eager: 64 << 10, NoDelay: true, Conns: 1, Addr: AutoAddr}) {
 		t.Errorf("defaults: %+v", want)
 	}
 }
