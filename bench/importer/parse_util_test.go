@@ -1,7 +1,6 @@
 package importer
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,20 +10,11 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 // The -update flag rewrites golden files.
 var _ = flag.Bool("update", false, "rewrite the golden files under testdata")
-
-// updating reports whether -update was given.
-func updating() bool {
-	g, ok := flag.Lookup("update").Value.(flag.Getter)
-	if !ok {
-		return false
-	}
-	b, _ := g.Get().(bool)
-	return b
-}
 
 // goldens runs every fixture of testdata/<dir> that parses through
 // checkGolden, and asserts that no other tool's detector claims it.
@@ -167,20 +157,7 @@ func matchGolden(t *testing.T, golden string, results []bench.Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out = append(out, '\n')
-	if updating() {
-		if err := os.WriteFile(golden, out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to write it)", err)
-	}
-	if !bytes.Equal(out, want) {
-		t.Errorf("results differ from %s (go test -update rewrites it after review):\n%s", golden, out)
-	}
+	testutil.Golden(t, golden, append(out, '\n'), testutil.Updating())
 }
 
 // fixtures lists the text fixtures of dir that parse ("broken" and

@@ -13,13 +13,10 @@ import (
 	"github.com/gotune/gotune/internal/testutil"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	testutil.Golden(t, filepath.Join("testdata", name), got, *update)
-}
+var (
+	update = flag.Bool("update", false, "rewrite the golden files under testdata")
+	golden = testutil.GoldenFile // testdata/name, rewritten under -update
+)
 
 func discover(t *testing.T, src Source, sysfs string) *Topology {
 	t.Helper()
