@@ -11,6 +11,19 @@ import (
 	"github.com/gotune/gotune/transports"
 )
 
+// The connections are detached from the runtime's netpoller: a socket left
+// registered there wakes a runtime thread for every segment and ACK that
+// reaches it, which on two cores took CPU from the ranks (docs/tcp.md).
+// The listener, which accepts through the runtime, shows the check sees a
+// registration.
+func TestConnectionsOutsideNetpoller(t *testing.T) {
+	for r, got := range results[map[string]int](t, "tcp-netpoll", scenario{Options: transports.Options{"tcp.conns": "3"}}) {
+		if got["listener"] != 1 || got["connections"] != 0 {
+			t.Errorf("rank %d: registered with the runtime's epoll: %v (want the listener only)", r, got)
+		}
+	}
+}
+
 // netpollRank: which of this rank's sockets the Go runtime's epoll instance
 // watches: the listener (it accepts through the runtime), and none of the
 // connections (the transport polls them itself).
@@ -94,17 +107,4 @@ func sockInode(fd uintptr) (uint64, error) {
 		return 0, fmt.Errorf("fd %d is %q: %w", fd, l, err)
 	}
 	return ino, nil
-}
-
-// The connections are detached from the runtime's netpoller: a socket left
-// registered there wakes a runtime thread for every segment and ACK that
-// reaches it, which on two cores took CPU from the ranks (docs/tcp.md).
-// The listener, which accepts through the runtime, shows the check sees a
-// registration.
-func TestConnectionsOutsideNetpoller(t *testing.T) {
-	for r, got := range results[map[string]int](t, "tcp-netpoll", scenario{Options: transports.Options{"tcp.conns": "3"}}) {
-		if got["listener"] != 1 || got["connections"] != 0 {
-			t.Errorf("rank %d: registered with the runtime's epoll: %v (want the listener only)", r, got)
-		}
-	}
 }

@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/transports"
@@ -34,13 +33,8 @@ func TestParseParams(t *testing.T) {
 		{transports.Options{"tcp.addr": "localhost"}, `tcp.addr="localhost"`, nil},
 	}
 	for _, c := range cases {
-		p, err := ParseParams(c.opts)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%v: %v", c.opts, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%v: got %v, want error containing %q", c.opts, err, c.want)
-		case c.check != nil && !c.check(p):
+		p, err := transporttest.ParseError(t, ParseParams, c.opts, c.want)
+		if err == nil && c.check != nil && !c.check(p) {
 			t.Errorf("%v: %+v", c.opts, p)
 		}
 	}

@@ -47,12 +47,17 @@ type ParseCase = struct {
 func ParseErrors[P any](t *testing.T, parse func(transports.Options) (P, error), cases []ParseCase) {
 	t.Helper()
 	for _, c := range cases {
-		_, err := parse(c.Opts)
-		switch {
-		case c.Err == "" && err != nil:
-			t.Errorf("%v: %v", c.Opts, err)
-		case c.Err != "" && (err == nil || !strings.Contains(err.Error(), c.Err)):
-			t.Errorf("%v: got %v, want error containing %q", c.Opts, err, c.Err)
-		}
+		ParseError(t, parse, c.Opts, c.Err)
 	}
+}
+
+// ParseError checks that parse accepts opts (want "") or refuses them with
+// an error containing want, and returns what it gave.
+func ParseError[P any](t *testing.T, parse func(transports.Options) (P, error), opts transports.Options, want string) (P, error) {
+	t.Helper()
+	p, err := parse(opts)
+	if (err == nil) != (want == "") || err != nil && !strings.Contains(err.Error(), want) {
+		t.Errorf("%v: got error %v, want one containing %q (none: accepted)", opts, err, want)
+	}
+	return p, err
 }
