@@ -158,18 +158,10 @@ type Output struct {
 	b  bytes.Buffer
 }
 
-func (o *Output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
+func (o *Output) Write(p []byte) (int, error) { o.mu.Lock(); defer o.mu.Unlock(); return o.b.Write(p) }
 
 // String is what the ranks have written so far.
-func (o *Output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
-}
+func (o *Output) String() string { o.mu.Lock(); defer o.mu.Unlock(); return o.b.String() }
 
 // Devices lists the devices a test of a kernel-module transport runs on:
 // its fake always, and the module's real device where probeErr (probing
