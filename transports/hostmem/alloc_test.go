@@ -21,11 +21,7 @@ func newAlloc(t *testing.T, c Config) *Allocator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := a.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	testutil.Release(t, a.Close)
 	return a
 }
 
