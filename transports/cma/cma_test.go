@@ -15,14 +15,6 @@ import (
 	"github.com/gotune/gotune/transports/transporttest"
 )
 
-func TestMain(m *testing.M) {
-	transporttest.Main(m, map[string]launch.Func{
-		"cma-denied":    deniedRank,
-		"cma-fallback":  fallbackRank,
-		"cma-peer-gone": peerGoneRank,
-	})
-}
-
 // deniedRank: rank 1 makes itself non-dumpable; rank 0 checks CMA without
 // CAP_SYS_PTRACE: the kernel must refuse rank 0's read.
 func deniedRank(r *launch.Rank) (any, error) {
@@ -60,6 +52,14 @@ func open(r *launch.Rank) (*sm.Endpoint, scenario, error) {
 		return nil, s, err
 	}
 	return t.(*sm.Endpoint), s, nil
+}
+
+func TestMain(m *testing.M) {
+	transporttest.Main(m, map[string]launch.Func{
+		"cma-denied":    deniedRank,
+		"cma-fallback":  fallbackRank,
+		"cma-peer-gone": peerGoneRank,
+	})
 }
 
 // fallbackRank: rank 1 is not dumpable and rank 0 works without

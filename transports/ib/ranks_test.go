@@ -1,7 +1,6 @@
 package ib
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,14 +12,6 @@ import (
 	"github.com/gotune/gotune/transports/hostmem"
 	"github.com/gotune/gotune/transports/transporttest"
 )
-
-func TestMain(m *testing.M) {
-	transporttest.Main(m, map[string]launch.Func{
-		"ib-exchange": exchangeRank,
-		"ib-regcache": regcacheRank,
-		"ib-alltoall": alltoallRank,
-	})
-}
 
 type scenario struct {
 	Options transports.Options `json:"options,omitempty"`
@@ -49,12 +40,17 @@ func open(r *launch.Rank) (*Transport, scenario, error) {
 	if err != nil {
 		return nil, s, err
 	}
-	env := transporttest.Env(r, s.Options)
-	t, err := New(env)
-	if err != nil {
-		return nil, s, err
-	}
-	return t.(*Transport), s, Check(t, env)
+	t, err := transporttest.Open("ib", transporttest.Env(r, s.Options))
+	ib, _ := t.(*Transport)
+	return ib, s, err
+}
+
+func TestMain(m *testing.M) {
+	transporttest.Main(m, map[string]launch.Func{
+		"ib-exchange": exchangeRank,
+		"ib-regcache": regcacheRank,
+		"ib-alltoall": alltoallRank,
+	})
 }
 
 type exchangeReport struct {
@@ -136,35 +132,11 @@ func exchangeRank(r *launch.Rank) (any, error) {
 	// Truncation: eager, eager+1 into eager, and rendezvous into 10 bytes;
 	// the part that fits arrives intact.
 	for k, c := range [][2]int{{100, 10}, {e + 1, e}, {1 << 20, 10}} {
-		n, into := c[0], c[1]
-		if r.ID == 0 {
-			transporttest.Pattern(sbuf[:n], 2000+k)
-			if err := t.Send(peer, sbuf[:n]); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		got, err := t.Recv(peer, rbuf[:into])
-		if !errors.Is(err, transports.ErrTruncated) {
-			return nil, fmt.Errorf("%d bytes into %d: %v, want truncated", n, into, err)
-		}
-		if got != into {
-			return nil, fmt.Errorf("%d bytes into %d: took %d", n, into, got)
-		}
-		if err := transporttest.Verify(rbuf[:into], 2000+k, fmt.Sprintf("truncated %d into %d", n, into)); err != nil {
-			// the pattern's prefix: seed is the same, so the prefix matches
+		if err := transporttest.Truncate(t, r.ID, sbuf, rbuf, c[0], c[1], 2000+k); err != nil {
 			return nil, err
 		}
 	}
-	// Still in step.
-	q, err := t.Isend(peer, sbuf[:4])
-	if err != nil {
-		return nil, err
-	}
-	if _, err := t.Recv(peer, rbuf[:4]); err != nil {
-		return nil, err
-	}
-	if err := t.Wait(q); err != nil {
+	if err := transporttest.InStep(t, peer, sbuf, rbuf); err != nil {
 		return nil, err
 	}
 	rep := exchangeReport{Device: t.Device(), Reg: t.RegStats()}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
@@ -14,14 +13,6 @@ import (
 	"github.com/gotune/gotune/transports/knem"
 	"github.com/gotune/gotune/transports/transporttest"
 )
-
-func TestMain(m *testing.M) {
-	transporttest.Main(m, map[string]launch.Func{
-		"knem-traffic":    trafficRank,
-		"knem-invalidate": invalidateRank,
-		"knem-check":      checkRank,
-	})
-}
 
 // devices are the knem devices the tests run against: the fake always,
 // the module's when /dev/knem is there (GOTUNE_REQUIRE=knem: it must be).
@@ -37,7 +28,7 @@ func devices(t *testing.T) []string {
 func run[T any](t *testing.T, kind string, opts transports.Options) []T {
 	t.Helper()
 	seg := transporttest.SharedBytes(t, "knem", 2, nil)
-	return transporttest.Results[T](t, transporttest.Job{Kind: kind, Params: opts, Segment: seg, Stall: 60 * time.Second})
+	return transporttest.Results[T](t, transporttest.Job{Kind: kind, Params: opts, Segment: seg})
 }
 
 func open(r *launch.Rank) (*knem.Transport, transports.Env, error) {
@@ -48,6 +39,14 @@ func open(r *launch.Rank) (*knem.Transport, transports.Env, error) {
 	env := transporttest.Env(r, o)
 	t, err := knem.New(env)
 	return t, env, err
+}
+
+func TestMain(m *testing.M) {
+	transporttest.Main(m, map[string]launch.Func{
+		"knem-traffic":    trafficRank,
+		"knem-invalidate": invalidateRank,
+		"knem-check":      checkRank,
+	})
 }
 
 // sizes cross every protocol boundary of the default sm parameters: the

@@ -18,25 +18,6 @@ import (
 	"github.com/gotune/gotune/transports/transporttest"
 )
 
-func TestMain(m *testing.M) {
-	transporttest.Main(m, map[string]launch.Func{
-		"tcp-intruder":    intruderRank,
-		"tcp-wrong-token": wrongTokenRank,
-		"tcp-peer-gone":   peerGoneRank,
-		"tcp-exchange":    exchangeRank,
-		"tcp-allocs":      allocsRank,
-		"tcp-alltoall":    alltoallRank,
-		"tcp-addrs":       addrsRank,
-		"tcp-netpoll":     netpollRank,
-		"tcp-exchange-zc-refused": func(r *launch.Rank) (any, error) {
-			enableZeroCopy = func(uintptr) error {
-				return sys.NotSupported("SO_ZEROCOPY", "refused by the test", nil)
-			}
-			return exchangeRank(r)
-		},
-	})
-}
-
 type scenario struct {
 	Options  transports.Options `json:"options,omitempty"`
 	Survivor string             `json:"survivor,omitempty"` // peer gone: "sender" or "receiver"
@@ -64,12 +45,28 @@ func open(r *launch.Rank) (*Transport, scenario, error) {
 	if err != nil {
 		return nil, s, err
 	}
-	env := rankEnv(r, s)
-	t, err := New(env)
-	if err != nil {
-		return nil, s, err
-	}
-	return t.(*Transport), s, Check(t, env)
+	t, err := transporttest.Open("tcp", rankEnv(r, s))
+	tcp, _ := t.(*Transport)
+	return tcp, s, err
+}
+
+func TestMain(m *testing.M) {
+	transporttest.Main(m, map[string]launch.Func{
+		"tcp-intruder":    intruderRank,
+		"tcp-wrong-token": wrongTokenRank,
+		"tcp-peer-gone":   peerGoneRank,
+		"tcp-exchange":    exchangeRank,
+		"tcp-allocs":      allocsRank,
+		"tcp-alltoall":    alltoallRank,
+		"tcp-addrs":       addrsRank,
+		"tcp-netpoll":     netpollRank,
+		"tcp-exchange-zc-refused": func(r *launch.Rank) (any, error) {
+			enableZeroCopy = func(uintptr) error {
+				return sys.NotSupported("SO_ZEROCOPY", "refused by the test", nil)
+			}
+			return exchangeRank(r)
+		},
+	})
 }
 
 // rankEnv is the transport environment of a test rank.
@@ -130,31 +127,13 @@ func exchangeRank(r *launch.Rank) (any, error) {
 		return nil, err
 	}
 	// Truncation: a 100-byte eager message and a 1 MiB one into 10 bytes.
-	for _, n := range []int{100, 1 << 20} {
-		var err error
-		if r.ID == 0 {
-			err = t.Send(peer, sbuf[:n])
-		} else {
-			_, err = t.Recv(peer, rbuf[:10])
-			if !errors.Is(err, transports.ErrTruncated) {
-				return nil, fmt.Errorf("%d bytes into 10: %v, want truncated", n, err)
-			}
-			err = nil
-		}
-		if err != nil {
+	for k, n := range []int{100, 1 << 20} {
+		if err := transporttest.Truncate(t, r.ID, sbuf, rbuf, n, 10, 100+k); err != nil {
 			return nil, err
 		}
 	}
-	// Still in step after truncation (Isend: with tcp.eager=0 two blocking
-	// sends would wait for each other's receive).
-	q, err := t.Isend(peer, sbuf[:4])
-	if err != nil {
-		return nil, err
-	}
-	if _, err := t.Recv(peer, rbuf[:4]); err != nil {
-		return nil, err
-	}
-	if err := t.Wait(q); err != nil {
+	// Still in step after truncation (tcp.eager=0 included).
+	if err := transporttest.InStep(t, peer, sbuf, rbuf); err != nil {
 		return nil, err
 	}
 	on, why := t.ZeroCopy()

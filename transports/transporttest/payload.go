@@ -1,9 +1,11 @@
 package transporttest
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
 )
 
 // Pattern fills b with message seed's bytes. A prefix of a message is the
@@ -25,6 +27,38 @@ func Verify(b []byte, seed int, what string) error {
 		}
 	}
 	return nil
+}
+
+// Truncate sends n bytes of message seed from rank 0 of a pair to rank 1,
+// which receives them into into bytes of rbuf: it wants ErrTruncated and
+// the message's first into bytes. rank is the calling rank.
+func Truncate(tr transports.Transport, rank int, sbuf, rbuf []byte, n, into, seed int) error {
+	if rank == 0 {
+		Pattern(sbuf[:n], seed)
+		return tr.Send(1, sbuf[:n])
+	}
+	got, err := tr.Recv(0, rbuf[:into])
+	if !errors.Is(err, transports.ErrTruncated) {
+		return fmt.Errorf("%d bytes into %d: %v, want truncated", n, into, err)
+	}
+	if got != into {
+		return fmt.Errorf("%d bytes into %d: took %d", n, into, got)
+	}
+	return Verify(rbuf[:into], seed, fmt.Sprintf("truncated %d into %d", n, into))
+}
+
+// InStep exchanges a 4-byte message each way with peer: the pair is still
+// in step (after truncations, say). The send is posted first, since two
+// blocking sends without an eager protocol would wait for each other.
+func InStep(tr transports.Transport, peer int, sbuf, rbuf []byte) error {
+	q, err := tr.Isend(peer, sbuf[:4])
+	if err != nil {
+		return err
+	}
+	if _, err := tr.Recv(peer, rbuf[:4]); err != nil {
+		return err
+	}
+	return tr.Wait(q)
 }
 
 // Messages lays one message of each size end to end in a send and a

@@ -31,10 +31,13 @@ func Main(m *testing.M, kinds map[string]launch.Func) {
 // Job is a rank test: Size ranks of the test binary running Kind's function.
 type Job struct {
 	Kind    string
-	Size    int           // ranks; 0 means 2
-	Params  any           // the scenario, as JSON for launch.Rank.Params; nil: none
-	Segment int           // bytes of the shared segment (0: none)
-	Stall   time.Duration // a rank whose heartbeat stops this long is killed with its stacks (0: no watchdog)
+	Size    int // ranks; 0 means 2
+	Params  any // the scenario, as JSON for launch.Rank.Params; nil: none
+	Segment int // bytes of the shared segment (0: none)
+	// Stall is each rank's deadline: a rank whose heartbeat (launch.Rank.Beat;
+	// one that never beats, from its start) stays still this long is killed
+	// with its stacks and fails the job. 0 means DefaultStall; <0: none.
+	Stall time.Duration
 	// Deadline bounds the whole job: its ranks are killed when it passes
 	// and the job fails. 0 leaves the test binary's own deadline, less a
 	// grace to report the failure, as the only bound.
@@ -45,6 +48,9 @@ type Job struct {
 	// skips the test, or fails it where GOTUNE_REQUIRE names Needs. "": never.
 	Needs string
 }
+
+// DefaultStall is a rank's deadline where a job sets none.
+const DefaultStall = time.Minute
 
 // reportGrace is how long before the test binary's deadline a job's ranks
 // are killed, so that the test reports the hang itself.
@@ -66,7 +72,14 @@ func Start(t testing.TB, j Job) (launch.Result, error) {
 	}
 	ctx, cancel := jobContext(t, j.Deadline)
 	defer cancel()
-	res, err := launch.Run(ctx, launch.Job{Kind: j.Kind, Size: size, SegmentBytes: j.Segment, Params: params, Stall: j.Stall},
+	stall := j.Stall
+	switch {
+	case stall == 0:
+		stall = DefaultStall
+	case stall < 0:
+		stall = 0
+	}
+	res, err := launch.Run(ctx, launch.Job{Kind: j.Kind, Size: size, SegmentBytes: j.Segment, Params: params, Stall: stall},
 		launch.Hooks{Stderr: j.Stderr})
 	if err != nil && j.Needs != "" && errors.Is(err, sys.ErrNotSupported) {
 		testutil.SkipUnless(t, j.Needs, err)
@@ -147,6 +160,21 @@ func Params[P any](r *launch.Rank) (P, error) {
 func Env(r *launch.Rank, opts transports.Options) transports.Env {
 	return transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: opts, Token: r.Token,
 		AllGather: r.AllGather, Hosts: r.Hosts, Addr: r.Addr}
+}
+
+// Open starts the named transport in a rank, as a job does: its driver's
+// New on env, then its Check. The transport is returned with Check's
+// error, for the caller to close.
+func Open(name string, env transports.Env) (transports.Transport, error) {
+	d, err := transports.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	t, err := d.New(env)
+	if err != nil || d.Check == nil {
+		return t, err
+	}
+	return t, d.Check(t, env)
 }
 
 // Peer is the other rank of a pair.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/payload"
@@ -16,15 +15,15 @@ import (
 	"github.com/gotune/gotune/transports/xpmem"
 )
 
-func TestMain(m *testing.M) {
-	transporttest.Main(m, map[string]launch.Func{"xpmem-traffic": trafficRank})
-}
-
 // devices are the devices a test runs on: the fake always, the module's
 // when it is loaded (GOTUNE_REQUIRE=xpmem: it must be).
 func devices(t *testing.T) []string {
 	_, err := xpmem.Probe(nil)
 	return transporttest.Devices(t, "xpmem", xpmem.Fake, sys.XPMEMDevice, err)
+}
+
+func TestMain(m *testing.M) {
+	transporttest.Main(m, map[string]launch.Func{"xpmem-traffic": trafficRank})
 }
 
 // scenario is a traffic job: Rounds rounds of every size each way, from
@@ -134,7 +133,7 @@ func trafficRank(r *launch.Rank) (any, error) {
 func run(t *testing.T, s scenario) []report {
 	t.Helper()
 	seg := transporttest.SharedBytes(t, "xpmem", 2, s.Options)
-	return transporttest.Results[report](t, transporttest.Job{Kind: "xpmem-traffic", Params: s, Segment: seg, Stall: 60 * time.Second})
+	return transporttest.Results[report](t, transporttest.Job{Kind: "xpmem-traffic", Params: s, Segment: seg})
 }
 
 // Validated messages at every protocol boundary (eager, the single-copy
