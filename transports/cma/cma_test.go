@@ -153,30 +153,12 @@ func peerGoneRank(r *launch.Rank) (any, error) {
 		}
 		return "left", nil
 	}
-	var req transports.Request
-	if s.Survivor == "sender" {
-		if req, err = ep.Isend(1, buf); err != nil {
-			return nil, err
-		}
-	}
-	if err := r.Barrier(); err != nil {
-		return nil, err
-	}
+	var gone func() error
 	if s.Survivor == "receiver" || s.Mode == "push" {
 		// The copy must meet a process that is gone, not one on its way out.
-		if err := sys.WaitProcessExit(r.PIDs[1], 20*time.Second); err != nil {
-			return nil, err
-		}
+		gone = func() error { return sys.WaitProcessExit(r.PIDs[1], 20*time.Second) }
 	}
-	if s.Survivor == "sender" {
-		err = ep.Wait(req)
-	} else {
-		_, err = ep.Recv(1, buf)
-	}
-	if err == nil {
-		return nil, errors.New("survivor saw no error")
-	}
-	return err.Error(), nil
+	return transporttest.Survive(r, ep, s.Survivor == "sender", buf, gone)
 }
 
 // A single copy the kernel refuses (EPERM, real ptrace rules) falls back to

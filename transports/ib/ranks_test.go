@@ -36,13 +36,7 @@ func results[T any](t *testing.T, kind string, size int, s scenario) []T {
 }
 
 func open(r *launch.Rank) (*Transport, scenario, error) {
-	s, err := transporttest.Params[scenario](r)
-	if err != nil {
-		return nil, s, err
-	}
-	t, err := transporttest.Open("ib", transporttest.Env(r, s.Options))
-	ib, _ := t.(*Transport)
-	return ib, s, err
+	return transporttest.OpenScenario[*Transport](r, "ib", func(s scenario) transports.Env { return transporttest.Env(r, s.Options) })
 }
 
 func TestMain(m *testing.M) {

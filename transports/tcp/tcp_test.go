@@ -41,13 +41,7 @@ func results[T any](t *testing.T, kind string, s scenario) []T {
 }
 
 func open(r *launch.Rank) (*Transport, scenario, error) {
-	s, err := transporttest.Params[scenario](r)
-	if err != nil {
-		return nil, s, err
-	}
-	t, err := transporttest.Open("tcp", rankEnv(r, s))
-	tcp, _ := t.(*Transport)
-	return tcp, s, err
+	return transporttest.OpenScenario[*Transport](r, "tcp", func(s scenario) transports.Env { return rankEnv(r, s) })
 }
 
 func TestMain(m *testing.M) {
@@ -346,25 +340,7 @@ func peerGoneRank(r *launch.Rank) (any, error) {
 		}
 		return "left", nil // exit without Close
 	}
-	var q transports.Request
-	if s.Survivor == "sender" {
-		if q, err = t.Isend(1, buf); err != nil {
-			return nil, err
-		}
-	}
-	if err := r.Barrier(); err != nil {
-		return nil, err
-	}
-	if s.Survivor == "receiver" {
-		if q, err = t.Irecv(1, buf); err != nil {
-			return nil, err
-		}
-	}
-	err = t.Wait(q)
-	if err == nil {
-		return nil, errors.New("survivor saw no error")
-	}
-	return err.Error(), nil
+	return transporttest.Survive(r, t, s.Survivor == "sender", buf, nil)
 }
 
 // rawRead fills b from c's socket, waiting in poll(2) when it is empty.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 )
@@ -59,6 +60,38 @@ func InStep(tr transports.Transport, peer int, sbuf, rbuf []byte) error {
 		return err
 	}
 	return tr.Wait(q)
+}
+
+// Survive is rank 0 of a pair whose rank 1 leaves in the middle of a
+// rendezvous: as sender it posts buf to rank 1 before the pair's barrier,
+// as receiver it receives into buf after it. gone, when given, runs after
+// the barrier (to wait for the peer's exit, say). It returns the error the
+// survivor saw, as text; seeing none is the rank's failure.
+func Survive(r *launch.Rank, tr transports.Transport, sender bool, buf []byte, gone func() error) (string, error) {
+	var q transports.Request
+	var err error
+	if sender {
+		if q, err = tr.Isend(1, buf); err != nil {
+			return "", err
+		}
+	}
+	if err := r.Barrier(); err != nil {
+		return "", err
+	}
+	if gone != nil {
+		if err := gone(); err != nil {
+			return "", err
+		}
+	}
+	if sender {
+		err = tr.Wait(q)
+	} else {
+		_, err = tr.Recv(1, buf)
+	}
+	if err == nil {
+		return "", errors.New("survivor saw no error")
+	}
+	return err.Error(), nil
 }
 
 // Messages lays one message of each size end to end in a send and a

@@ -177,6 +177,19 @@ func Open(name string, env transports.Env) (transports.Transport, error) {
 	return t, d.Check(t, env)
 }
 
+// OpenScenario decodes a rank's scenario and opens the named transport
+// (Open) in the environment env gives for it, as a T.
+func OpenScenario[T transports.Transport, P any](r *launch.Rank, name string, env func(P) transports.Env) (T, P, error) {
+	var t T
+	p, err := Params[P](r)
+	if err != nil {
+		return t, p, err
+	}
+	tr, err := Open(name, env(p))
+	t, _ = tr.(T)
+	return t, p, err
+}
+
 // Peer is the other rank of a pair.
 func Peer(r *launch.Rank) int { return 1 - r.ID }
 
