@@ -2,8 +2,6 @@ package importer
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,10 +10,7 @@ import (
 )
 
 func TestIMBGolden(t *testing.T) {
-	good, _ := fixtures(t, "imb")
-	for _, path := range good {
-		t.Run(filepath.Base(path), func(t *testing.T) { checkGolden(t, path, imbTool) })
-	}
+	goldens(t, "imb", imbTool)
 }
 
 // find returns the result of label and pattern.
@@ -92,20 +87,12 @@ func TestIMBTimeOut(t *testing.T) {
 }
 
 func TestIMBErrors(t *testing.T) {
-	data, err := os.ReadFile("testdata/imb/imb_mpi1_2021.11_truncated.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = Parse("imb_mpi1_2021.11_truncated.txt", data)
+	_, err := parseFixture(t, "testdata/imb/imb_mpi1_2021.11_truncated.txt")
 	checkLineError(t, err, "imb_mpi1_2021.11_truncated.txt", 119, "3 fields, want 4")
 
 	const head = "#    Intel(R) MPI Benchmarks 2021.11, MPI-1 part\n# Benchmarking PingPong\n# #processes = 2\n       #bytes #repetitions      t[usec]   Mbytes/sec\n"
 	const end = "\n# All processes entering MPI_Finalize\n"
-	for _, c := range []struct {
-		name, data string
-		line       int
-		words      []string
-	}{
+	checkLineErrors(t, []lineErrorCase{
 		{"value.txt", head + "0 1000 0.22 0.00\n1 1000 abc 4.12\n" + end, 6, []string{"t[usec]", "not a number"}},
 		{"cut.txt", head + "0 1000 0.22 0.00\n", 5, []string{"cut short"}},
 		{"repeat.txt", head + "0 1000 0.22 0.00\n0 1000 0.22 0.00\n" + end, 6, []string{"size 0 repeated"}},
@@ -115,25 +102,7 @@ func TestIMBErrors(t *testing.T) {
 		{"banner.txt", "# Benchmarking PingPong\n", 1, []string{"banner"}},
 		{"outside.txt", "#    Intel(R) MPI Benchmarks 2021.11, MPI-1 part\n0 1000 0.22 0.00\n", 2, []string{"outside any IMB benchmark"}},
 		{"multi.txt", "#    Intel(R) MPI Benchmarks 2021.11, MPI-1 part\n# Benchmarking Multi-PingPong\n", 2, []string{"-multi"}},
-	} {
-		_, _, err := Parse(c.name, []byte(c.data))
-		checkLineError(t, err, c.name, c.line, c.words...)
-	}
-}
-
-func FuzzIMB(f *testing.F) {
-	paths, _ := filepath.Glob("testdata/imb/*.txt")
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(b)
-		}
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		lines, err := splitLines(data)
-		if err != nil {
-			return
-		}
-		results, err := parseIMB("fuzz_imb.txt", lines)
-		checkFuzzed(t, "fuzz_imb.txt", results, err, true)
 	})
 }
+
+func FuzzIMB(f *testing.F) { fuzzParser(f, "imb", parseIMB, true, nil) }

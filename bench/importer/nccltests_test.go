@@ -1,95 +1,16 @@
 package importer
 
 import (
-	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/bench"
 )
 
-// checkGoldens parses every fixture (*.txt) of testdata/<dir>, asserts it is
-// detected as tool, and compares its results, as indented JSON, with
-// NAME.golden.json beside it (-update rewrites them).
-func impGoldens(t *testing.T, dir, tool string) {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.txt"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures under testdata/%s (%v)", dir, err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, results, err := Parse(f, data)
-			if err != nil {
-				t.Fatalf("Parse: %v", err)
-			}
-			if got != tool {
-				t.Fatalf("detected as %q, want %q", got, tool)
-			}
-			lines, _ := splitLines(data)
-			for _, p := range parsers {
-				if p.Tool != tool && p.Detect(lines[:min(len(lines), headLines)]) {
-					t.Errorf("%s's detector claims this %s output too", p.Tool, tool)
-				}
-			}
-			matchGolden(t, strings.TrimSuffix(f, ".txt")+".golden.json", results)
-		})
-	}
-}
-
 // parseText parses an inline fixture.
 func impParseText(t *testing.T, name, text string) (string, []bench.Result, error) {
 	t.Helper()
 	return Parse(name, []byte(text))
-}
-
-// wantLineError asserts err is a *LineError at file:line saying want.
-func impWantLineError(t *testing.T, err error, file string, line int, want string) {
-	t.Helper()
-	var le *LineError
-	if !errors.As(err, &le) {
-		t.Fatalf("error %v, want a *LineError", err)
-	}
-	if le.File != file || le.Line != line || !strings.Contains(err.Error(), want) {
-		t.Fatalf("error %q, want %s:%d: ...%s...", err, file, line, want)
-	}
-}
-
-// fuzzParser seeds f with a tool's fixtures and asserts the parser never
-// panics and fails only with *LineError naming the file.
-func impFuzz(f *testing.F, dir string, parse func(string, []string) ([]bench.Result, error)) {
-	files, _ := filepath.Glob(filepath.Join("testdata", dir, "*.txt"))
-	for _, p := range files {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		lines, err := splitLines(data)
-		if err != nil {
-			return
-		}
-		if _, err := parse("fuzz.txt", lines); err != nil {
-			var le *LineError
-			if !errors.As(err, &le) || le.File != "fuzz.txt" {
-				t.Fatalf("error %v is not a *LineError naming the file", err)
-			}
-		}
-		if _, _, err := Parse("fuzz.txt", data); err != nil {
-			var le *LineError
-			if !errors.As(err, &le) || le.File != "fuzz.txt" {
-				t.Fatalf("Parse error %v is not a *LineError naming the file", err)
-			}
-		}
-	})
 }
 
 // point finds a result's point of a size.
@@ -120,19 +41,10 @@ func impResult(t *testing.T, rs []bench.Result, label string) bench.Result {
 
 func impNear(a, b float64) bool { d := a - b; return d < 1e-9*max(1, b) && d > -1e-9*max(1, b) }
 
-func TestNCCLTestsGolden(t *testing.T) { impGoldens(t, "nccl-tests", ncclTool) }
+func TestNCCLTestsGolden(t *testing.T) { goldens(t, "nccl-tests", ncclTool) }
 
 func TestNCCLTestsUnits(t *testing.T) {
-	_, rs, err := func() (string, []bench.Result, error) {
-		data, err := os.ReadFile("testdata/nccl-tests/all_reduce_h100x8.txt")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return Parse("all_reduce_h100x8.txt", data)
-	}()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := parsed(t, "testdata/nccl-tests/all_reduce_h100x8.txt")
 	if len(rs) != 6 {
 		t.Fatalf("%d results, want 6 (2 placements x time, algbw, busbw)", len(rs))
 	}
@@ -159,14 +71,7 @@ func TestNCCLTestsUnits(t *testing.T) {
 }
 
 func TestNCCLTestsWrongAndUnchecked(t *testing.T) {
-	data, err := os.ReadFile("testdata/nccl-tests/sendrecv_wrong.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rs, err := Parse("sendrecv_wrong.txt", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := parsed(t, "testdata/nccl-tests/sendrecv_wrong.txt")
 	p := impPoint(t, impResult(t, rs, "nccl-tests sendrecv float/sum out-of-place busbw"), 262144)
 	if p.Validated || len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "#wrong 64") {
 		t.Errorf("a size with 64 wrong elements: %+v, want a warning and not validated", p)
@@ -174,14 +79,7 @@ func TestNCCLTestsWrongAndUnchecked(t *testing.T) {
 	if p := impPoint(t, impResult(t, rs, "nccl-tests sendrecv float/sum in-place busbw"), 262144); !p.Validated || p.Warnings != nil {
 		t.Errorf("the in-place run of that size was right: %+v", p)
 	}
-	data, err = os.ReadFile("testdata/nccl-tests/reduce_scatter_nocheck.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rs, err = Parse("x.txt", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs = parsed(t, "testdata/nccl-tests/reduce_scatter_nocheck.txt")
 	if p := rs[0].Points[0]; p.Validated || p.Warnings != nil || rs[0].Spec.Pattern != "reduce_scatter" {
 		t.Errorf("-c 0 (N/A): %+v, pattern %q, want unvalidated without warning, reduce_scatter", p, rs[0].Spec.Pattern)
 	}
@@ -211,13 +109,7 @@ func TestNCCLTestsErrors(t *testing.T) {
 		{"no collective", "run.txt", ncclSmall, 0, "which collective"},
 		{"failure", "all_reduce_perf.txt", strings.Replace(ncclSmall, "# Out of", "node1: Test NCCL failure common.cu:958 'unhandled system error'\n# Out of", 1), 8, "the run failed"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tool, _, err := impParseText(t, tc.file, tc.text)
-			if tool != ncclTool {
-				t.Fatalf("detected as %q", tool)
-			}
-			impWantLineError(t, err, tc.file, tc.line, tc.want)
-		})
+		t.Run(tc.name, func(t *testing.T) { wantParseError(t, ncclTool, tc.file, tc.text, tc.line, tc.want) })
 	}
 	// The collective from a pasted command line.
 	_, rs, err := impParseText(t, "run.txt", "$ mpirun -np 2 ./build/alltoall_perf -b 8 -e 16\n"+ncclSmall)
@@ -226,4 +118,4 @@ func TestNCCLTestsErrors(t *testing.T) {
 	}
 }
 
-func FuzzNCCLTests(f *testing.F) { impFuzz(f, "nccl-tests", parseNCCLTests) }
+func FuzzNCCLTests(f *testing.F) { fuzzParser(f, "nccl-tests", parseNCCLTests, false, nil) }

@@ -360,17 +360,12 @@ func (b *osuBlock) row(t string) error {
 		case c.name == "Messages/s":
 			q := singleRunPoint(size, "msg/s", x)
 			rate = &q
-		case c.tail > 0 && !c.bw:
-			switch c.tail {
-			case 50:
-				p.P50 = x
-			case 90:
-				p.P90 = x
-			case 99:
-				p.P99 = x
+		case c.tail > 0:
+			q := c.tail
+			if c.bw {
+				q = 100 - q // bandwidth: OMB's Pq is gotune's P(100-q)
 			}
-		case c.tail > 0: // bandwidth: OMB's Pq is gotune's P(100-q)
-			switch 100 - c.tail {
+			switch q {
 			case 50:
 				p.P50 = x
 			case 90:

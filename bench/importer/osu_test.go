@@ -13,10 +13,7 @@ import (
 )
 
 func TestOSUGolden(t *testing.T) {
-	good, _ := fixtures(t, "osu")
-	for _, path := range good {
-		t.Run(filepath.Base(path), func(t *testing.T) { checkGolden(t, path, osuTool) })
-	}
+	goldens(t, "osu", osuTool)
 }
 
 // Each fixture is claimed by its own tool's detector only, other tools'
@@ -116,19 +113,11 @@ func TestOSUMemory(t *testing.T) {
 }
 
 func TestOSUErrors(t *testing.T) {
-	data, err := os.ReadFile("testdata/osu/osu_bw_truncated_7.4.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = Parse("osu_bw_truncated_7.4.txt", data)
+	_, err := parseFixture(t, "testdata/osu/osu_bw_truncated_7.4.txt")
 	checkLineError(t, err, "osu_bw_truncated_7.4.txt", 13, "1 fields, want 2")
 
 	const title = "# OSU MPI Bandwidth Test v7.4\n# Size      Bandwidth (MB/s)        Validation\n"
-	for _, c := range []struct {
-		name, data string
-		line       int
-		words      []string
-	}{
+	checkLineErrors(t, []lineErrorCase{
 		{"value.txt", title + "1   12.5   Pass\n2   x12   Pass\n", 4, []string{"not a number"}},
 		{"negative.txt", title + "1   -12.5   Pass\n", 3, []string{"0 or more"}},
 		{"nan.txt", title + "1   NaN   Pass\n", 3, []string{"finite"}},
@@ -141,10 +130,7 @@ func TestOSUErrors(t *testing.T) {
 		{"nbc.txt", "# OSU MPI Non-blocking Allreduce Latency Test v7.4\n", 1, []string{"not supported"}},
 		{"columns.txt", "# OSU MPI Latency Test v7.4\n# Size   Overall(us)   Compute(us)\n", 2, []string{"unsupported columns"}},
 		{"second.txt", "# OSU MPI Barrier Latency Test v7.4\n# Avg Latency(us)\n 0.3\n 0.4\n", 4, []string{"second row"}},
-	} {
-		_, _, err := Parse(c.name, []byte(c.data))
-		checkLineError(t, err, c.name, c.line, c.words...)
-	}
+	})
 }
 
 // Blocks written one after another give a Result each.
@@ -161,19 +147,7 @@ func TestOSUConcatenated(t *testing.T) {
 }
 
 func FuzzOSU(f *testing.F) {
-	paths, _ := filepath.Glob("testdata/osu/*.txt")
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(b)
-		}
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		lines, err := splitLines(data)
-		if err != nil {
-			return
-		}
-		results, err := parseOSU("fuzz_osu.txt", lines)
-		checkFuzzed(t, "fuzz_osu.txt", results, err, true)
+	fuzzParser(f, "osu", parseOSU, true, func(t *testing.T, results []bench.Result) {
 		for _, r := range results {
 			if !strings.HasPrefix(r.Label, "osu_") {
 				t.Fatalf("label %q", r.Label)

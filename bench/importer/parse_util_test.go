@@ -1,7 +1,6 @@
 package importer
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,19 +10,123 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 // The -update flag rewrites golden files.
 var _ = flag.Bool("update", false, "rewrite the golden files under testdata")
 
-// updating reports whether -update was given.
-func updating() bool {
-	g, ok := flag.Lookup("update").Value.(flag.Getter)
-	if !ok {
-		return false
+// goldens runs every fixture of testdata/<dir> that parses through
+// checkGolden, and asserts that no other tool's detector claims it.
+func goldens(t *testing.T, dir, tool string) {
+	good, _ := fixtures(t, dir)
+	for _, path := range good {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			checkGolden(t, path, tool)
+			data, _ := os.ReadFile(path)
+			lines, _ := splitLines(data)
+			for _, p := range parsers {
+				if p.Tool != tool && p.Detect(lines[:min(len(lines), headLines)]) {
+					t.Errorf("%s's detector claims this %s output too", p.Tool, tool)
+				}
+			}
+		})
 	}
-	b, _ := g.Get().(bool)
-	return b
+}
+
+// parseFixture parses the fixture at path, named by its base name.
+func parseFixture(t *testing.T, path string) ([]bench.Result, error) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, results, err := Parse(filepath.Base(path), data)
+	return results, err
+}
+
+// parsed is what a fixture that parses gives.
+func parsed(t *testing.T, path string) []bench.Result {
+	t.Helper()
+	results, err := parseFixture(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return results
+}
+
+// wantParseError parses text as file, wants it detected as tool and
+// refused with a *LineError at line saying want.
+func wantParseError(t *testing.T, tool, file, text string, line int, want string) {
+	t.Helper()
+	got, _, err := Parse(file, []byte(text))
+	if got != tool {
+		t.Fatalf("detected as %q", got)
+	}
+	checkLineError(t, err, file, line, want)
+}
+
+// parseErrorCase is a text that Parse refuses at line, saying want.
+type parseErrorCase struct {
+	name, text string
+	line       int
+	want       string
+}
+
+// wantParseErrors runs each case as a subtest of wantParseError.
+func wantParseErrors(t *testing.T, tool, file string, cases []parseErrorCase) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { wantParseError(t, tool, file, c.text, c.line, c.want) })
+	}
+}
+
+// lineErrorCase is a text, named name, that Parse refuses at line, with
+// an error saying each of words.
+type lineErrorCase struct {
+	name, data string
+	line       int
+	words      []string
+}
+
+// checkLineErrors checks each case's error with checkLineError.
+func checkLineErrors(t *testing.T, cases []lineErrorCase) {
+	t.Helper()
+	for _, c := range cases {
+		_, _, err := Parse(c.name, []byte(c.data))
+		checkLineError(t, err, c.name, c.line, c.words...)
+	}
+}
+
+// fuzzParser seeds f with the fixtures of dir: on any input parse (and
+// Parse) keep checkFuzzed's contract (points: the OSU and IMB parsers'
+// shape of points), and more, when given, checks parse's results further.
+func fuzzParser(f *testing.F, dir string, parse func(string, []string) ([]bench.Result, error), points bool, more func(*testing.T, []bench.Result)) {
+	seedFixtures(f, dir)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		lines, err := splitLines(data)
+		if err != nil {
+			return
+		}
+		results, err := parse("fuzz.txt", lines)
+		checkFuzzed(t, "fuzz.txt", results, err, points)
+		if more != nil {
+			more(t, results)
+		}
+		_, results, err = Parse("fuzz.txt", data)
+		checkFuzzed(t, "fuzz.txt", results, err, false)
+	})
+}
+
+// seedFixtures adds the text fixtures of each of dirs to f's corpus.
+func seedFixtures(f *testing.F, dirs ...string) {
+	for _, dir := range dirs {
+		paths, _ := filepath.Glob(filepath.Join("testdata", dir, "*.txt"))
+		for _, p := range paths {
+			if b, err := os.ReadFile(p); err == nil {
+				f.Add(b)
+			}
+		}
+	}
 }
 
 // checkGolden parses the fixture at path with Parse, wants tool, and
@@ -54,20 +157,7 @@ func matchGolden(t *testing.T, golden string, results []bench.Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out = append(out, '\n')
-	if updating() {
-		if err := os.WriteFile(golden, out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to write it)", err)
-	}
-	if !bytes.Equal(out, want) {
-		t.Errorf("results differ from %s (go test -update rewrites it after review):\n%s", golden, out)
-	}
+	testutil.Golden(t, golden, append(out, '\n'), testutil.Updating())
 }
 
 // fixtures lists the text fixtures of dir that parse ("broken" and
@@ -152,14 +242,7 @@ func TestParseUtil(t *testing.T) {
 
 // Random bytes fail clearly, naming the file, whichever parser claims them.
 func FuzzParse(f *testing.F) {
-	for _, dir := range []string{"osu", "imb"} {
-		paths, _ := filepath.Glob(filepath.Join("testdata", dir, "*.txt"))
-		for _, p := range paths {
-			if b, err := os.ReadFile(p); err == nil {
-				f.Add(b)
-			}
-		}
-	}
+	seedFixtures(f, "osu", "imb")
 	f.Add([]byte("\x00\x01binary"))
 	f.Add([]byte("# OSU MPI Latency Test v7.4\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {

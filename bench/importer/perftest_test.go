@@ -9,7 +9,7 @@ import (
 	"github.com/gotune/gotune/bench"
 )
 
-func TestPerftestGolden(t *testing.T) { impGoldens(t, "perftest", ptTool) }
+func TestPerftestGolden(t *testing.T) { goldens(t, "perftest", ptTool) }
 
 func TestPerftestUnits(t *testing.T) {
 	read := func(name string) []byte {
@@ -19,10 +19,7 @@ func TestPerftestUnits(t *testing.T) {
 		}
 		return data
 	}
-	_, rs, err := Parse("ib_read_bw_gbits_loop.txt", read("ib_read_bw_gbits_loop.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := parsed(t, "testdata/perftest/ib_read_bw_gbits_loop.txt")
 	// "4096  2000  14.47  14.41  0.439696" with --report_gbits: 14.41 Gb/s
 	// is 14.41e9/8 bytes/s = 1801.25 MB/s; 0.439696 Mpps = 439696 msg/s.
 	bw := impResult(t, rs, "perftest ib_read_bw RC mlx5_1")
@@ -35,10 +32,7 @@ func TestPerftestUnits(t *testing.T) {
 	if p := impPoint(t, impResult(t, rs, "perftest ib_read_bw RC mlx5_1 msgrate"), 4096); !impNear(p.Median, 439696) {
 		t.Errorf("message rate %+v, want 439696 msg/s", p)
 	}
-	_, rs, err = Parse("ib_write_bw_all.txt", read("ib_write_bw_all.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs = parsed(t, "testdata/perftest/ib_write_bw_all.txt")
 	// "65536  5000  9793.63  9754.61  0.156074": MB/sec is 2^20 bytes/s.
 	line := ""
 	for _, l := range strings.Split(string(read("ib_write_bw_all.txt")), "\n") {
@@ -53,16 +47,13 @@ func TestPerftestUnits(t *testing.T) {
 	if p := impPoint(t, impResult(t, rs, "perftest ib_write_bw RC mlx5_0"), 65536); f[3] != "9754.61" || !impNear(p.Median, 9754.61*1.048576) {
 		t.Errorf("65536 B point %+v from %q, want 9754.61 * 1.048576 MB/s", p, line)
 	}
-	_, rs, err = Parse("ib_send_lat_all.txt", read("ib_send_lat_all.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs = parsed(t, "testdata/perftest/ib_send_lat_all.txt")
 	// " 64  1000  0.99  6.32  1.04  1.07  0.04  1.25  3.32": t_avg is the
 	// value, t_typical P50, the 99% column P99.
 	if p := impPoint(t, rs[0], 64); !impNear(p.Median, 1.07) || !impNear(p.P50, 1.04) || !impNear(p.P99, 1.25) || rs[0].Spec.Pattern != "latency" {
 		t.Errorf("64 B latency %+v, want 1.07 us, p50 1.04, p99 1.25", p)
 	}
-	_, rs, err = Parse("ib_send_bw_bidir_mib.txt", read("ib_send_bw_bidir_mib.txt"))
+	rs, err := parseFixture(t, "testdata/perftest/ib_send_bw_bidir_mib.txt")
 	if err != nil || rs[0].Spec.Pattern != "bibw" {
 		t.Errorf("bidirectional: %v %+v", err, rs)
 	}
@@ -72,18 +63,7 @@ func TestPerftestUnits(t *testing.T) {
 // perftest's clock calibration failed for one size: its stderr message
 // cut into a row, and a row printed with 0 cycles per microsecond.
 func TestPerftestRealUnmeasured(t *testing.T) {
-	parse := func(name string) []bench.Result {
-		t.Helper()
-		data, err := os.ReadFile("testdata/perftest/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, rs, err := Parse(name, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rs
-	}
+	parse := func(name string) []bench.Result { t.Helper(); return parsed(t, "testdata/perftest/"+name) }
 	// " 2   100   0.08   0.02   0.012639Correlation coefficient r^2: 0.815 < 0.9"
 	// then an empty line, then " 4   100   0.00   0.00   0.000000".
 	rs := parse("real_ib_write_bw_a.txt")
@@ -151,11 +131,7 @@ const ptLatSmall = `                    Send Latency Test
 `
 
 func TestPerftestErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name, text string
-		line       int
-		want       string
-	}{
+	wantParseErrors(t, ptTool, "x.txt", []parseErrorCase{
 		{"bad value", strings.Replace(ptSmall, "10570.71", "10570,71", 1), 7, "value 4 \"10570,71\""},
 		{"cut-off row", ptSmall[:strings.Index(ptSmall, " 131072")+20] + "\n", 8, "a cut-off line"},
 		{"no closing rule", ptSmall[:strings.LastIndex(ptSmall, "\n---")+1], 8, "truncated output"},
@@ -164,15 +140,7 @@ func TestPerftestErrors(t *testing.T) {
 		{"no clock", strings.NewReplacer("10612.98            10570.71\t\t   0.169131", "0.00                0.00\t\t   0.000000",
 			"10700.00            10650.00\t\t   0.085200", "0.00                0.00\t\t   0.000000").Replace(ptSmall), 7, "no row measured"},
 		{"latency inf", strings.Replace(ptLatSmall, "1.04  1.07", "inf  inf", 1), 3, "no row measured"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tool, _, err := impParseText(t, "x.txt", tc.text)
-			if tool != ptTool {
-				t.Fatalf("detected as %q", tool)
-			}
-			impWantLineError(t, err, "x.txt", tc.line, tc.want)
-		})
-	}
+	})
 }
 
-func FuzzPerftest(f *testing.F) { impFuzz(f, "perftest", parsePerftest) }
+func FuzzPerftest(f *testing.F) { fuzzParser(f, "perftest", parsePerftest, false, nil) }

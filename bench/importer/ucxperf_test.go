@@ -1,22 +1,14 @@
 package importer
 
 import (
-	"os"
 	"strings"
 	"testing"
 )
 
-func TestUCXPerftestGolden(t *testing.T) { impGoldens(t, "ucx_perftest", ucxTool) }
+func TestUCXPerftestGolden(t *testing.T) { goldens(t, "ucx_perftest", ucxTool) }
 
 func TestUCXPerftestUnits(t *testing.T) {
-	data, err := os.ReadFile("testdata/ucx_perftest/tag_lat_ladder.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rs, err := Parse("tag_lat_ladder.txt", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := parsed(t, "testdata/ucx_perftest/tag_lat_ladder.txt")
 	if len(rs) != 1 || len(rs[0].Points) != 6 || rs[0].Label != "ucx_perftest tag_lat" || rs[0].Spec.Pattern != "latency" {
 		t.Fatalf("want one latency result of 6 sizes, got %d results: %+v", len(rs), rs)
 	}
@@ -25,14 +17,7 @@ func TestUCXPerftestUnits(t *testing.T) {
 	if p := impPoint(t, rs[0], 64); !impNear(p.Median, 0.401) || !impNear(p.P50, 0.400) || p.Unit != "us" || p.Iters != 10000 {
 		t.Errorf("64 B point %+v, want 0.401 us, p50 0.400, 10000 iterations", p)
 	}
-	data, err = os.ReadFile("testdata/ucx_perftest/tag_bw_terminal.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rs, err = Parse("tag_bw_terminal.txt", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs = parsed(t, "testdata/ucx_perftest/tag_bw_terminal.txt")
 	// "Final: 20000 0.109 99.758 101.240 10024.27 9877.51 10024 9878" in
 	// the 1048576-byte run: MB/s there is 2^20 bytes/s, so 9877.51 is
 	// 9877.51 * 1.048576 = 10357.33 MB/s (10^6 bytes/s).
@@ -56,32 +41,20 @@ Final:                   100      0.324     0.322     0.322       23.68      23.
 `
 
 func TestUCXPerftestErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name, text string
-		line       int
-		want       string
-	}{
+	wantParseErrors(t, ucxTool, "x.txt", []parseErrorCase{
 		{"bad value", strings.Replace(ucxSmall, "0.322     0.322", "0.322     0.3z2", 1), 7, "value 4 \"0.3z2\""},
 		{"cut-off row", ucxSmall[:len(ucxSmall)-30] + "\n", 7, "a cut-off line"},
 		{"no size", strings.Replace(ucxSmall, " -s 8", "", 1), 7, "which message size"},
 		{"twice", ucxSmall + ucxSmall, 14, "measured twice"},
 		{"box disagrees", ucxSmall[:strings.Index(ucxSmall, "Final:")] + "| Message size: 16                                   |\n" + ucxSmall[strings.Index(ucxSmall, "Final:"):], 7, "says message size 16, the command line 8"},
 		{"csv without test", "iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,avg_mr,overall_mr\n+ ucx_perftest x -s 8\niterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,avg_mr,overall_mr\n100,0.1,0.1,0.1,1,1,1,1\n", 4, "which test"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tool, _, err := impParseText(t, "x.txt", tc.text)
-			if tool != ucxTool {
-				t.Fatalf("detected as %q", tool)
-			}
-			impWantLineError(t, err, "x.txt", tc.line, tc.want)
-		})
-	}
+	})
 }
 
 // A file cut before its first result holds no measurement.
 func TestUCXPerftestTruncated(t *testing.T) {
 	_, _, err := impParseText(t, "x.txt", ucxSmall[:strings.Index(ucxSmall, "Final:")])
-	impWantLineError(t, err, "x.txt", 0, "no measurements")
+	checkLineError(t, err, "x.txt", 0, "no measurements")
 }
 
-func FuzzUCXPerftest(f *testing.F) { impFuzz(f, "ucx_perftest", parseUCXPerftest) }
+func FuzzUCXPerftest(f *testing.F) { fuzzParser(f, "ucx_perftest", parseUCXPerftest, false, nil) }

@@ -22,14 +22,7 @@ func buildOrSkip(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	_, err := exec.LookPath("mpirun")
 	testutil.SkipUnless(t, "openmpi", err)
-	bin, err := Build(ctx, OpenMPIVader("cma"), t.TempDir())
-	if errors.Is(err, sys.ErrNotSupported) {
-		testutil.SkipUnless(t, "openmpi", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return buildStackOrSkip(t, ctx, "openmpi", OpenMPIVader("cma"))
 }
 
 func TestRunOpenMPIVader(t *testing.T) {

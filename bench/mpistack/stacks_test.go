@@ -49,91 +49,86 @@ func paramFile(t *testing.T, lines ...string) []string {
 	return []string{"OMPI_MCA_mca_base_param_files=" + path}
 }
 
-func TestRunStacks(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+// eachStack runs f as a subtest per installed stack (built, within
+// timeout), skipping the stacks that are missing.
+func eachStack(t *testing.T, timeout time.Duration, f func(t *testing.T, ctx context.Context, capability string, s Stack, bin string)) {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	sizes := []int{8, 64 << 10}
 	for _, st := range stacks {
 		t.Run(st.capability, func(t *testing.T) {
-			bin := buildStackOrSkip(t, ctx, st.capability, st.stack)
-			for _, tt := range []struct {
-				pattern  bench.Pattern
-				validate bool
-			}{
-				{bench.Latency, false},
-				{bench.Bandwidth, false},
-				{bench.Latency, true},
-				{bench.BiBandwidth, true},
-				{HeadToHead, true},
-				{bench.AllocChurn, false},
-				{bench.AllocChurn, true},
-			} {
-				name := string(tt.pattern)
-				if tt.validate {
-					name += "/validated"
-				}
-				t.Run(name, func(t *testing.T) {
-					spec := bench.Spec{Pattern: tt.pattern, Sizes: sizes, Reps: 2, Iters: 20, Warmup: 2, Window: 8, Validate: tt.validate}
-					res, err := Run(ctx, st.stack, bin, spec)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if v := res.Provenance.Libraries[st.capability]; v == "" {
-						t.Errorf("provenance lacks the %s version: %v", st.capability, res.Provenance.Libraries)
-					}
-					if len(res.Points) != len(sizes) {
-						t.Fatalf("%d points for %d sizes", len(res.Points), len(sizes))
-					}
-					for i, p := range res.Points {
-						if p.Size != sizes[i] || p.Unit != tt.pattern.Unit() || p.Iters != 20 || len(p.Samples) != 2 ||
-							p.Validated != tt.validate || !(p.Median > 0) {
-							t.Errorf("point %d: %+v", i, p)
-						}
-					}
-				})
-			}
+			f(t, ctx, st.capability, st.stack, buildStackOrSkip(t, ctx, st.capability, st.stack))
 		})
 	}
 }
 
+func TestRunStacks(t *testing.T) {
+	sizes := []int{8, 64 << 10}
+	eachStack(t, 2*time.Minute, func(t *testing.T, ctx context.Context, capability string, s Stack, bin string) {
+		for _, tt := range []struct {
+			pattern  bench.Pattern
+			validate bool
+		}{
+			{bench.Latency, false},
+			{bench.Bandwidth, false},
+			{bench.Latency, true},
+			{bench.BiBandwidth, true},
+			{HeadToHead, true},
+			{bench.AllocChurn, false},
+			{bench.AllocChurn, true},
+		} {
+			name := string(tt.pattern)
+			if tt.validate {
+				name += "/validated"
+			}
+			t.Run(name, func(t *testing.T) {
+				spec := bench.Spec{Pattern: tt.pattern, Sizes: sizes, Reps: 2, Iters: 20, Warmup: 2, Window: 8, Validate: tt.validate}
+				res, err := Run(ctx, s, bin, spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v := res.Provenance.Libraries[capability]; v == "" {
+					t.Errorf("provenance lacks the %s version: %v", capability, res.Provenance.Libraries)
+				}
+				if len(res.Points) != len(sizes) {
+					t.Fatalf("%d points for %d sizes", len(res.Points), len(sizes))
+				}
+				for i, p := range res.Points {
+					if p.Size != sizes[i] || p.Unit != tt.pattern.Unit() || p.Iters != 20 || len(p.Samples) != 2 ||
+						p.Validated != tt.validate || !(p.Median > 0) {
+						t.Errorf("point %d: %+v", i, p)
+					}
+				}
+			})
+		}
+	})
+}
+
 func TestRunFloodRanks(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	for _, st := range stacks {
-		t.Run(st.capability, func(t *testing.T) {
-			bin := buildStackOrSkip(t, ctx, st.capability, st.stack)
-			s := st.stack
-			s.Ranks = 3
-			res, err := Run(ctx, s, bin, bench.Spec{Pattern: Flood, Sizes: []int{8, 4096}, Reps: 1, Iters: 5, Warmup: 1, Window: 4, Validate: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(res.Points) != 2 || !res.Points[1].Validated || !(res.Points[1].Median > 0) {
-				t.Errorf("points %+v", res.Points)
-			}
-		})
-	}
+	eachStack(t, time.Minute, func(t *testing.T, ctx context.Context, _ string, s Stack, bin string) {
+		s.Ranks = 3
+		res, err := Run(ctx, s, bin, bench.Spec{Pattern: Flood, Sizes: []int{8, 4096}, Reps: 1, Iters: 5, Warmup: 1, Window: 4, Validate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Points) != 2 || !res.Points[1].Validated || !(res.Points[1].Median > 0) {
+			t.Errorf("points %+v", res.Points)
+		}
+	})
 }
 
 // TestRunCatchesCorruption plants a flipped byte in rank 1's first received
 // message (anchor.c's test hook) under real ranks.
 func TestRunCatchesCorruption(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	for _, st := range stacks {
-		t.Run(st.capability, func(t *testing.T) {
-			bin := buildStackOrSkip(t, ctx, st.capability, st.stack)
-			s := st.stack
-			s.Env = []string{"GOTUNE_ANCHOR_CORRUPT=1"}
-			// alloc checks its freshly allocated buffers as bw its fixed ones
-			for _, p := range []bench.Pattern{bench.Bandwidth, bench.AllocChurn} {
-				_, err := Run(ctx, s, bin, bench.Spec{Pattern: p, Sizes: []int{4096}, Reps: 1, Iters: 3, Warmup: 1, Window: 4, Validate: true})
-				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "payload mismatch: "+string(p)+" size 4096 iteration 0 window slot 0 from rank 0: byte 2048") {
-					t.Fatalf("%s: got %v, want ErrCorrupt naming byte 2048 of the first message", p, err)
-				}
+	eachStack(t, time.Minute, func(t *testing.T, ctx context.Context, _ string, s Stack, bin string) {
+		s.Env = []string{"GOTUNE_ANCHOR_CORRUPT=1"}
+		// alloc checks its freshly allocated buffers as bw its fixed ones
+		for _, p := range []bench.Pattern{bench.Bandwidth, bench.AllocChurn} {
+			_, err := Run(ctx, s, bin, bench.Spec{Pattern: p, Sizes: []int{4096}, Reps: 1, Iters: 3, Warmup: 1, Window: 4, Validate: true})
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "payload mismatch: "+string(p)+" size 4096 iteration 0 window slot 0 from rank 0: byte 2048") {
+				t.Fatalf("%s: got %v, want ErrCorrupt naming byte 2048 of the first message", p, err)
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestCheck runs the hazards through real stacks: default settings pass,

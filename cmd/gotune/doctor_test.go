@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,13 +17,10 @@ import (
 	"github.com/gotune/gotune/transports"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	testutil.Golden(t, filepath.Join("testdata", name), got, *update)
-}
+var (
+	update = flag.Bool("update", false, "rewrite the golden files under testdata")
+	golden = testutil.GoldenFile // testdata/name, rewritten under -update
+)
 
 // Option sets of the fake drivers: sm's is read by cma and cudaipc too, and
 // gpu's belongs to no transport.

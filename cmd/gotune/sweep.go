@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,16 +92,7 @@ and a line per stage at most every 15 seconds; --quiet shows neither.`,
 			closeMeter := runMeter(&cfg, cmd.ErrOrStderr(), quiet)
 			res, err := sweep.Run(ctx, cfg)
 			closeMeter()
-			printSummary(cmd, res)
-			if res.Dir != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "run directory: %s\n", res.Dir)
-			}
-			if !noReport {
-				if rerr := writeRunReport(ctx, cmd.ErrOrStderr(), res); rerr != nil && err == nil {
-					err = rerr
-				}
-			}
-			return err
+			return finishRun(ctx, cmd, res, err, noReport)
 		},
 	}
 	fl := cmd.Flags()
@@ -166,6 +158,22 @@ func writeBenchView(cmd *cobra.Command, dir, path string) error {
 		return fmt.Errorf("--bench: %w", err)
 	}
 	return nil
+}
+
+// finishRun ends a command that ran a sweep: it prints the run's summary
+// and directory and, unless noReport, writes its report. The run's own
+// error, err, comes before the report's.
+func finishRun(ctx context.Context, cmd *cobra.Command, res sweep.Result, err error, noReport bool) error {
+	printSummary(cmd, res)
+	if res.Dir != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "run directory: %s\n", res.Dir)
+	}
+	if !noReport {
+		if rerr := writeRunReport(ctx, cmd.ErrOrStderr(), res); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
 }
 
 // printSummary copies a run's summary file to stdout, if there is one.

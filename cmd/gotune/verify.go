@@ -67,16 +67,7 @@ store may be compressed (measurements.jsonl.gz) as sweep --resume allows.`,
 			closeMeter := runMeter(&cfg, cmd.ErrOrStderr(), quiet)
 			res, err := sweep.Verify(ctx, cfg, path, against)
 			closeMeter()
-			printSummary(cmd, res)
-			if res.Dir != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "run directory: %s\n", res.Dir)
-			}
-			if !noReport {
-				if rerr := writeRunReport(ctx, cmd.ErrOrStderr(), res); rerr != nil && err == nil {
-					err = rerr
-				}
-			}
-			return err
+			return finishRun(ctx, cmd, res, err, noReport)
 		},
 	}
 	fl := cmd.Flags()

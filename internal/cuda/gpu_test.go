@@ -109,16 +109,8 @@ func TestErrorFromDriver(t *testing.T) {
 func TestAllocEveryKind(t *testing.T) {
 	d := cudatest.Device(t, 0)
 	const n = 1<<20 + 12345
-	s, err := cuda.NewStream(cuda.StreamNonBlocking)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
-	scratch, err := d.Alloc(cuda.MemDevice, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer scratch.Free()
+	s := cudatest.Stream(t)
+	scratch := cudatest.Alloc(t, d, cuda.MemDevice, n)
 	for _, kind := range []cuda.MemKind{cuda.MemHost, cuda.MemPinned, cuda.MemDevice, cuda.MemManaged,
 		cuda.MemManagedDevice, cuda.MemManagedHost, cuda.MemPool} {
 		t.Run(kind.String(), func(t *testing.T) {
@@ -227,33 +219,13 @@ func TestSynchronousCopies(t *testing.T) {
 func TestAsyncCopyAndEvents(t *testing.T) {
 	d := cudatest.Device(t, 0)
 	const n = 32 << 20
-	src, err := d.Alloc(cuda.MemPinned, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Free()
-	dst, err := d.Alloc(cuda.MemPinned, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Free()
-	mid, err := d.Alloc(cuda.MemDevice, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mid.Free()
+	src := cudatest.Alloc(t, d, cuda.MemPinned, n)
+	dst := cudatest.Alloc(t, d, cuda.MemPinned, n)
+	mid := cudatest.Alloc(t, d, cuda.MemDevice, n)
 	copy(src.Bytes(), pattern(n, 9))
 
-	up, err := cuda.NewStream(cuda.StreamNonBlocking)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Destroy()
-	down, err := cuda.NewStream(cuda.StreamNonBlocking)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer down.Destroy()
+	up := cudatest.Stream(t)
+	down := cudatest.Stream(t)
 	start, _ := cuda.NewEvent(cuda.EventDefault)
 	uploaded, _ := cuda.NewEvent(cuda.EventDefault)
 	done, err := cuda.NewEvent(cuda.EventDisableTiming)
@@ -316,16 +288,8 @@ func TestAsyncCopyAndEvents(t *testing.T) {
 // Copies, memsets, event record and query and stream query allocate nothing.
 func TestHotPathsDoNotAllocate(t *testing.T) {
 	d := cudatest.Device(t, 0)
-	host, err := d.Alloc(cuda.MemPinned, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer host.Free()
-	dev, err := d.Alloc(cuda.MemDevice, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Free()
+	host := cudatest.Alloc(t, d, cuda.MemPinned, 4096)
+	dev := cudatest.Alloc(t, d, cuda.MemDevice, 4096)
 	s, _ := cuda.NewStream(cuda.StreamNonBlocking)
 	defer s.Destroy()
 	ev, _ := cuda.NewEvent(cuda.EventDisableTiming)
@@ -519,11 +483,7 @@ func TestIPC(t *testing.T) {
 				t.Skipf("needs %d devices", peer+1)
 			}
 			const size = 4<<20 + 100
-			b, err := d.Alloc(cuda.MemDevice, size)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Free()
+			b := cudatest.Alloc(t, d, cuda.MemDevice, size)
 			if err := cuda.CopyHtoD(b.Ptr(), pattern(size, ipcBytesSeed)); err != nil {
 				t.Fatal(err)
 			}

@@ -86,14 +86,12 @@ const (
 	LevelSystem                  // SYS: the SMP interconnect between NUMA nodes
 )
 
-var levelNames = [...]string{"N/A", "INT", "PIX", "PXB", "PHB", "NODE", "SYS"}
+var (
+	levelNames = [...]string{"N/A", "INT", "PIX", "PXB", "PHB", "NODE", "SYS"}
+	levels     = enum[Level]{typ: "Level", bad: "level", what: "topology level", names: levelNames[:]}
+)
 
-func (l Level) String() string {
-	if l < 0 || int(l) >= len(levelNames) {
-		return "Level(" + strconv.Itoa(int(l)) + ")"
-	}
-	return levelNames[l]
-}
+func (l Level) String() string { return levels.name(l) }
 
 // rank orders levels by distance, unknown last.
 func (l Level) rank() int {
@@ -104,19 +102,10 @@ func (l Level) rank() int {
 }
 
 // MarshalText writes the nvidia-smi name.
-func (l Level) MarshalText() ([]byte, error) {
-	if l < 0 || int(l) >= len(levelNames) {
-		return nil, fmt.Errorf("gpu: bad level %d", int(l))
-	}
-	return []byte(levelNames[l]), nil
-}
+func (l Level) MarshalText() ([]byte, error) { return levels.marshal(l) }
 
 // UnmarshalText reads the nvidia-smi name.
-func (l *Level) UnmarshalText(b []byte) error {
-	i, err := lookup(levelNames[:], string(b), "topology level")
-	*l = Level(i)
-	return err
-}
+func (l *Level) UnmarshalText(b []byte) error { return levels.unmarshal(l, b) }
 
 // P2PStatus says whether a peer-to-peer capability works between two GPUs.
 // Its names are nvidia-smi topo -p2p's.
@@ -133,29 +122,16 @@ const (
 	P2PNotSupported                          // NS
 )
 
-var p2pNames = [...]string{"U", "OK", "CNS", "GNS", "TNS", "DRK", "NS"}
+var p2pStatuses = enum[P2PStatus]{typ: "P2PStatus", bad: "P2P status", what: "P2P status",
+	names: []string{"U", "OK", "CNS", "GNS", "TNS", "DRK", "NS"}}
 
-func (s P2PStatus) String() string {
-	if s < 0 || int(s) >= len(p2pNames) {
-		return "P2PStatus(" + strconv.Itoa(int(s)) + ")"
-	}
-	return p2pNames[s]
-}
+func (s P2PStatus) String() string { return p2pStatuses.name(s) }
 
 // MarshalText writes the nvidia-smi name.
-func (s P2PStatus) MarshalText() ([]byte, error) {
-	if s < 0 || int(s) >= len(p2pNames) {
-		return nil, fmt.Errorf("gpu: bad P2P status %d", int(s))
-	}
-	return []byte(p2pNames[s]), nil
-}
+func (s P2PStatus) MarshalText() ([]byte, error) { return p2pStatuses.marshal(s) }
 
 // UnmarshalText reads the nvidia-smi name.
-func (s *P2PStatus) UnmarshalText(b []byte) error {
-	i, err := lookup(p2pNames[:], string(b), "P2P status")
-	*s = P2PStatus(i)
-	return err
-}
+func (s *P2PStatus) UnmarshalText(b []byte) error { return p2pStatuses.unmarshal(s, b) }
 
 // MIGMode is a GPU's current Multi-Instance GPU mode.
 type MIGMode int
@@ -167,27 +143,42 @@ const (
 	MIGEnabled
 )
 
-var migNames = [...]string{"unsupported", "disabled", "enabled"}
+var migModes = enum[MIGMode]{typ: "MIGMode", bad: "MIG mode", what: "MIG mode", names: []string{"unsupported", "disabled", "enabled"}}
 
-func (m MIGMode) String() string {
-	if m < 0 || int(m) >= len(migNames) {
-		return "MIGMode(" + strconv.Itoa(int(m)) + ")"
-	}
-	return migNames[m]
-}
+func (m MIGMode) String() string { return migModes.name(m) }
 
 // MarshalText writes unsupported, disabled or enabled.
-func (m MIGMode) MarshalText() ([]byte, error) {
-	if m < 0 || int(m) >= len(migNames) {
-		return nil, fmt.Errorf("gpu: bad MIG mode %d", int(m))
-	}
-	return []byte(migNames[m]), nil
-}
+func (m MIGMode) MarshalText() ([]byte, error) { return migModes.marshal(m) }
 
 // UnmarshalText reads unsupported, disabled or enabled.
-func (m *MIGMode) UnmarshalText(b []byte) error {
-	i, err := lookup(migNames[:], string(b), "MIG mode")
-	*m = MIGMode(i)
+func (m *MIGMode) UnmarshalText(b []byte) error { return migModes.unmarshal(m, b) }
+
+// enum names the values of an enumeration, by value: String, MarshalText
+// and UnmarshalText of its type are its methods.
+type enum[E ~int] struct {
+	typ   string // the Go type, for the String of a value without a name
+	bad   string // a value, for MarshalText's error
+	what  string // a name, for UnmarshalText's error
+	names []string
+}
+
+func (n enum[E]) name(e E) string {
+	if e < 0 || int(e) >= len(n.names) {
+		return n.typ + "(" + strconv.Itoa(int(e)) + ")"
+	}
+	return n.names[e]
+}
+
+func (n enum[E]) marshal(e E) ([]byte, error) {
+	if e < 0 || int(e) >= len(n.names) {
+		return nil, fmt.Errorf("gpu: bad %s %d", n.bad, int(e))
+	}
+	return []byte(n.names[e]), nil
+}
+
+func (n enum[E]) unmarshal(e *E, b []byte) error {
+	i, err := lookup(n.names, string(b), n.what)
+	*e = E(i)
 	return err
 }
 

@@ -13,13 +13,8 @@ import (
 	"github.com/gotune/gotune/internal/testutil"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	testutil.Golden(t, filepath.Join("testdata", name), got, *update)
-}
+// -update rewrites the golden files under testdata (testutil.GoldenFile).
+var _ = flag.Bool("update", false, "rewrite the golden files under testdata")
 
 func discover(t *testing.T, src Source, sysfs string) *Topology {
 	t.Helper()
@@ -56,7 +51,7 @@ func TestFormatMatrix(t *testing.T) {
 			if err := discover(t, c.src, c.sysfs(t)).Format(&b); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "topo-"+c.name+".golden", b.Bytes())
+			testutil.GoldenFile(t, "topo-"+c.name+".golden", b.Bytes())
 		})
 	}
 }
@@ -277,7 +272,7 @@ func TestJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "topo-four.json", append(b, '\n'))
+	testutil.GoldenFile(t, "topo-four.json", append(b, '\n'))
 
 	var generic struct {
 		Devices []map[string]any `json:"devices"`

@@ -96,35 +96,32 @@ func TestClusterRemoteFailureEndsJob(t *testing.T) {
 }
 
 func TestClusterStallTakesRemoteStacks(t *testing.T) {
-	startCluster(t, "node-b")
-	_, err := Run(context.Background(), Job{Kind: "block-rank1", Size: 2, Nodes: 2, Stall: 300 * time.Millisecond}, Hooks{})
-	var st *StallError
-	if !errors.As(err, &st) {
-		t.Fatalf("got %v, want a stall", err)
-	}
-	if !slices.Equal(st.Ranks, []int{1}) {
-		t.Fatalf("stalled ranks %v, want the remote rank 1 alone (rank 0 beats)", st.Ranks)
-	}
-	if s := st.Stacks[1]; !strings.Contains(s, stacksEnd("1")) || !strings.Contains(s, "goroutine") {
-		t.Errorf("rank 1's stacks did not come through its node agent: %q", s)
-	}
+	// rank 0 beats: the remote rank 1 stalls alone
+	wantStall(t, "block-rank1", []int{1})
 }
 
 // In a deadlock every rank stops; the remote one's beats arrive through
 // its agent, later than the local one's, and its stacks are taken too.
 func TestClusterDeadlockTakesEveryRanksStacks(t *testing.T) {
+	wantStall(t, "block", []int{0, 1})
+}
+
+// wantStall runs kind's two ranks on two nodes under a short stall
+// deadline and wants ranks to stall, each with its stacks, which for the
+// remote rank come through its node agent.
+func wantStall(t *testing.T, kind string, ranks []int) {
 	startCluster(t, "node-b")
-	_, err := Run(context.Background(), Job{Kind: "block", Size: 2, Nodes: 2, Stall: 300 * time.Millisecond}, Hooks{})
+	_, err := Run(context.Background(), Job{Kind: kind, Size: 2, Nodes: 2, Stall: 300 * time.Millisecond}, Hooks{})
 	var st *StallError
 	if !errors.As(err, &st) {
 		t.Fatalf("got %v, want a stall", err)
 	}
-	if !slices.Equal(st.Ranks, []int{0, 1}) {
-		t.Fatalf("stalled ranks %v, want both", st.Ranks)
+	if !slices.Equal(st.Ranks, ranks) {
+		t.Fatalf("stalled ranks %v, want %v", st.Ranks, ranks)
 	}
-	for r := range 2 {
-		if !strings.Contains(st.Stacks[r], stacksEnd(strconv.Itoa(r))) {
-			t.Errorf("rank %d's stacks missing: %q", r, st.Stacks[r])
+	for _, r := range ranks {
+		if s := st.Stacks[r]; !strings.Contains(s, stacksEnd(strconv.Itoa(r))) || !strings.Contains(s, "goroutine") {
+			t.Errorf("rank %d's stacks missing: %q", r, s)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,6 +26,27 @@ func ModuleRoot(t testing.TB) string {
 		}
 		dir = up
 	}
+}
+
+// Updating reports whether the test binary was given -update, a flag its
+// package defines: golden files are then rewritten, not compared.
+func Updating() bool {
+	f := flag.Lookup("update")
+	if f == nil {
+		return false
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	b, _ := g.Get().(bool)
+	return b
+}
+
+// GoldenFile is Golden of testdata/name, rewritten under -update.
+func GoldenFile(t testing.TB, name string, got []byte) {
+	t.Helper()
+	Golden(t, filepath.Join("testdata", name), got, Updating())
 }
 
 // Golden compares got with the golden file at path, or writes it (and its

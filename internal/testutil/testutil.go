@@ -16,6 +16,16 @@ func Required(capability string) bool {
 	return slices.Contains(req, capability) || slices.Contains(req, "all")
 }
 
+// Release runs release when the test ends and fails the test on its error:
+// the end of a resource a helper made for the test.
+func Release(t testing.TB, release func() error) {
+	t.Cleanup(func() {
+		if err := release(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 // SkipUnless skips the test, with the reason, when a capability is missing
 // (err != nil), or fails it when GOTUNE_REQUIRE names the capability.
 func SkipUnless(t testing.TB, capability string, err error) {

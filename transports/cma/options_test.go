@@ -5,23 +5,28 @@ import (
 
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cma"
+	"github.com/gotune/gotune/transports/transporttest"
 )
 
+func parse(o transports.Options) (cma.Params, error) { return cma.ParseParams(o, 4096) }
+
 // Each documented default is the value ParseParams uses when the option is
-// not given (docs/options.md is generated from Options).
+// not given; cma.threshold's is derived from sm.eager, as its help says.
 func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
-	const eager = 4096
-	want, err := cma.ParseParams(nil, eager)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range cma.Options.Options {
-		if o.Default == "" {
-			continue // derived from sm.eager, as its help says
-		}
-		got, err := cma.ParseParams(transports.Options{o.Key: o.Default}, eager)
-		if err != nil || got != want {
-			t.Errorf("%s=%s gives %+v, %v; the built-in is %+v", o.Key, o.Default, got, err, want)
-		}
+	transporttest.DefaultsAreBuiltIns(t, cma.Options, false, parse)
+}
+
+func TestParseParams(t *testing.T) {
+	transporttest.ParseErrors(t, parse, []transporttest.ParseCase{
+		{nil, ""},
+		{transports.Options{"cma.mode": "push", "cma.chunk": "64K", "cma.threshold": "16K"}, ""},
+		{transports.Options{"cma.mode": "pull-ish"}, `cma.mode="pull-ish"`},
+		{transports.Options{"cma.threshold": "4096"}, "cma.threshold=4096"},
+		{transports.Options{"cma.chunk": "lots"}, `cma.chunk="lots"`},
+		{transports.Options{"cma.onerror": "ignore"}, ""},
+		{transports.Options{"cma.onerror": "retry"}, `cma.onerror="retry"`},
+	})
+	if p, _ := parse(nil); !p.Pull || p.Threshold != 4097 || p.Chunk != 0 || p.IgnoreErrors {
+		t.Errorf("defaults: %+v", p)
 	}
 }

@@ -19,23 +19,11 @@ func TestSMCopyKernelOnDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.close()
-	s, err := cuda.NewStream(cuda.StreamNonBlocking)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
+	s := cudatest.Stream(t)
 
 	const most = 3<<20 + 64
-	src, err := dev.Alloc(cuda.MemDevice, most)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Free()
-	dst, err := dev.Alloc(cuda.MemDevice, most+64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Free()
+	src := cudatest.Alloc(t, dev, cuda.MemDevice, most)
+	dst := cudatest.Alloc(t, dev, cuda.MemDevice, most+64)
 	pattern := make([]byte, most)
 	for i := range pattern {
 		pattern[i] = byte(i*7 + i>>11)

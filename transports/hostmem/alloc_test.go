@@ -2,19 +2,17 @@ package hostmem
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/testutil"
+	"github.com/gotune/gotune/transports/transporttest"
 )
 
 func TestMain(m *testing.M) {
-	launch.Register(scenarioKind, scenarioRank)
-	launch.MaybeRunRank()
-	os.Exit(m.Run())
+	transporttest.Main(m, map[string]launch.Func{scenarioKind: scenarioRank})
 }
 
 func newAlloc(t *testing.T, c Config) *Allocator {
@@ -23,11 +21,7 @@ func newAlloc(t *testing.T, c Config) *Allocator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := a.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	testutil.Release(t, a.Close)
 	return a
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/transporttest"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -26,13 +27,8 @@ func TestParseConfig(t *testing.T) {
 		{transports.Options{"alloc.delay": "0"}, Config{}, "alloc.delay=0"},
 	}
 	for _, c := range cases {
-		got, err := ParseConfig(c.opts)
-		switch {
-		case c.err == "" && err != nil:
-			t.Errorf("%v: %v", c.opts, err)
-		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
-			t.Errorf("%v: got %v, want an error containing %q", c.opts, err, c.err)
-		case c.err == "" && got != c.want:
+		got, err := transporttest.ParseError(t, ParseConfig, c.opts, c.err)
+		if c.err == "" && err == nil && got != c.want {
 			t.Errorf("%v: got %+v, want %+v", c.opts, got, c.want)
 		}
 		if c.err == "" && err == nil {
@@ -56,14 +52,13 @@ func TestSplitOptions(t *testing.T) {
 		{transports.Options{"regcache.entries": "stack"}, 0, 0, `regcache.entries="stack"`},
 		{transports.Options{"alloc.purge": "soon"}, 0, 0, `alloc.purge="soon"`},
 	}
+	split := func(o transports.Options) ([2]transports.Options, error) {
+		own, rest, err := SplitOptions(o)
+		return [2]transports.Options{own, rest}, err
+	}
 	for _, c := range cases {
-		own, rest, err := SplitOptions(c.opts)
-		switch {
-		case c.err == "" && err != nil:
-			t.Errorf("%v: %v", c.opts, err)
-		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
-			t.Errorf("%v: got %v, want an error containing %q", c.opts, err, c.err)
-		case c.err == "" && (len(own) != c.own || len(rest) != c.rest):
+		got, err := transporttest.ParseError(t, split, c.opts, c.err)
+		if own, rest := got[0], got[1]; c.err == "" && err == nil && (len(own) != c.own || len(rest) != c.rest) {
 			t.Errorf("%v: own %v rest %v, want %d and %d keys", c.opts, own, rest, c.own, c.rest)
 		}
 	}

@@ -1,24 +1,26 @@
 package hostmem
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/transporttest"
 )
 
 // Each documented default is the value the parsers use when the option is
 // not given (docs/options.md is generated from Options).
 func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
-	want, err := ParseConfig(nil)
-	if err != nil {
-		t.Fatal(err)
+	type parsed struct {
+		Config
+		Entries EntryStorage
 	}
-	for _, o := range Options.Options {
-		opts := transports.Options{o.Key: o.Default}
-		got, err := ParseConfig(opts)
-		entries, eerr := ParseEntryStorage(opts)
-		if err != nil || eerr != nil || got != want || entries != HeapEntries {
-			t.Errorf("%s=%s gives %+v (%v), entries %v (%v); the built-in is %+v, heap", o.Key, o.Default, got, err, entries, eerr, want)
-		}
+	builtIn := transporttest.DefaultsAreBuiltIns(t, Options, true, func(o transports.Options) (parsed, error) {
+		c, err := ParseConfig(o)
+		entries, eerr := ParseEntryStorage(o)
+		return parsed{c, entries}, errors.Join(err, eerr)
+	})
+	if builtIn.Entries != HeapEntries {
+		t.Errorf("built-in registration cache table %v, want heap", builtIn.Entries)
 	}
 }

@@ -1,30 +1,17 @@
 package ib
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
-	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/hostmem"
+	"github.com/gotune/gotune/transports/transporttest"
 )
-
-func TestMain(m *testing.M) {
-	launch.Register("ib-exchange", exchangeRank)
-	launch.Register("ib-regcache", regcacheRank)
-	launch.Register("ib-alltoall", alltoallRank)
-	launch.MaybeRunRank()
-	os.Exit(m.Run())
-}
 
 type scenario struct {
 	Options transports.Options `json:"options,omitempty"`
@@ -35,56 +22,29 @@ type scenario struct {
 // when GOTUNE_REQUIRE names rdma).
 func run(t *testing.T, kind string, size int, s scenario) (launch.Result, error) {
 	t.Helper()
-	params, err := json.Marshal(s)
+	return transporttest.Start(t, transporttest.Job{Kind: kind, Size: size, Params: s, Stall: 2 * time.Minute, Needs: "rdma"})
+}
+
+// results runs the job and decodes what each rank returns as a T.
+func results[T any](t *testing.T, kind string, size int, s scenario) []T {
+	t.Helper()
+	res, err := run(t, kind, size, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := launch.Run(context.Background(), launch.Job{Kind: kind, Size: size, Params: params, Stall: 2 * time.Minute}, launch.Hooks{})
-	if errors.Is(err, sys.ErrNotSupported) {
-		testutil.SkipUnless(t, "rdma", err)
-	}
-	return res, err
+	return transporttest.Decode[T](t, res)
 }
 
 func open(r *launch.Rank) (*Transport, scenario, error) {
-	var s scenario
-	if err := r.Params(&s); err != nil {
-		return nil, s, err
-	}
-	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Options: s.Options, Token: r.Token,
-		AllGather: r.AllGather, Hosts: r.Hosts, Addr: r.Addr}
-	t, err := New(env)
-	if err != nil {
-		return nil, s, err
-	}
-	return t.(*Transport), s, Check(t, env)
+	return transporttest.OpenScenario[*Transport](r, "ib", func(s scenario) transports.Env { return transporttest.Env(r, s.Options) })
 }
 
-func pattern(b []byte, seed int) {
-	for i := range b {
-		b[i] = byte(seed*31 + i*7 + i>>9)
-	}
-}
-
-func check(b []byte, seed int, what string) error {
-	want := make([]byte, len(b))
-	pattern(want, seed)
-	if i := firstDiff(b, want); i >= 0 {
-		return fmt.Errorf("%s: %d bytes, byte %d is %#x, want %#x: payload differs", what, len(b), i, b[i], want[i])
-	}
-	return nil
-}
-
-func firstDiff(a, b []byte) int {
-	if bytes.Equal(a, b) {
-		return -1
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return len(a)
+func TestMain(m *testing.M) {
+	transporttest.Main(m, map[string]launch.Func{
+		"ib-exchange": exchangeRank,
+		"ib-regcache": regcacheRank,
+		"ib-alltoall": alltoallRank,
+	})
 }
 
 type exchangeReport struct {
@@ -104,24 +64,16 @@ func exchangeRank(r *launch.Rank) (any, error) {
 	}
 	e := t.params.Eager
 	sizes := []int{0, 1, max(e-1, 0), e, e + 1, 300000, 2 << 20}
-	peer := 1 - r.ID
-	total := 0
-	for _, n := range sizes {
-		total += n
-	}
-	sbuf, err := sys.MapAnon(total, true)
+	peer := transporttest.Peer(r)
+	m, err := transporttest.NewMessages(sizes)
 	if err != nil {
 		return nil, err
 	}
-	rbuf, err := sys.MapAnon(total, true)
-	if err != nil {
-		return nil, err
-	}
+	sbuf, rbuf := m.Send, m.Recv
+	m.Fill(func(i int) int { return i + 10*r.ID })
 	var eager, rest []transports.Request
-	off := 0
 	for i, n := range sizes {
-		pattern(sbuf[off:off+n], i+10*r.ID)
-		q, err := t.Isend(peer, sbuf[off:off+n])
+		q, err := t.Isend(peer, m.Out(i))
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +82,6 @@ func exchangeRank(r *launch.Rank) (any, error) {
 		} else {
 			rest = append(rest, q)
 		}
-		off += n
 	}
 	// Eager sends complete once posted: with few credits only after the
 	// peer, waiting for its own, has taken the first ones out of its
@@ -138,30 +89,24 @@ func exchangeRank(r *launch.Rank) (any, error) {
 	if err := t.Wait(eager...); err != nil {
 		return nil, err
 	}
-	off = 0
-	for _, n := range sizes {
-		q, err := t.Irecv(peer, rbuf[off:off+n])
+	for i := range sizes {
+		q, err := t.Irecv(peer, m.In(i))
 		if err != nil {
 			return nil, err
 		}
 		rest = append(rest, q)
-		off += n
 	}
 	if err := t.Wait(rest...); err != nil {
 		return nil, err
 	}
-	off = 0
-	for i, n := range sizes {
-		if err := check(rbuf[off:off+n], i+10*peer, fmt.Sprintf("message %d from rank %d", i, peer)); err != nil {
-			return nil, err
-		}
-		off += n
+	if err := m.Verify(func(i int) int { return i + 10*peer }, peer); err != nil {
+		return nil, err
 	}
 	// A stream of 100 messages one way, receives posted as they go.
 	for i := 0; i < 100; i++ {
 		n := 1 + (i*977)%max(e, 1)
 		if r.ID == 0 {
-			pattern(sbuf[:n], 1000+i)
+			transporttest.Pattern(sbuf[:n], 1000+i)
 			if err := t.Send(peer, sbuf[:n]); err != nil {
 				return nil, err
 			}
@@ -173,7 +118,7 @@ func exchangeRank(r *launch.Rank) (any, error) {
 			if got != n {
 				return nil, fmt.Errorf("stream message %d: %d bytes, want %d", i, got, n)
 			}
-			if err := check(rbuf[:n], 1000+i, fmt.Sprintf("stream message %d", i)); err != nil {
+			if err := transporttest.Verify(rbuf[:n], 1000+i, fmt.Sprintf("stream message %d", i)); err != nil {
 				return nil, err
 			}
 		}
@@ -181,35 +126,11 @@ func exchangeRank(r *launch.Rank) (any, error) {
 	// Truncation: eager, eager+1 into eager, and rendezvous into 10 bytes;
 	// the part that fits arrives intact.
 	for k, c := range [][2]int{{100, 10}, {e + 1, e}, {1 << 20, 10}} {
-		n, into := c[0], c[1]
-		if r.ID == 0 {
-			pattern(sbuf[:n], 2000+k)
-			if err := t.Send(peer, sbuf[:n]); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		got, err := t.Recv(peer, rbuf[:into])
-		if !errors.Is(err, transports.ErrTruncated) {
-			return nil, fmt.Errorf("%d bytes into %d: %v, want truncated", n, into, err)
-		}
-		if got != into {
-			return nil, fmt.Errorf("%d bytes into %d: took %d", n, into, got)
-		}
-		if err := check(rbuf[:into], 2000+k, fmt.Sprintf("truncated %d into %d", n, into)); err != nil {
-			// the pattern's prefix: seed is the same, so the prefix matches
+		if err := transporttest.Truncate(t, r.ID, sbuf, rbuf, c[0], c[1], 2000+k); err != nil {
 			return nil, err
 		}
 	}
-	// Still in step.
-	q, err := t.Isend(peer, sbuf[:4])
-	if err != nil {
-		return nil, err
-	}
-	if _, err := t.Recv(peer, rbuf[:4]); err != nil {
-		return nil, err
-	}
-	if err := t.Wait(q); err != nil {
+	if err := transporttest.InStep(t, peer, sbuf, rbuf); err != nil {
 		return nil, err
 	}
 	rep := exchangeReport{Device: t.Device(), Reg: t.RegStats()}
@@ -225,14 +146,7 @@ func TestExchange(t *testing.T) {
 		{"ib.rndv": "write", "ib.mtu": "256", "ib.eager": "64K", "ib.credits": "4"},
 	} {
 		t.Run(fmt.Sprint(opts), func(t *testing.T) {
-			res, err := run(t, "ib-exchange", 2, scenario{Options: opts})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rep exchangeReport
-			if err := json.Unmarshal(res[0], &rep); err != nil {
-				t.Fatal(err)
-			}
+			rep := results[exchangeReport](t, "ib-exchange", 2, scenario{Options: opts})[0]
 			t.Logf("%s, registrations %+v", rep.Device, rep.Reg)
 			if rep.Reg.Misses == 0 {
 				t.Errorf("no rendezvous registered anything: %+v", rep.Reg)
@@ -266,7 +180,7 @@ func regcacheRank(r *launch.Rank) (any, error) {
 	}
 	defer heap.OnRelease(t.Invalidate)()
 	sizes := []int{64 << 10, 200 << 10, 1 << 20}
-	peer := 1 - r.ID
+	peer := transporttest.Peer(r)
 	msgs := 0
 	for i := 0; i < 12; i++ {
 		n := sizes[i%len(sizes)]
@@ -278,7 +192,7 @@ func regcacheRank(r *launch.Rank) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		pattern(sb[:n], 100*i+r.ID)
+		transporttest.Pattern(sb[:n], 100*i+r.ID)
 		s, err := t.Isend(peer, sb[:n])
 		if err != nil {
 			return nil, err
@@ -290,7 +204,7 @@ func regcacheRank(r *launch.Rank) (any, error) {
 		if err := t.Wait(s, q); err != nil {
 			return nil, err
 		}
-		if err := check(rb[:n], 100*i+peer, fmt.Sprintf("iteration %d from rank %d", i, peer)); err != nil {
+		if err := transporttest.Verify(rb[:n], 100*i+peer, fmt.Sprintf("iteration %d from rank %d", i, peer)); err != nil {
 			return nil, err
 		}
 		msgs++
@@ -315,19 +229,12 @@ func TestRegistrationCacheInvalidatedUnderTraffic(t *testing.T) {
 	for _, rndv := range []string{"read", "write"} {
 		t.Run(rndv, func(t *testing.T) {
 			opts := transports.Options{"ib.rndv": rndv}
-			res, err := run(t, "ib-regcache", 2, scenario{Options: opts})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rep regReport
-			if err := json.Unmarshal(res[0], &rep); err != nil {
-				t.Fatal(err)
-			}
+			rep := results[regReport](t, "ib-regcache", 2, scenario{Options: opts})[0]
 			t.Logf("%+v", rep)
 			if rep.Reg.Invalidations == 0 || rep.Reg.Misses < 12 {
 				t.Errorf("fresh buffers every iteration, but the cache saw %+v", rep.Reg)
 			}
-			_, err = run(t, "ib-regcache", 2, scenario{Options: opts, Unsafe: true})
+			_, err := run(t, "ib-regcache", 2, scenario{Options: opts, Unsafe: true})
 			if err == nil || !strings.Contains(err.Error(), "payload differs") {
 				t.Fatalf("stale registrations went unnoticed: %v", err)
 			}
@@ -363,7 +270,7 @@ func alltoallRank(r *launch.Rank) (any, error) {
 			}
 			reqs = append(reqs, q)
 			s := at(p, k, 0, n)
-			pattern(s, 10*r.ID+p+100*k)
+			transporttest.Pattern(s, 10*r.ID+p+100*k)
 			if q, err = t.Isend(p, s); err != nil {
 				return nil, err
 			}
@@ -378,7 +285,7 @@ func alltoallRank(r *launch.Rank) (any, error) {
 			if p == r.ID {
 				continue
 			}
-			if err := check(at(p, k, 1, n), 10*p+r.ID+100*k, fmt.Sprintf("message %d from rank %d", k, p)); err != nil {
+			if err := transporttest.Verify(at(p, k, 1, n), 10*p+r.ID+100*k, fmt.Sprintf("message %d from rank %d", k, p)); err != nil {
 				return nil, err
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/gotune/gotune/internal/verbs"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/hostmem"
+	"github.com/gotune/gotune/transports/transporttest"
 )
 
 func TestParseParams(t *testing.T) {
@@ -23,10 +24,7 @@ func TestParseParams(t *testing.T) {
 	if p != want {
 		t.Errorf("defaults %+v, want %+v", p, want)
 	}
-	for _, c := range []struct {
-		opts transports.Options
-		bad  string // part of the error; "" when accepted
-	}{
+	transporttest.ParseErrors(t, ParseParams, []transporttest.ParseCase{
 		{transports.Options{"ib.rndv": "write", "ib.wait": "event", "ib.mtu": "2048", "ib.eager": "0", "ib.credits": "1", "ib.depth": "2", "ib.gid": "3", "ib.dev": "rxe0", "ib.port": "1"}, ""},
 		{transports.Options{"ib.rndv": "get"}, "ib.rndv"},
 		{transports.Options{"ib.wait": "sleep"}, "ib.wait"},
@@ -37,15 +35,7 @@ func TestParseParams(t *testing.T) {
 		{transports.Options{"ib.depth": "1"}, "ib.depth"},
 		{transports.Options{"ib.gid": "-2"}, "ib.gid"},
 		{transports.Options{"ib.port": "256"}, "ib.port"},
-	} {
-		_, err := ParseParams(c.opts)
-		switch {
-		case c.bad == "" && err != nil:
-			t.Errorf("%v: %v", c.opts, err)
-		case c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad)):
-			t.Errorf("%v: got %v, want an error naming %s", c.opts, err, c.bad)
-		}
-	}
+	})
 	for _, o := range Options.Options {
 		if _, err := ParseParams(transports.Options{o.Key: o.Default}); o.Default != "" && err != nil {
 			t.Errorf("%s's documented default %q is refused: %v", o.Key, o.Default, err)

@@ -1,95 +1,58 @@
 package knem_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
-	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/knem"
+	"github.com/gotune/gotune/transports/transporttest"
 )
-
-func TestMain(m *testing.M) {
-	launch.Register("knem-traffic", trafficRank)
-	launch.Register("knem-invalidate", invalidateRank)
-	launch.Register("knem-check", checkRank)
-	launch.MaybeRunRank()
-	os.Exit(m.Run())
-}
 
 // devices are the knem devices the tests run against: the fake always,
 // the module's when /dev/knem is there (GOTUNE_REQUIRE=knem: it must be).
 func devices(t *testing.T) []string {
 	_, err := knem.Probe(nil)
-	if err != nil {
-		if !errors.Is(err, sys.ErrNotSupported) {
-			t.Fatal(err)
-		}
-		if testutil.Required("knem") {
-			t.Fatalf("knem required by GOTUNE_REQUIRE but unavailable: %v", err)
-		}
-		t.Logf("real device: %v; the fake only", err)
-		return []string{knem.Fake}
-	}
-	return []string{knem.Fake, sys.KnemDevice}
-}
-
-func segmentBytes(t *testing.T) int {
-	d, err := transports.Lookup("knem")
-	if err != nil {
+	if err != nil && !errors.Is(err, sys.ErrNotSupported) {
 		t.Fatal(err)
 	}
-	n, err := d.SharedBytes(2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return transporttest.Devices(t, "knem", knem.Fake, sys.KnemDevice, err)
 }
 
-func run(t *testing.T, kind string, opts transports.Options) []json.RawMessage {
+// run runs the pair of ranks of kind with opts; T is what each returns.
+func run[T any](t *testing.T, kind string, opts transports.Options) []T {
 	t.Helper()
-	params, err := json.Marshal(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := launch.Run(context.Background(), launch.Job{Kind: kind, Size: 2, SegmentBytes: segmentBytes(t), Params: params, Stall: 60 * time.Second}, launch.Hooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	seg := transporttest.SharedBytes(t, "knem", 2, nil)
+	return transporttest.Results[T](t, transporttest.Job{Kind: kind, Params: opts, Segment: seg})
 }
 
 func open(r *launch.Rank) (*knem.Transport, transports.Env, error) {
-	var o transports.Options
-	if err := r.Params(&o); err != nil {
+	o, err := transporttest.Params[transports.Options](r)
+	if err != nil {
 		return nil, transports.Env{}, err
 	}
-	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: o}
+	env := transporttest.Env(r, o)
 	t, err := knem.New(env)
 	return t, env, err
 }
 
-func pattern(b []byte, seed int) {
-	for i := range b {
-		b[i] = byte(seed*31 + i*7 + i>>9)
-	}
+func TestMain(m *testing.M) {
+	transporttest.Main(m, map[string]launch.Func{
+		"knem-traffic":    trafficRank,
+		"knem-invalidate": invalidateRank,
+		"knem-check":      checkRank,
+	})
 }
 
 // sizes cross every protocol boundary of the default sm parameters: the
 // eager limit (4K) and the knem threshold (4K+1), a fragment (64K), and
 // sizes past several fragments and pages, unaligned.
 var sizes = []int{1, 4095, 4096, 4097, 8191, 64 << 10, 64<<10 + 1, 1 << 20, 4<<20 + 3}
-
-const maxSize = 4<<20 + 3
 
 // report is what a traffic rank returns.
 type report struct {
@@ -115,32 +78,22 @@ func trafficRank(r *launch.Rank) (any, error) {
 	if err := r.Barrier(); err != nil {
 		return nil, err
 	}
-	peer := 1 - r.ID
-	total := 0
-	for _, n := range sizes {
-		total += n
-	}
-	sbuf, err := sys.MapAnon(total, true)
+	peer := transporttest.Peer(r)
+	m, err := transporttest.NewMessages(sizes)
 	if err != nil {
 		return nil, err
 	}
-	rbuf, err := sys.MapAnon(total, true)
-	if err != nil {
-		return nil, err
-	}
-	want := make([]byte, maxSize)
+	sbuf, rbuf := m.Send, m.Recv
 	exported := 0
 	for round := range 3 {
 		var reqs []transports.Request
-		off := 0
+		m.Fill(func(i int) int { return round*100 + i*2 + r.ID })
 		for i, n := range sizes {
-			pattern(sbuf[off:off+n], round*100+i*2+r.ID)
-			clear(rbuf[off : off+n])
-			rq, err := t.Irecv(peer, rbuf[off:off+n])
+			rq, err := t.Irecv(peer, m.In(i))
 			if err != nil {
 				return nil, err
 			}
-			sq, err := t.Isend(peer, sbuf[off:off+n])
+			sq, err := t.Isend(peer, m.Out(i))
 			if err != nil {
 				return nil, err
 			}
@@ -148,22 +101,21 @@ func trafficRank(r *launch.Rank) (any, error) {
 			if n >= p.Threshold {
 				exported++
 			}
-			off += n
 		}
 		if err := t.Wait(reqs...); err != nil {
 			return nil, fmt.Errorf("round %d: %w", round, err)
 		}
-		off = 0
 		for i, n := range sizes {
-			pattern(want[:n], round*100+i*2+peer)
-			if got := reqs[2*i].Len(); got != n || !bytes.Equal(rbuf[off:off+n], want[:n]) {
-				return nil, fmt.Errorf("round %d: message of %d bytes from rank %d: got %d bytes, content equal %v", round, n, peer, got, bytes.Equal(rbuf[off:off+n], want[:n]))
+			if got := reqs[2*i].Len(); got != n {
+				return nil, fmt.Errorf("round %d: message of %d bytes from rank %d: got %d bytes", round, n, peer, got)
 			}
-			off += n
+		}
+		if err := m.Verify(func(i int) int { return round*100 + i*2 + peer }, peer); err != nil {
+			return nil, fmt.Errorf("round %d: %w", round, err)
 		}
 	}
 	// Truncation: 1 MiB into 512 KiB.
-	pattern(sbuf[:1<<20], 7+r.ID)
+	transporttest.Pattern(sbuf[:1<<20], 7+r.ID)
 	var err0, err1 error
 	if r.ID == 0 {
 		err0 = t.Send(1, sbuf[:1<<20])
@@ -172,9 +124,9 @@ func trafficRank(r *launch.Rank) (any, error) {
 		_, err1 = t.Recv(0, rbuf[:512<<10])
 		err0 = t.Send(0, sbuf[:1<<20])
 	}
-	pattern(want[:1<<20], 7+peer)
-	if err0 != nil || !errors.Is(err1, transports.ErrTruncated) || !bytes.Equal(rbuf[:512<<10], want[:512<<10]) {
-		return nil, fmt.Errorf("truncation: send %v, receive %v (want ErrTruncated), prefix equal %v", err0, err1, bytes.Equal(rbuf[:512<<10], want[:512<<10]))
+	prefix := transporttest.Verify(rbuf[:512<<10], 7+peer, "truncated prefix")
+	if err0 != nil || !errors.Is(err1, transports.ErrTruncated) || prefix != nil {
+		return nil, fmt.Errorf("truncation: send %v, receive %v (want ErrTruncated), %v", err0, err1, prefix)
 	}
 	rep := report{Stats: t.Stats(), Info: t.Info().String(), Fallbacks: len(t.Fallbacks()), Messages: exported + 1}
 	return rep, t.Close()
@@ -189,12 +141,8 @@ func TestTraffic(t *testing.T) {
 		for _, mode := range []string{"pull", "push"} {
 			for _, regions := range []string{"single", "cached"} {
 				t.Run(fmt.Sprintf("%s/%s/%s", dev, mode, regions), func(t *testing.T) {
-					res := run(t, "knem-traffic", transports.Options{"knem.device": dev, "knem.mode": mode, "knem.regions": regions})
-					for rank, raw := range res {
-						var rep report
-						if err := json.Unmarshal(raw, &rep); err != nil {
-							t.Fatal(err)
-						}
+					res := run[report](t, "knem-traffic", transports.Options{"knem.device": dev, "knem.mode": mode, "knem.regions": regions})
+					for rank, rep := range res {
 						t.Logf("rank %d: %s; %+v", rank, rep.Info, rep.Stats)
 						st := rep.Stats
 						if rep.Fallbacks != 0 {
@@ -238,7 +186,7 @@ func invalidateRank(r *launch.Rank) (any, error) {
 			return nil, err
 		}
 		if r.ID == 0 {
-			pattern(buf, i)
+			transporttest.Pattern(buf, i)
 			for range 2 {
 				if err := t.Send(1, buf); err != nil {
 					return nil, err
@@ -246,15 +194,13 @@ func invalidateRank(r *launch.Rank) (any, error) {
 			}
 			t.Invalidate(sys.AddressOf(buf), n)
 		} else {
-			want := make([]byte, n)
-			pattern(want, i)
 			for range 2 {
 				clear(buf)
 				if _, err := t.Recv(0, buf); err != nil {
 					return nil, err
 				}
-				if !bytes.Equal(buf, want) {
-					return nil, fmt.Errorf("buffer %d: stale or wrong contents", i)
+				if err := transporttest.Verify(buf, i, fmt.Sprintf("buffer %d (stale or wrong contents)", i)); err != nil {
+					return nil, err
 				}
 			}
 		}
@@ -271,11 +217,7 @@ func invalidateRank(r *launch.Rank) (any, error) {
 func TestInvalidate(t *testing.T) {
 	for _, dev := range devices(t) {
 		t.Run(dev, func(t *testing.T) {
-			res := run(t, "knem-invalidate", transports.Options{"knem.device": dev, "knem.regions": "cached"})
-			var st knem.Stats
-			if err := json.Unmarshal(res[0], &st); err != nil {
-				t.Fatal(err)
-			}
+			st := run[knem.Stats](t, "knem-invalidate", transports.Options{"knem.device": dev, "knem.regions": "cached"})[0]
 			if st.Created != 4 || st.Hits != 4 || st.Invalidated != 4 {
 				t.Errorf("sender: %+v; want 4 regions made, 4 hits, 4 invalidated", st)
 			}
@@ -298,7 +240,7 @@ func checkRank(r *launch.Rank) (any, error) {
 // The driver's Check copies a marker from the next rank through its cookie.
 func TestCheck(t *testing.T) {
 	for _, dev := range devices(t) {
-		t.Run(dev, func(t *testing.T) { run(t, "knem-check", transports.Options{"knem.device": dev}) })
+		t.Run(dev, func(t *testing.T) { run[any](t, "knem-check", transports.Options{"knem.device": dev}) })
 	}
 }
 

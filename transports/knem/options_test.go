@@ -1,37 +1,23 @@
 package knem_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/knem"
+	"github.com/gotune/gotune/transports/transporttest"
 )
 
+func parse(o transports.Options) (knem.Params, error) { return knem.ParseParams(o, 4096) }
+
 // Each documented default is the value ParseParams uses when the option is
-// not given (docs/options.md is generated from Options).
+// not given; knem.threshold's is derived from sm.eager, as its help says.
 func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
-	const eager = 4096
-	want, err := knem.ParseParams(nil, eager)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range knem.Options.Options {
-		if o.Default == "" {
-			continue // derived from sm.eager, as its help says
-		}
-		got, err := knem.ParseParams(transports.Options{o.Key: o.Default}, eager)
-		if err != nil || got != want {
-			t.Errorf("%s=%s gives %+v, %v; the built-in is %+v", o.Key, o.Default, got, err, want)
-		}
-	}
+	transporttest.DefaultsAreBuiltIns(t, knem.Options, false, parse)
 }
 
 func TestParseParams(t *testing.T) {
-	cases := []struct {
-		opts transports.Options
-		want string
-	}{
+	transporttest.ParseErrors(t, parse, []transporttest.ParseCase{
 		{nil, ""},
 		{transports.Options{"knem.mode": "push", "knem.regions": "cached", "knem.cache": "8", "knem.dma": "auto", "knem.threshold": "16K"}, ""},
 		{transports.Options{"knem.mode": "sideways"}, `knem.mode="sideways"`},
@@ -40,16 +26,8 @@ func TestParseParams(t *testing.T) {
 		{transports.Options{"knem.cache": "0"}, "knem.cache=0"},
 		{transports.Options{"knem.dma": "maybe"}, `knem.dma="maybe"`},
 		{transports.Options{"knem.device": ""}, "knem.device: empty"},
-	}
-	for _, c := range cases {
-		p, err := knem.ParseParams(c.opts, 4096)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%v: %v", c.opts, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%v: got %v, want error containing %q", c.opts, err, c.want)
-		case c.want == "" && c.opts == nil && (!p.Pull || p.Threshold != 4097 || p.Cached || p.Cache != knem.DefaultCache || p.DMA != "off" || p.Device != "/dev/knem"):
-			t.Errorf("defaults: %+v", p)
-		}
+	})
+	if p, _ := parse(nil); !p.Pull || p.Threshold != 4097 || p.Cached || p.Cache != knem.DefaultCache || p.DMA != "off" || p.Device != "/dev/knem" {
+		t.Errorf("defaults: %+v", p)
 	}
 }

@@ -63,14 +63,8 @@ func TestProgressThreadCompletesReceivesWhileAway(t *testing.T) {
 func TestPollingProgressNeedsTheReceiver(t *testing.T) {
 	a, b := pair(t, small(2, 2), nil)
 	sb, rb := buffer(t, 400), buffer(t, 400)
-	rr, err := b.Irecv(0, rb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sr, err := a.Isend(1, sb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rr := irecv(t, b, rb)
+	sr := isend(t, a, sb)
 	for range 1000 {
 		a.Progress()
 	}
@@ -127,10 +121,7 @@ func TestProgressThreadWakesOnlyForLargeOperations(t *testing.T) {
 		}
 		sb, rb := buffer(t, large), buffer(t, large)
 		fill(sb, round)
-		r, err := b.Irecv(0, rb)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := irecv(t, b, rb)
 		if got := awake(); got != [2]bool{false, true} {
 			t.Fatalf("round %d, after a %d-byte receive: awake %v, want the receiver only", round, large, got)
 		}

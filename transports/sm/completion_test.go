@@ -83,14 +83,8 @@ func eventPair(t *testing.T, push bool, n, size int) (a, b *sm.Endpoint, mech *h
 			fill(dev.shadow(src), i+1)
 		}
 		dst = dev.alloc(t, size)
-		s, err := a.Isend(1, src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := b.Irecv(0, dst)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := isend(t, a, src)
+		r := irecv(t, b, dst)
 		sends, recvs = append(sends, s), append(recvs, r)
 		t.Cleanup(func() {
 			want := make([]byte, size)

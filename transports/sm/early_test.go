@@ -44,11 +44,7 @@ func recvChecked(t *testing.T, b *sm.Endpoint, n, i int) {
 	t.Helper()
 	got, want := buffer(t, n), make([]byte, n)
 	fill(want, i)
-	r, err := b.Irecv(0, got)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Wait(r); err != nil {
+	if err := b.Wait(irecv(t, b, got)); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {

@@ -67,6 +67,63 @@ func fill(b []byte, seed int) {
 	}
 }
 
+// isend posts a send of buf from a to rank 1; irecv a receive into buf
+// from rank 0 on b. Either fails the test when it cannot.
+func isend(t testing.TB, a *sm.Endpoint, buf []byte) transports.Request {
+	t.Helper()
+	return posted(t)(a.Isend(1, buf))
+}
+
+func irecv(t testing.TB, b *sm.Endpoint, buf []byte) transports.Request {
+	t.Helper()
+	return posted(t)(b.Irecv(0, buf))
+}
+
+// posted fails the test on a post's error and returns its request.
+func posted(t testing.TB) func(transports.Request, error) transports.Request {
+	return func(r transports.Request, err error) transports.Request {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+}
+
+// burst sends every buffer of sends from a to b at once, into recvs,
+// whose second half of receives is posted only once the first half has
+// completed: those messages arrive before their receives.
+func burst(t testing.TB, a, b *sm.Endpoint, sends, recvs [][]byte) {
+	t.Helper()
+	both(t, func() error {
+		var reqs []transports.Request
+		for _, s := range sends {
+			r, err := a.Isend(1, s)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+		return a.Wait(reqs...)
+	}, func() error {
+		var reqs []transports.Request
+		for i, rb := range recvs {
+			if i == len(recvs)/2 {
+				if err := b.Wait(reqs...); err != nil {
+					return err
+				}
+				reqs = nil
+			}
+			r, err := b.Irecv(0, rb)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+		return b.Wait(reqs...)
+	})
+}
+
 // both runs a and b concurrently and fails the test on either's error.
 func both(t testing.TB, a, b func() error) {
 	t.Helper()
@@ -251,34 +308,11 @@ func TestNonBlockingWindow(t *testing.T) {
 				for i := range window {
 					fill(sb[offs[i]:offs[i+1]], i)
 				}
-				both(t, func() error {
-					var reqs []transports.Request
-					for i := range window {
-						r, err := a.Isend(1, sb[offs[i]:offs[i+1]])
-						if err != nil {
-							return err
-						}
-						reqs = append(reqs, r)
-					}
-					return a.Wait(reqs...)
-				}, func() error {
-					var reqs []transports.Request
-					// Post half the receives late so some messages arrive unexpected.
-					for i := range window {
-						if i == window/2 {
-							if err := b.Wait(reqs...); err != nil {
-								return err
-							}
-							reqs = nil
-						}
-						r, err := b.Irecv(0, rb[offs[i]:offs[i+1]])
-						if err != nil {
-							return err
-						}
-						reqs = append(reqs, r)
-					}
-					return b.Wait(reqs...)
-				})
+				var sends, recvs [][]byte
+				for i := range window {
+					sends, recvs = append(sends, sb[offs[i]:offs[i+1]]), append(recvs, rb[offs[i]:offs[i+1]])
+				}
+				burst(t, a, b, sends, recvs)
 				for i := range window {
 					if !bytes.Equal(sb[offs[i]:offs[i+1]], rb[offs[i]:offs[i+1]]) {
 						t.Fatalf("message %d (%d bytes) differs", i, sizes[i])

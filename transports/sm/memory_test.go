@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/internal/sys"
-	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
 )
 
@@ -200,33 +199,7 @@ func TestDeviceBuffersAreStagedNeverTouched(t *testing.T) {
 						copy(sends[i], want)
 					}
 				}
-				both(t, func() error {
-					var reqs []transports.Request
-					for i := range sizes {
-						r, err := a.Isend(1, sends[i])
-						if err != nil {
-							return err
-						}
-						reqs = append(reqs, r)
-					}
-					return a.Wait(reqs...)
-				}, func() error {
-					var reqs []transports.Request
-					for i := range sizes {
-						if i == len(sizes)/2 { // the rest arrive before their receives
-							if err := b.Wait(reqs...); err != nil {
-								return err
-							}
-							reqs = nil
-						}
-						r, err := b.Irecv(0, recvs[i])
-						if err != nil {
-							return err
-						}
-						reqs = append(reqs, r)
-					}
-					return b.Wait(reqs...)
-				})
+				burst(t, a, b, sends, recvs) // the second half arrive before their receives
 				for i, n := range sizes {
 					want := make([]byte, n)
 					fill(want, i+1)

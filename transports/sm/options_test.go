@@ -4,27 +4,13 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/transporttest"
 )
 
-// Each documented default is the value ParseParams uses when the option is
-// not given (docs/options.md is generated from Options).
+// Each option documents its default, the value ParseParams uses when the
+// option is not given (docs/options.md is generated from Options).
 func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
-	want, err := ParseParams(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range Options.Options {
-		if o.Default == "" {
-			t.Errorf("%s: no documented default", o.Key)
-			continue
-		}
-		got, err := ParseParams(transports.Options{o.Key: o.Default})
-		if err != nil {
-			t.Errorf("%s=%s: %v", o.Key, o.Default, err)
-		} else if got != want {
-			t.Errorf("%s=%s gives %+v, the built-in is %+v", o.Key, o.Default, got, want)
-		}
-	}
+	transporttest.DefaultsAreBuiltIns(t, Options, true, ParseParams)
 }
 
 // ChannelParams gives what ParseParams gives for the same decision written

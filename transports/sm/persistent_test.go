@@ -180,10 +180,7 @@ func TestPersistentLeakLosesCredits(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := b.Irecv(0, rb)
-				if err != nil {
-					t.Fatal(err)
-				}
+				r := irecv(t, b, rb)
 				if i < p.Depth || !leak {
 					if err := s.Start(); err != nil {
 						t.Fatal(err)

@@ -1,30 +1,16 @@
 package tcp
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/transporttest"
 )
 
 // Each documented default is the value ParseParams uses when the option is
 // not given (docs/options.md is generated from Options).
 func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
-	want, err := ParseParams(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range Options.Options {
-		if o.Default == "" {
-			t.Errorf("%s: no documented default", o.Key)
-			continue
-		}
-		got, err := ParseParams(transports.Options{o.Key: o.Default})
-		if err != nil || got != want {
-			t.Errorf("%s=%s gives %+v, %v; the built-in is %+v", o.Key, o.Default, got, err, want)
-		}
-	}
-	if want != (Params{Eager: 64 << 10, NoDelay: true, Conns: 1, Addr: AutoAddr}) {
+	if want := transporttest.DefaultsAreBuiltIns(t, Options, true, ParseParams); want != (Params{Eager: 64 << 10, NoDelay: true, Conns: 1, Addr: AutoAddr}) {
 		t.Errorf("defaults: %+v", want)
 	}
 }
@@ -47,13 +33,8 @@ func TestParseParams(t *testing.T) {
 		{transports.Options{"tcp.addr": "localhost"}, `tcp.addr="localhost"`, nil},
 	}
 	for _, c := range cases {
-		p, err := ParseParams(c.opts)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%v: %v", c.opts, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%v: got %v, want error containing %q", c.opts, err, c.want)
-		case c.check != nil && !c.check(p):
+		p, err := transporttest.ParseError(t, ParseParams, c.opts, c.want)
+		if err == nil && c.check != nil && !c.check(p) {
 			t.Errorf("%v: %+v", c.opts, p)
 		}
 	}

@@ -2,43 +2,21 @@ package tcp
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/transporttest"
 )
-
-func TestMain(m *testing.M) {
-	launch.Register("tcp-intruder", intruderRank)
-	launch.Register("tcp-wrong-token", wrongTokenRank)
-	launch.Register("tcp-peer-gone", peerGoneRank)
-	launch.Register("tcp-exchange", exchangeRank)
-	launch.Register("tcp-allocs", allocsRank)
-	launch.Register("tcp-alltoall", alltoallRank)
-	launch.Register("tcp-addrs", addrsRank)
-	launch.Register("tcp-netpoll", netpollRank)
-	launch.Register("tcp-exchange-zc-refused", func(r *launch.Rank) (any, error) {
-		enableZeroCopy = func(uintptr) error {
-			return sys.NotSupported("SO_ZEROCOPY", "refused by the test", nil)
-		}
-		return exchangeRank(r)
-	})
-	launch.MaybeRunRank()
-	os.Exit(m.Run())
-}
 
 type scenario struct {
 	Options  transports.Options `json:"options,omitempty"`
@@ -51,42 +29,47 @@ type scenario struct {
 // small socket buffers: an 8 MiB payload cannot sit in the kernel whole.
 var small = transports.Options{"tcp.sndbuf": "64K", "tcp.rcvbuf": "64K"}
 
-func run(t *testing.T, kind string, s scenario, stderr io.Writer) (launch.Result, error) {
+// job is a pair of ranks of kind on s.
+func job(kind string, s scenario) transporttest.Job {
+	return transporttest.Job{Kind: kind, Params: s, Stall: 30 * time.Second}
+}
+
+// results runs a pair of ranks of kind on s and decodes what each returns.
+func results[T any](t *testing.T, kind string, s scenario) []T {
 	t.Helper()
-	params, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return launch.Run(context.Background(), launch.Job{Kind: kind, Size: 2, Params: params, Stall: 30 * time.Second}, launch.Hooks{Stderr: stderr})
+	return transporttest.Results[T](t, job(kind, s))
 }
 
 func open(r *launch.Rank) (*Transport, scenario, error) {
-	var s scenario
-	if err := r.Params(&s); err != nil {
-		return nil, s, err
-	}
-	env := rankEnv(r, s)
-	t, err := New(env)
-	if err != nil {
-		return nil, s, err
-	}
-	return t.(*Transport), s, Check(t, env)
+	return transporttest.OpenScenario[*Transport](r, "tcp", func(s scenario) transports.Env { return rankEnv(r, s) })
+}
+
+func TestMain(m *testing.M) {
+	transporttest.Main(m, map[string]launch.Func{
+		"tcp-intruder":    intruderRank,
+		"tcp-wrong-token": wrongTokenRank,
+		"tcp-peer-gone":   peerGoneRank,
+		"tcp-exchange":    exchangeRank,
+		"tcp-allocs":      allocsRank,
+		"tcp-alltoall":    alltoallRank,
+		"tcp-addrs":       addrsRank,
+		"tcp-netpoll":     netpollRank,
+		"tcp-exchange-zc-refused": func(r *launch.Rank) (any, error) {
+			enableZeroCopy = func(uintptr) error {
+				return sys.NotSupported("SO_ZEROCOPY", "refused by the test", nil)
+			}
+			return exchangeRank(r)
+		},
+	})
 }
 
 // rankEnv is the transport environment of a test rank.
 func rankEnv(r *launch.Rank, s scenario) transports.Env {
-	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Options: s.Options, Token: r.Token,
-		AllGather: r.AllGather, Hosts: r.Hosts, Addr: r.Addr}
+	env := transporttest.Env(r, s.Options)
 	if r.ID < len(s.Addrs) {
 		env.Addr = s.Addrs[r.ID]
 	}
 	return env
-}
-
-func pattern(b []byte, seed int) {
-	for i := range b {
-		b[i] = byte(seed*31 + i*7 + i>>9)
-	}
 }
 
 // exchangeRank: both ranks post a burst of every size both ways before
@@ -98,44 +81,33 @@ func exchangeRank(r *launch.Rank) (any, error) {
 		return nil, err
 	}
 	sizes := []int{0, 1, 100, 64 << 10, 64<<10 + 1, 300000, 2 << 20}
-	peer := 1 - r.ID
-	total := 0
-	for _, n := range sizes {
-		total += n
-	}
-	sbuf, err := sys.MapAnon(total, true)
+	peer := transporttest.Peer(r)
+	m, err := transporttest.NewMessages(sizes)
 	if err != nil {
 		return nil, err
 	}
-	rbuf, err := sys.MapAnon(total, true)
-	if err != nil {
-		return nil, err
-	}
+	sbuf, rbuf := m.Send, m.Recv
+	m.Fill(func(i int) int { return i + 10*r.ID })
 	var reqs []transports.Request
-	off := 0
-	for i, n := range sizes {
-		pattern(sbuf[off:off+n], i+10*r.ID)
-		q, err := t.Isend(peer, sbuf[off:off+n])
+	for i := range sizes {
+		q, err := t.Isend(peer, m.Out(i))
 		if err != nil {
 			return nil, err
 		}
 		reqs = append(reqs, q)
-		off += n
 	}
 	if err := r.Barrier(); err != nil { // the peer's messages arrive before their receives
 		return nil, err
 	}
 	time.Sleep(50 * time.Millisecond)
-	off = 0
 	var recvs []*request
-	for _, n := range sizes {
-		q, err := t.Irecv(peer, rbuf[off:off+n])
+	for i := range sizes {
+		q, err := t.Irecv(peer, m.In(i))
 		if err != nil {
 			return nil, err
 		}
 		reqs = append(reqs, q)
 		recvs = append(recvs, q.(*request))
-		off += n
 	}
 	if err := t.Wait(reqs[:len(sizes)]...); err != nil {
 		return nil, err
@@ -145,41 +117,17 @@ func exchangeRank(r *launch.Rank) (any, error) {
 			return nil, err
 		}
 	}
-	off = 0
-	want := make([]byte, 2<<20)
-	for i, n := range sizes {
-		pattern(want[:n], i+10*peer)
-		if !bytes.Equal(rbuf[off:off+n], want[:n]) {
-			return nil, fmt.Errorf("message %d (%d bytes) from rank %d differs", i, n, peer)
-		}
-		off += n
+	if err := m.Verify(func(i int) int { return i + 10*peer }, peer); err != nil {
+		return nil, err
 	}
 	// Truncation: a 100-byte eager message and a 1 MiB one into 10 bytes.
-	for _, n := range []int{100, 1 << 20} {
-		var err error
-		if r.ID == 0 {
-			err = t.Send(peer, sbuf[:n])
-		} else {
-			_, err = t.Recv(peer, rbuf[:10])
-			if !errors.Is(err, transports.ErrTruncated) {
-				return nil, fmt.Errorf("%d bytes into 10: %v, want truncated", n, err)
-			}
-			err = nil
-		}
-		if err != nil {
+	for k, n := range []int{100, 1 << 20} {
+		if err := transporttest.Truncate(t, r.ID, sbuf, rbuf, n, 10, 100+k); err != nil {
 			return nil, err
 		}
 	}
-	// Still in step after truncation (Isend: with tcp.eager=0 two blocking
-	// sends would wait for each other's receive).
-	q, err := t.Isend(peer, sbuf[:4])
-	if err != nil {
-		return nil, err
-	}
-	if _, err := t.Recv(peer, rbuf[:4]); err != nil {
-		return nil, err
-	}
-	if err := t.Wait(q); err != nil {
+	// Still in step after truncation (tcp.eager=0 included).
+	if err := transporttest.InStep(t, peer, sbuf, rbuf); err != nil {
 		return nil, err
 	}
 	on, why := t.ZeroCopy()
@@ -190,7 +138,7 @@ func TestUnexpectedAndTruncated(t *testing.T) {
 	for _, opts := range []transports.Options{nil, {"tcp.conns": "4"}, {"tcp.zerocopy": "64K", "tcp.conns": "2"}, {"tcp.eager": "0"},
 		{"tcp.busypoll": "50", "tcp.nodelay": "off"}, {"tcp.addr": "0.0.0.0:0"}, {"tcp.addr": "[::1]:0"}} {
 		t.Run(fmt.Sprint(opts), func(t *testing.T) {
-			res, err := run(t, "tcp-exchange", scenario{Options: opts}, nil)
+			res, err := transporttest.Start(t, job("tcp-exchange", scenario{Options: opts}))
 			if errors.Is(err, transports.ErrNotSupported) && opts["tcp.busypoll"] != "" {
 				t.Skipf("the kernel refuses SO_BUSY_POLL: %v", err)
 			}
@@ -208,13 +156,14 @@ func TestUnexpectedAndTruncated(t *testing.T) {
 func TestZeroCopyOrFallback(t *testing.T) {
 	for _, kind := range []string{"tcp-exchange", "tcp-exchange-zc-refused"} {
 		t.Run(kind, func(t *testing.T) {
-			var stderr syncBuffer
-			res, err := run(t, kind, scenario{Options: transports.Options{"tcp.zerocopy": "64K", "tcp.conns": "2"}}, &stderr)
+			var stderr transporttest.Output
+			j := job(kind, scenario{Options: transports.Options{"tcp.zerocopy": "64K", "tcp.conns": "2"}})
+			j.Stderr = &stderr
+			res, err := transporttest.Start(t, j)
 			if err != nil {
 				t.Fatal(err, stderr.String())
 			}
-			var got string
-			json.Unmarshal(res[0], &got)
+			got := transporttest.Decode[string](t, res)[0]
 			notes := strings.Count(stderr.String(), "sending by copy")
 			switch {
 			case strings.HasPrefix(got, "zerocopy true") && kind == "tcp-exchange" && notes == 0:
@@ -227,18 +176,6 @@ func TestZeroCopyOrFallback(t *testing.T) {
 		})
 	}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // intruderRank: once the ranks are connected, rank 1 connects to rank 0's
 // listener with a wrong token; rank 0 must refuse and log it.
@@ -280,13 +217,10 @@ func intruderRank(r *launch.Rank) (any, error) {
 }
 
 func TestWrongTokenRefusedAndLogged(t *testing.T) {
-	var stderr syncBuffer
-	res, err := run(t, "tcp-intruder", scenario{}, &stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var intruder string
-	json.Unmarshal(res[1], &intruder)
+	var stderr transporttest.Output
+	j := job("tcp-intruder", scenario{})
+	j.Stderr = &stderr
+	intruder := transporttest.Results[string](t, j)[1]
 	log := stderr.String()
 	if !strings.Contains(log, "wrong job token") || !strings.Contains(log, "from "+intruder) || !strings.Contains(log, "rank 0") {
 		t.Errorf("rank 0's log does not name the refusal and the peer %s: %q", intruder, log)
@@ -311,14 +245,15 @@ func wrongTokenRank(r *launch.Rank) (any, error) {
 }
 
 func TestWrongTokenFailsSetup(t *testing.T) {
-	var stderr syncBuffer
-	res, err := run(t, "tcp-wrong-token", scenario{}, &stderr)
+	var stderr transporttest.Output
+	j := job("tcp-wrong-token", scenario{})
+	j.Stderr = &stderr
+	res, err := transporttest.Start(t, j)
 	if err != nil {
 		t.Fatal(err, stderr.String())
 	}
-	var e0, e1 string
-	json.Unmarshal(res[0], &e0)
-	json.Unmarshal(res[1], &e1)
+	errs := transporttest.Decode[string](t, res)
+	e0, e1 := errs[0], errs[1]
 	if !strings.Contains(e0, "wrong job token?") || !strings.Contains(e0, "rank 1") {
 		t.Errorf("rank 0: %q", e0)
 	}
@@ -405,25 +340,7 @@ func peerGoneRank(r *launch.Rank) (any, error) {
 		}
 		return "left", nil // exit without Close
 	}
-	var q transports.Request
-	if s.Survivor == "sender" {
-		if q, err = t.Isend(1, buf); err != nil {
-			return nil, err
-		}
-	}
-	if err := r.Barrier(); err != nil {
-		return nil, err
-	}
-	if s.Survivor == "receiver" {
-		if q, err = t.Irecv(1, buf); err != nil {
-			return nil, err
-		}
-	}
-	err = t.Wait(q)
-	if err == nil {
-		return nil, errors.New("survivor saw no error")
-	}
-	return err.Error(), nil
+	return transporttest.Survive(r, t, s.Survivor == "sender", buf, nil)
 }
 
 // rawRead fills b from c's socket, waiting in poll(2) when it is empty.
@@ -461,23 +378,9 @@ func rawWrite(c *conn, b []byte) error {
 func TestPeerGoneMidRendezvous(t *testing.T) {
 	for _, who := range []string{"sender", "receiver"} {
 		t.Run(who, func(t *testing.T) {
-			done := make(chan struct{})
-			var res launch.Result
-			var err error
-			go func() {
-				defer close(done)
-				res, err = run(t, "tcp-peer-gone", scenario{Survivor: who, Options: small}, nil)
-			}()
-			select {
-			case <-done:
-			case <-time.After(60 * time.Second):
-				t.Fatal("hang")
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var msg string
-			json.Unmarshal(res[0], &msg)
+			j := job("tcp-peer-gone", scenario{Survivor: who, Options: small})
+			j.Deadline = 60 * time.Second // a hang fails the test, its ranks killed
+			msg := transporttest.Results[string](t, j)[0]
 			op := map[string]string{"sender": "rendezvous send", "receiver": "rendezvous receive"}[who]
 			if !strings.Contains(msg, op) || !strings.Contains(msg, "rank 1") || !strings.Contains(msg, "127.0.0.1:") ||
 				!strings.Contains(msg, "has it exited?") {
@@ -500,7 +403,7 @@ func allocsRank(r *launch.Rank) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	peer := 1 - r.ID
+	peer := transporttest.Peer(r)
 	pingpong := func(n, iters int) error {
 		for range iters {
 			if r.ID == 0 {
@@ -542,15 +445,7 @@ func allocsRank(r *launch.Rank) (any, error) {
 // arrivals are recycled; sendmsg goes through a reused header).
 func TestNoAllocationPerMessage(t *testing.T) {
 	for _, opts := range []transports.Options{nil, {"tcp.conns": "4", "tcp.zerocopy": "64K"}} {
-		res, err := run(t, "tcp-allocs", scenario{Options: opts}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rank, raw := range res {
-			var per map[string]float64
-			if err := json.Unmarshal(raw, &per); err != nil {
-				t.Fatal(err)
-			}
+		for rank, per := range results[map[string]float64](t, "tcp-allocs", scenario{Options: opts}) {
 			for n, a := range per {
 				if a > 0.05 {
 					t.Errorf("%v rank %d: %.2f allocations per %s-byte message", opts, rank, a, n)
@@ -587,7 +482,7 @@ func alltoallRank(r *launch.Rank) (any, error) {
 			continue
 		}
 		for i := range sizes {
-			pattern(slot(sbuf, peer, i), r.ID*100+peer*10+i)
+			transporttest.Pattern(slot(sbuf, peer, i), r.ID*100+peer*10+i)
 			sq, err := t.Isend(peer, slot(sbuf, peer, i))
 			if err != nil {
 				return nil, err
@@ -608,7 +503,7 @@ func alltoallRank(r *launch.Rank) (any, error) {
 			continue
 		}
 		for i, n := range sizes {
-			pattern(want[:n], peer*100+r.ID*10+i)
+			transporttest.Pattern(want[:n], peer*100+r.ID*10+i)
 			if !bytes.Equal(slot(rbuf, peer, i), want[:n]) {
 				return nil, fmt.Errorf("message %d from rank %d differs", i, peer)
 			}
@@ -618,245 +513,11 @@ func alltoallRank(r *launch.Rank) (any, error) {
 }
 
 func TestFourRanksAllToAll(t *testing.T) {
-	params, _ := json.Marshal(scenario{Options: transports.Options{"tcp.conns": "2"}})
-	res, err := launch.Run(context.Background(), launch.Job{Kind: "tcp-alltoall", Size: 4, Params: params, Stall: 30 * time.Second}, launch.Hooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r, raw := range res {
-		if string(raw) != "12" {
-			t.Errorf("rank %d: %s", r, raw)
-		}
-	}
-}
-
-// addrsRank: start the transport (its check is a ring exchange over the
-// connections) and say where this rank listens and what every rank
-// published; or, when it fails to start, why.
-func addrsRank(r *launch.Rank) (any, error) {
-	t, _, err := open(r)
-	if err != nil {
-		return addrsResult{Err: err.Error()}, nil
-	}
-	defer t.Close()
-	return addrsResult{Listen: t.Addr(), Addrs: t.addrs}, nil
-}
-
-type addrsResult struct {
-	Listen string   `json:"listen,omitempty"`
-	Addrs  []string `json:"addrs,omitempty"`
-	Err    string   `json:"err,omitempty"`
-}
-
-// Ranks listen on their bootstrap address (port 0) unless tcp.addr says
-// otherwise, and reach each other at what they published through the
-// job's allgather. 127.0.0.2 and .3 stand for two hosts' addresses: the
-// kernel serves all of 127/8 on loopback, so each is a real, distinct
-// listening address here. A rank whose bootstrap address is not on its
-// host (192.0.2.1, TEST-NET-1) cannot listen, and its peer fails at once
-// with that rank's reason instead of waiting for its connection.
-func TestAddresses(t *testing.T) {
-	two := []string{"127.0.0.2", "127.0.0.3"}
-	cases := []struct {
-		name   string
-		s      scenario
-		listen []string // each rank's listening host (*: a wildcard; Go listens on [::] for 0.0.0.0)
-		dial   []string // each rank's published host
-		err    []string // each rank's error, in part ("": none)
-	}{
-		{"one host", scenario{}, []string{"127.0.0.1", "127.0.0.1"}, []string{"127.0.0.1", "127.0.0.1"}, nil},
-		{"bootstrap addresses", scenario{Addrs: two}, two, two, nil},
-		{"tcp.addr overrides", scenario{Addrs: two, Options: transports.Options{"tcp.addr": "127.0.0.4:0"}}, []string{"127.0.0.4", "127.0.0.4"}, []string{"127.0.0.4", "127.0.0.4"}, nil},
-		{"wildcard publishes bootstrap", scenario{Addrs: two, Options: transports.Options{"tcp.addr": "0.0.0.0:0"}}, []string{"*", "*"}, two, nil},
-		{"IPv6 bootstrap", scenario{Addrs: []string{"::1", "::1"}}, []string{"::1", "::1"}, []string{"::1", "::1"}, nil},
-		{"bootstrap address not here", scenario{Addrs: []string{"127.0.0.2", "192.0.2.1"}}, nil, nil,
-			[]string{"tcp: rank 1 has no address: tcp: rank 1 listen on 192.0.2.1:0", "tcp: rank 1 listen on 192.0.2.1:0"}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			res, err := run(t, "tcp-addrs", c.s, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got [2]addrsResult
-			for r := range got {
-				if err := json.Unmarshal(res[r], &got[r]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for r, g := range got {
-				if c.err != nil {
-					if !strings.Contains(g.Err, c.err[r]) {
-						t.Errorf("rank %d: error %q, want %q", r, g.Err, c.err[r])
-					}
-					continue
-				}
-				if g.Err != "" {
-					t.Fatalf("rank %d: %s", r, g.Err)
-				}
-				host, _, _ := net.SplitHostPort(g.Listen)
-				if host != c.listen[r] && !(c.listen[r] == "*" && net.ParseIP(host).IsUnspecified()) {
-					t.Errorf("rank %d listens on %s, want host %s", r, g.Listen, c.listen[r])
-				}
-				for p, a := range g.Addrs {
-					host, port, _ := net.SplitHostPort(a)
-					_, lport, _ := net.SplitHostPort(got[p].Listen)
-					if host != c.dial[p] || port != lport {
-						t.Errorf("rank %d has rank %d at %s; it listens on %s, want host %s", r, p, a, got[p].Listen, c.dial[p])
-					}
-				}
-			}
-			t.Logf("%+v", got)
-		})
-	}
-}
-
-// exchange checks what the allgather brings before any rank dials it.
-func TestExchange(t *testing.T) {
-	cases := []struct {
-		name    string
-		blobs   [][]byte
-		gErr    error
-		listen  error
-		want    []string
-		wantErr string
-	}{
-		{"ok", [][]byte{[]byte("127.0.0.1:5"), []byte("[::1]:6")}, nil, nil, []string{"127.0.0.1:5", "[::1]:6"}, ""},
-		{"a rank could not listen", [][]byte{[]byte("127.0.0.1:5"), []byte("!listen on x: no")}, nil, nil, nil, "tcp: rank 1 has no address: listen on x: no"},
-		{"this rank could not listen", [][]byte{[]byte("!mine"), []byte("127.0.0.1:6")}, nil, errors.New("mine"), nil, "mine"},
-		{"not host:port", [][]byte{[]byte("127.0.0.1:5"), []byte("garbage")}, nil, nil, nil, `tcp: rank 1 published "garbage"`},
-		{"too long", [][]byte{[]byte("127.0.0.1:5"), bytes.Repeat([]byte("a"), maxAddr+1)}, nil, nil, nil, "rank 1 published an address of 257 bytes"},
-		{"too few", [][]byte{[]byte("127.0.0.1:5")}, nil, nil, nil, "1 for 2 ranks"},
-		{"allgather fails", nil, errors.New("launcher gone"), nil, nil, "tcp: rank 0 exchanging addresses: launcher gone"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			var sent []byte
-			env := transports.Env{Rank: 0, Size: 2, AllGather: func(b []byte) ([][]byte, error) { sent = b; return c.blobs, c.gErr }}
-			got, err := exchange(env, "127.0.0.1:5", c.listen)
-			if c.wantErr == "" {
-				if err != nil || fmt.Sprint(got) != fmt.Sprint(c.want) {
-					t.Errorf("got %q, %v; want %q", got, err, c.want)
-				}
-			} else if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-				t.Errorf("got %q, %v; want error %q", got, err, c.wantErr)
-			}
-			if c.listen != nil && string(sent) != "!"+c.listen.Error() {
-				t.Errorf("published %q for a failed listen", sent)
-			}
-		})
-	}
-}
-
-func TestNoAllGather(t *testing.T) {
-	_, err := New(transports.Env{Rank: 0, Size: 2, Token: "x"})
-	if err == nil || !strings.Contains(err.Error(), "transports.Env.AllGather") {
-		t.Errorf("New without an allgather: %v", err)
-	}
-}
-
-// netpollRank: which of this rank's sockets the Go runtime's epoll instance
-// watches: the listener (it accepts through the runtime), and none of the
-// connections (the transport polls them itself).
-func netpollRank(r *launch.Rank) (any, error) {
-	t, _, err := open(r)
-	if err != nil {
-		return nil, err
-	}
-	defer t.Close()
-	watched, err := epollTargets()
-	if err != nil {
-		return nil, err
-	}
-	rc, err := t.ln.(*net.TCPListener).SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var lnIno uint64
-	rc.Control(func(fd uintptr) { lnIno, err = sockInode(fd) })
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int{"listener": 0, "connections": 0}
-	if watched[lnIno] {
-		out["listener"]++
-	}
-	for _, c := range t.conns {
-		ino, err := sockInode(c.fd)
-		if err != nil {
-			return nil, err
-		}
-		if watched[ino] {
-			out["connections"]++
-		}
-	}
-	return out, nil
-}
-
-// epollTargets lists the inodes of the files that this process's epoll
-// instances watch (/proc/self/fdinfo of each eventpoll descriptor).
-func epollTargets() (map[uint64]bool, error) {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return nil, err
-	}
-	watched := map[uint64]bool{}
-	for _, e := range ents {
-		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l != "anon_inode:[eventpoll]" {
-			continue
-		}
-		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		for _, line := range strings.Split(string(info), "\n") {
-			if !strings.HasPrefix(line, "tfd:") {
-				continue
-			}
-			for _, f := range strings.Fields(line) {
-				if v, ok := strings.CutPrefix(f, "ino:"); ok {
-					var ino uint64
-					if _, err := fmt.Sscanf(v, "%x", &ino); err != nil {
-						return nil, fmt.Errorf("fdinfo %s: %q: %w", e.Name(), line, err)
-					}
-					watched[ino] = true
-				}
-			}
-		}
-	}
-	return watched, nil
-}
-
-// sockInode is the inode of the socket fd refers to.
-func sockInode(fd uintptr) (uint64, error) {
-	l, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
-	if err != nil {
-		return 0, err
-	}
-	var ino uint64
-	if _, err := fmt.Sscanf(l, "socket:[%d]", &ino); err != nil {
-		return 0, fmt.Errorf("fd %d is %q: %w", fd, l, err)
-	}
-	return ino, nil
-}
-
-// The connections are detached from the runtime's netpoller: a socket left
-// registered there wakes a runtime thread for every segment and ACK that
-// reaches it, which on two cores took CPU from the ranks (docs/transports.md, tcp).
-// The listener, which accepts through the runtime, shows the check sees a
-// registration.
-func TestConnectionsOutsideNetpoller(t *testing.T) {
-	res, err := run(t, "tcp-netpoll", scenario{Options: transports.Options{"tcp.conns": "3"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r, raw := range res {
-		var got map[string]int
-		if err := json.Unmarshal(raw, &got); err != nil {
-			t.Fatal(err)
-		}
-		if got["listener"] != 1 || got["connections"] != 0 {
-			t.Errorf("rank %d: registered with the runtime's epoll: %v (want the listener only)", r, got)
+	j := job("tcp-alltoall", scenario{Options: transports.Options{"tcp.conns": "2"}})
+	j.Size = 4
+	for r, n := range transporttest.Results[int](t, j) {
+		if n != 12 {
+			t.Errorf("rank %d: %d", r, n)
 		}
 	}
 }

@@ -1,43 +1,29 @@
 package xpmem_test
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/payload"
 	"github.com/gotune/gotune/internal/sys"
-	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/hostmem"
+	"github.com/gotune/gotune/transports/transporttest"
 	"github.com/gotune/gotune/transports/xpmem"
 )
-
-func TestMain(m *testing.M) {
-	launch.Register("xpmem-traffic", trafficRank)
-	launch.MaybeRunRank()
-	os.Exit(m.Run())
-}
 
 // devices are the devices a test runs on: the fake always, the module's
 // when it is loaded (GOTUNE_REQUIRE=xpmem: it must be).
 func devices(t *testing.T) []string {
-	devs := []string{xpmem.Fake}
-	if _, err := xpmem.Probe(nil); err == nil {
-		devs = append(devs, sys.XPMEMDevice)
-	} else {
-		if testutil.Required("xpmem") {
-			t.Fatalf("xpmem required by GOTUNE_REQUIRE but unavailable: %v", err)
-		}
-		t.Logf("real device skipped: %v", err)
-	}
-	return devs
+	_, err := xpmem.Probe(nil)
+	return transporttest.Devices(t, "xpmem", xpmem.Fake, sys.XPMEMDevice, err)
+}
+
+func TestMain(m *testing.M) {
+	transporttest.Main(m, map[string]launch.Func{"xpmem-traffic": trafficRank})
 }
 
 // scenario is a traffic job: Rounds rounds of every size each way, from
@@ -60,11 +46,11 @@ type report struct {
 func key(msg int) uint64 { return uint64(msg)<<32 ^ 0xa5 }
 
 func trafficRank(r *launch.Rank) (any, error) {
-	var s scenario
-	if err := r.Params(&s); err != nil {
+	s, err := transporttest.Params[scenario](r)
+	if err != nil {
 		return nil, err
 	}
-	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: s.Options, AllGather: r.AllGather}
+	env := transporttest.Env(r, s.Options)
 	t, err := xpmem.New(env)
 	if err != nil {
 		return nil, err
@@ -79,7 +65,7 @@ func trafficRank(r *launch.Rank) (any, error) {
 		return nil, err
 	}
 	unhook := heap.OnRelease(t.Invalidate)
-	peer := 1 - r.ID
+	peer := transporttest.Peer(r)
 	var rep report
 	keep := map[int][]byte{}
 	buffer := func(n int) ([]byte, error) {
@@ -144,31 +130,10 @@ func trafficRank(r *launch.Rank) (any, error) {
 	return rep, heap.Close()
 }
 
-func run(t *testing.T, s scenario) [2]report {
+func run(t *testing.T, s scenario) []report {
 	t.Helper()
-	d, err := transports.Lookup("xpmem")
-	if err != nil {
-		t.Fatal(err)
-	}
-	seg, err := d.SharedBytes(2, s.Options)
-	if err != nil {
-		t.Fatal(err)
-	}
-	params, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := launch.Run(context.Background(), launch.Job{Kind: "xpmem-traffic", Size: 2, SegmentBytes: seg, Params: params, Stall: 60 * time.Second}, launch.Hooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reps [2]report
-	for r := range reps {
-		if err := json.Unmarshal(res[r], &reps[r]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return reps
+	seg := transporttest.SharedBytes(t, "xpmem", 2, s.Options)
+	return transporttest.Results[report](t, transporttest.Job{Kind: "xpmem-traffic", Params: s, Segment: seg})
 }
 
 // Validated messages at every protocol boundary (eager, the single-copy
@@ -263,11 +228,10 @@ func TestMissingDeviceIsNotSupported(t *testing.T) {
 	}
 }
 
+func parse(o transports.Options) (xpmem.Params, error) { return xpmem.ParseParams(o, 4096) }
+
 func TestParseParams(t *testing.T) {
-	cases := []struct {
-		opts transports.Options
-		want string
-	}{
+	transporttest.ParseErrors(t, parse, []transporttest.ParseCase{
 		{nil, ""},
 		{transports.Options{"xpmem.mode": "push", "xpmem.cache": "0", "xpmem.align": "2M", "xpmem.threshold": "16K", "xpmem.device": "fake", "xpmem.hook": "lock"}, ""},
 		{transports.Options{"xpmem.mode": "both"}, `xpmem.mode="both"`},
@@ -278,33 +242,13 @@ func TestParseParams(t *testing.T) {
 		{transports.Options{"xpmem.align": "1K"}, "xpmem.align=1024"},
 		{transports.Options{"xpmem.device": ""}, "xpmem.device: empty"},
 		{transports.Options{"xpmem.hook": "maybe"}, `xpmem.hook="maybe"`},
-	}
-	for _, c := range cases {
-		p, err := xpmem.ParseParams(c.opts, 4096)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%v: %v", c.opts, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%v: got %v, want error containing %q", c.opts, err, c.want)
-		case c.want == "" && c.opts == nil && (!p.Pull || p.Threshold != 4097 || p.Cache != xpmem.DefaultCache || p.Align != xpmem.DefaultAlign || p.Device != sys.XPMEMDevice || p.LockedHook):
-			t.Errorf("defaults: %+v", p)
-		}
+	})
+	if p, _ := parse(nil); !p.Pull || p.Threshold != 4097 || p.Cache != xpmem.DefaultCache || p.Align != xpmem.DefaultAlign || p.Device != sys.XPMEMDevice || p.LockedHook {
+		t.Errorf("defaults: %+v", p)
 	}
 }
 
 // Each documented default is what ParseParams uses without the option.
 func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
-	want, err := xpmem.ParseParams(nil, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range xpmem.Options.Options {
-		if o.Default == "" {
-			continue
-		}
-		got, err := xpmem.ParseParams(transports.Options{o.Key: o.Default}, 4096)
-		if err != nil || got != want {
-			t.Errorf("%s=%s gives %+v, %v; the built-in is %+v", o.Key, o.Default, got, err, want)
-		}
-	}
+	transporttest.DefaultsAreBuiltIns(t, xpmem.Options, false, parse)
 }

@@ -9,33 +9,47 @@ import (
 	"github.com/gotune/gotune/bench/mpistack"
 )
 
-// fake is a stack without MPI: x=b is 1.5x the default's bandwidth at
-// every size, and costs latency by the factor latency.
-type fake struct{ latency float64 }
+// noMPI is what the test stacks share: named openmpi, they need no
+// preparing and pass every check.
+type noMPI struct{}
 
-func (*fake) Name() string                          { return "openmpi" }
-func (*fake) Prepare(context.Context, string) error { return nil }
-func (*fake) Space() []Param {
-	return []Param{{Name: "x", Values: []string{"a", "b"}, Pattern: bench.Bandwidth, Sizes: []int{4096, 65536}}}
-}
-func (*fake) Check(context.Context, string, map[string]string) error { return nil }
-func (f *fake) Contender(_, label string, params map[string]string) mpistack.Contender {
+func (noMPI) Name() string                                           { return "openmpi" }
+func (noMPI) Prepare(context.Context, string) error                  { return nil }
+func (noMPI) Check(context.Context, string, map[string]string) error { return nil }
+
+// measured is a contender that measures value(spec, size) at every size of
+// a spec.
+func measured(label string, value func(spec bench.Spec, size int) float64) mpistack.Contender {
 	return mpistack.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
-		v := 100.0
-		if params["x"] == "b" {
-			v = 150
-			if spec.Pattern == bench.Latency {
-				v = 100 * f.latency
-			}
-		} else if spec.Pattern == bench.Latency {
-			v = 100
-		}
 		res := bench.Result{Label: label, Spec: spec}
 		for _, n := range spec.Sizes {
-			res.Points = append(res.Points, bench.Point{Size: n, Samples: []float64{v}})
+			res.Points = append(res.Points, bench.Point{Size: n, Samples: []float64{value(spec, n)}})
 		}
 		return res, nil
 	}}
+}
+
+// fake is a stack without MPI: x=b is 1.5x the default's bandwidth at
+// every size, and costs latency by the factor latency.
+type fake struct {
+	noMPI
+	latency float64
+}
+
+func (*fake) Space() []Param {
+	return []Param{{Name: "x", Values: []string{"a", "b"}, Pattern: bench.Bandwidth, Sizes: []int{4096, 65536}}}
+}
+func (f *fake) Contender(_, label string, params map[string]string) mpistack.Contender {
+	return measured(label, func(spec bench.Spec, _ int) float64 {
+		switch {
+		case params["x"] != "b":
+			return 100
+		case spec.Pattern == bench.Latency:
+			return 100 * f.latency
+		default:
+			return 150
+		}
+	})
 }
 
 // The chosen values stand together only if 8-byte latency loses no more
@@ -61,11 +75,11 @@ func TestConfirmGuardsLatency(t *testing.T) {
 
 // spaced is a stack whose mode=fast gains only with the setting it needs
 // (its With), and whose y is moot under it.
-type spaced struct{ measured map[string]bool }
+type spaced struct {
+	noMPI
+	measured map[string]bool
+}
 
-func (*spaced) Name() string                                           { return "openmpi" }
-func (*spaced) Prepare(context.Context, string) error                  { return nil }
-func (*spaced) Check(context.Context, string, map[string]string) error { return nil }
 func (*spaced) Space() []Param {
 	sizes := []int{4096, 65536}
 	return []Param{
@@ -75,20 +89,15 @@ func (*spaced) Space() []Param {
 	}
 }
 func (s *spaced) Contender(_, label string, params map[string]string) mpistack.Contender {
-	return mpistack.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
+	return measured(label, func(spec bench.Spec, _ int) float64 {
 		if _, ok := params["y"]; ok {
 			s.measured["y"] = true
 		}
-		v := 100.0
 		if params["mode"] == "fast" && params["mode_extra"] == "on" && spec.Pattern == bench.Bandwidth {
-			v = 150
+			return 150
 		}
-		res := bench.Result{Label: label, Spec: spec}
-		for _, n := range spec.Sizes {
-			res.Points = append(res.Points, bench.Point{Size: n, Samples: []float64{v}})
-		}
-		return res, nil
-	}}
+		return 100
+	})
 }
 
 func TestWithAndUnless(t *testing.T) {
@@ -108,11 +117,8 @@ func TestWithAndUnless(t *testing.T) {
 // narrowing is a stack whose x=b gains 1.5x everywhere and whose y=2
 // gains 1.2x at the sizes its own stage weighs but halves 32 KiB (the file
 // then loses 25% there), which only the confirmation's ladder measures.
-type narrowing struct{}
+type narrowing struct{ noMPI }
 
-func (narrowing) Name() string                                           { return "openmpi" }
-func (narrowing) Prepare(context.Context, string) error                  { return nil }
-func (narrowing) Check(context.Context, string, map[string]string) error { return nil }
 func (narrowing) Space() []Param {
 	sizes := []int{4096, 65536}
 	return []Param{
@@ -121,22 +127,18 @@ func (narrowing) Space() []Param {
 	}
 }
 func (narrowing) Contender(_, label string, params map[string]string) mpistack.Contender {
-	return mpistack.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
-		res := bench.Result{Label: label, Spec: spec}
-		for _, n := range spec.Sizes {
-			v := 100.0
-			if spec.Pattern == bench.Bandwidth {
-				if params["x"] == "b" {
-					v *= 1.5
-				}
-				if params["y"] == "2" {
-					v *= map[bool]float64{true: 0.5, false: 1.2}[n == 32768]
-				}
+	return measured(label, func(spec bench.Spec, n int) float64 {
+		v := 100.0
+		if spec.Pattern == bench.Bandwidth {
+			if params["x"] == "b" {
+				v *= 1.5
 			}
-			res.Points = append(res.Points, bench.Point{Size: n, Samples: []float64{v}})
+			if params["y"] == "2" {
+				v *= map[bool]float64{true: 0.5, false: 1.2}[n == 32768]
+			}
 		}
-		return res, nil
-	}}
+		return v
+	})
 }
 
 // A file that loses settled at one size of the ladder is narrowed: the

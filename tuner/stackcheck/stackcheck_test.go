@@ -3,6 +3,7 @@ package stackcheck
 import (
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +36,16 @@ func open(t *testing.T, name string) *os.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// record parses the recorded tool output testdata/name with parse.
+func record[T any](t *testing.T, parse func(io.Reader) (T, error), name string) T {
+	t.Helper()
+	v, err := parse(open(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func parseTestdata(t *testing.T, stack, name string) *Parsed {
@@ -96,10 +107,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseOMPIInfo(t *testing.T) {
-	info, err := parseOMPIInfo(open(t, "ompi_info.with.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := record(t, parseOMPIInfo, "ompi_info.with.txt")
 	if info.Version != "Open MPI 4.1.4" {
 		t.Errorf("version %q", info.Version)
 	}
@@ -122,7 +130,7 @@ func TestParseOMPIInfo(t *testing.T) {
 		}
 	}
 	// A value may hold colons.
-	info, err = parseOMPIInfo(strings.NewReader("mca:a:b:param:p:value:x:y:z\nmca:a:b:param:p:source:file (/a:b.conf:7)\n"))
+	info, err := parseOMPIInfo(strings.NewReader("mca:a:b:param:p:value:x:y:z\nmca:a:b:param:p:source:file (/a:b.conf:7)\n"))
 	if err != nil || info.Params["p"].Value != "x:y:z" {
 		t.Fatalf("%+v %v", info, err)
 	}
@@ -135,10 +143,7 @@ func TestParseOMPIInfo(t *testing.T) {
 }
 
 func TestParseCvars(t *testing.T) {
-	l, err := parseCvars(open(t, "cvars.with.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := record(t, parseCvars, "cvars.with.txt")
 	if l.Version != "MPICH 4.0.2" || l.Vars["MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_NUM_CELLS"] != (cvar{"int", "128"}) ||
 		l.Vars["MPIR_CVAR_CH4_SHM"] != (cvar{"char", ""}) {
 		t.Errorf("%+v", l)
@@ -177,10 +182,7 @@ func TestParseUCXInfo(t *testing.T) {
 }
 
 func TestParseMimalloc(t *testing.T) {
-	m, err := parseMimalloc(open(t, "mimalloc.alone.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := record(t, parseMimalloc, "mimalloc.alone.txt")
 	if m.Options["decommit_delay"] != "10" || m.Deprecated["MIMALLOC_RESET_DELAY"] != "MIMALLOC_DECOMMIT_DELAY" {
 		t.Errorf("%+v", m)
 	}
@@ -212,32 +214,17 @@ func TestGolden(t *testing.T) {
 		"openmpi": func(t *testing.T) *Report {
 			p := parseTestdata(t, "openmpi", "openmpi-mca-params.conf")
 			p.Path = recordedOpenMPIFile
-			with, err := parseOMPIInfo(open(t, "ompi_info.with.txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			without, err := parseOMPIInfo(open(t, "ompi_info.without.txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			with := record(t, parseOMPIInfo, "ompi_info.with.txt")
+			without := record(t, parseOMPIInfo, "ompi_info.without.txt")
 			return judgeOpenMPI(p, with, without, map[string]string{"OMPI_MCA_btl_vader_fbox_max": "16"})
 		},
 		"openmpi-nofile": func(t *testing.T) *Report {
-			without, err := parseOMPIInfo(open(t, "ompi_info.without.txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			without := record(t, parseOMPIInfo, "ompi_info.without.txt")
 			return judgeOpenMPI(nil, without, without, nil)
 		},
 		"mpich": func(t *testing.T) *Report {
-			with, err := parseCvars(open(t, "cvars.with.txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			without, err := parseCvars(open(t, "cvars.without.txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			with := record(t, parseCvars, "cvars.with.txt")
+			without := record(t, parseCvars, "cvars.without.txt")
 			return judgeMPICH(parseTestdata(t, "mpich", "mpich.env"), with, without,
 				map[string]string{"MPIR_CVAR_CH4_IPC_XPMEM_P2P_THRESHOLD": "4096", "MPICH_CH4_SHM_POSIX_IQUEUE_NUM_CELLS": "16"})
 		},
@@ -262,18 +249,9 @@ func TestGolden(t *testing.T) {
 				parseUCXUnused(string(e)), map[string]string{"UCX_TLS": "posix,self"}, others)
 		},
 		"mimalloc": func(t *testing.T) *Report {
-			with, err := parseMimalloc(open(t, "mimalloc.with.txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			without, err := parseMimalloc(open(t, "mimalloc.without.txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			alone, err := parseMimalloc(open(t, "mimalloc.alone.txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			with := record(t, parseMimalloc, "mimalloc.with.txt")
+			without := record(t, parseMimalloc, "mimalloc.without.txt")
+			alone := record(t, parseMimalloc, "mimalloc.alone.txt")
 			for old, to := range alone.Deprecated {
 				with.Deprecated[old] = to // as checkMimalloc merges its probe
 			}

@@ -37,3 +37,26 @@ func Device(t *testing.T, ordinal int) *cuda.Device {
 	}
 	return d
 }
+
+// Alloc allocates n bytes of kind on d, freed when the test ends.
+func Alloc(t *testing.T, d *cuda.Device, kind cuda.MemKind, n int) *cuda.Buffer {
+	t.Helper()
+	b, err := d.Alloc(kind, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Release(t, b.Free)
+	return b
+}
+
+// Stream creates a non-blocking stream in the bound context, destroyed
+// when the test ends.
+func Stream(t *testing.T) *cuda.Stream {
+	t.Helper()
+	s, err := cuda.NewStream(cuda.StreamNonBlocking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Release(t, s.Destroy)
+	return s
+}

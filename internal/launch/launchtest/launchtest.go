@@ -4,9 +4,11 @@
 package launchtest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 // Cluster makes this process the coordinator on this host with one node
@@ -18,10 +20,11 @@ func Cluster(t testing.TB, hosts ...string) *launch.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	testutil.Release(t, func() error {
 		if err := wait(); err != nil {
-			t.Errorf("node agent: %v", err)
+			return fmt.Errorf("node agent: %w", err)
 		}
+		return nil
 	})
 	return c
 }

@@ -17,11 +17,7 @@ func Hosts(t testing.TB, n int) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := c.Down(); err != nil {
-			t.Error(err)
-		}
-	})
+	testutil.Release(t, c.Down)
 	return c
 }
 
@@ -36,10 +32,6 @@ func StartSlurm(t testing.TB, c *Cluster) *Slurm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := c.StopSlurm(); err != nil {
-			t.Error(err)
-		}
-	})
+	testutil.Release(t, c.StopSlurm)
 	return s
 }
