@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/gpumem"
 )
 
 // Each documented default is the value ParseParams uses when the option is
@@ -21,6 +22,24 @@ func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
 		got, err := ParseParams(transports.Options{o.Key: o.Default})
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s=%s gives %+v, %v; the built-in is %+v", o.Key, o.Default, got, err, want)
+		}
+	}
+}
+
+// Options is ParseParams' inverse: what it writes reads back the same.
+func TestOptionsRoundTrip(t *testing.T) {
+	builtin, err := ParseParams(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Params{
+		builtin,
+		{Staging: "sync", Threshold: 64 << 10, PinnedThreshold: 0, Copy: CopySM, Completion: CompleteSync, Cache: 0, GPUs: []int{1, 0}, Alloc: gpumem.Plain},
+		{Staging: "async", Threshold: 1, PinnedThreshold: 1 << 20, Copy: CopyEngine, Completion: CompleteEvent, Cache: 16, GPUs: []int{3}, Alloc: gpumem.Worker},
+	} {
+		got, err := ParseParams(p.Options())
+		if err != nil || !reflect.DeepEqual(got, p) {
+			t.Errorf("ParseParams(%v) = %+v, %v; want %+v", p.Options(), got, err, p)
 		}
 	}
 }

@@ -53,3 +53,18 @@ func TestParseParams(t *testing.T) {
 		}
 	}
 }
+
+// Options is ParseParams' inverse: what it writes reads back the same.
+func TestOptionsRoundTrip(t *testing.T) {
+	const eager = 4096
+	for _, p := range []knem.Params{
+		{Pull: true, Threshold: eager + 1, Cache: knem.DefaultCache, DMA: "off", Device: "/dev/knem"},
+		{Pull: false, Threshold: 1 << 20, Cached: true, Cache: 8, DMA: "auto", Device: knem.Fake},
+		{Pull: true, Threshold: 8193, Cached: true, Cache: 1, DMA: "on", Device: "/tmp/knem"},
+	} {
+		got, err := knem.ParseParams(p.Options(), eager)
+		if err != nil || got != p {
+			t.Errorf("ParseParams(%v) = %+v, %v; want %+v", p.Options(), got, err, p)
+		}
+	}
+}
