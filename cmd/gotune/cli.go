@@ -27,6 +27,7 @@ import (
 	"github.com/gotune/gotune/transports"
 	_ "github.com/gotune/gotune/transports/all"
 	"github.com/gotune/gotune/transports/auto"
+	"github.com/gotune/gotune/transports/cudaipc"
 )
 
 // Main runs the CLI with args and returns the process exit status.
@@ -166,7 +167,7 @@ func (f *benchFlags) spec(notes io.Writer) (bench.Spec, error) {
 		if p.GPU == nil {
 			return bench.Spec{}, fmt.Errorf("--profile %s: no gpu section (run gotune sweep --plan gpu on a GPU node)", f.profile)
 		}
-		opts = transports.Options(p.GPU.Options()).With(opts)
+		opts = cudaipc.ProfileOptions(p.GPU).With(opts)
 	} else if f.profile != "" || transport == "auto" {
 		if transport != "auto" && f.transportSet {
 			return bench.Spec{}, fmt.Errorf("--profile routes by the profile: use --transport auto or leave --transport out (got %q)", transport)
@@ -190,13 +191,7 @@ func (f *benchFlags) spec(notes io.Writer) (bench.Spec, error) {
 		if err != nil {
 			return bench.Spec{}, fmt.Errorf("--profile: %w", err)
 		}
-		if opts == nil {
-			opts = transports.Options{}
-		}
-		opts["auto.profile"], opts["auto.hash"], transport = abs, p.Hash, "auto"
-		if ov := auto.Overrides(p); ov != "" {
-			opts["auto.overrides"] = ov
-		}
+		opts, transport = opts.With(auto.LaunchOptions(abs, p)), "auto"
 	}
 	s := bench.Spec{Transport: transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
 		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, Buffers: f.buffers, CPUs: cpus, Backend: f.segment,

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/gpumem"
 	"github.com/gotune/gotune/transports/sm"
@@ -132,6 +133,26 @@ func (p Params) Options() transports.Options {
 		KeyCopy: p.Copy, KeyCompletion: p.Completion, KeyCache: itoa(p.Cache), gpumem.OptionKey: string(p.Alloc)}
 	if len(p.GPUs) > 0 {
 		o[KeyGPUs] = cuda.FormatOrdinals(p.GPUs)
+	}
+	return o
+}
+
+// ProfileOptions are the cudaipc and gpu.alloc options a profile's GPU
+// section implies: the keys it decides, the others left to the defaults.
+func ProfileOptions(g *profile.GPU) transports.Options {
+	o := transports.Options{KeyThreshold: fmt.Sprint(g.IPCThreshold), KeyStaging: g.Staging,
+		KeyPinnedThreshold: fmt.Sprint(g.PinnedThreshold)}
+	if g.GPUs != "" {
+		o[KeyGPUs] = g.GPUs
+	}
+	if g.Copy != "" {
+		o[KeyCopy] = g.Copy
+	}
+	if g.IPCCache > 0 {
+		o[KeyCache] = fmt.Sprint(g.IPCCache)
+	}
+	if g.Allocator != "" {
+		o[gpumem.OptionKey] = g.Allocator
 	}
 	return o
 }

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/gpumem"
 )
@@ -40,6 +41,23 @@ func TestOptionsRoundTrip(t *testing.T) {
 		got, err := ParseParams(p.Options())
 		if err != nil || !reflect.DeepEqual(got, p) {
 			t.Errorf("ParseParams(%v) = %+v, %v; want %+v", p.Options(), got, err, p)
+		}
+	}
+}
+
+// A profile's GPU section gives the options it decides.
+func TestProfileOptions(t *testing.T) {
+	for _, c := range []struct {
+		g    profile.GPU
+		want transports.Options
+	}{
+		{profile.GPU{GPUs: "0,1", IPCThreshold: 0, Staging: "async", PinnedThreshold: 256 << 10, Allocator: "pool", Copy: "ce", IPCCache: 16},
+			transports.Options{KeyGPUs: "0,1", KeyThreshold: "0", KeyStaging: "async", KeyPinnedThreshold: "262144", gpumem.OptionKey: "pool", KeyCopy: "ce", KeyCache: "16"}},
+		{profile.GPU{IPCThreshold: 1 << 20, Staging: "sync", PinnedThreshold: 0},
+			transports.Options{KeyThreshold: "1048576", KeyStaging: "sync", KeyPinnedThreshold: "0"}},
+	} {
+		if got := ProfileOptions(&c.g); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("ProfileOptions(%+v) = %v, want %v", c.g, got, c.want)
 		}
 	}
 }
