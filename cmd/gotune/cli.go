@@ -98,7 +98,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.validate, "validate", false, "fill every payload with a per-iteration pattern and check every byte")
 	fl.StringVar(&f.cpus, "cpus", "auto", "CPU per rank (e.g. 0,1), auto, or none")
 	fl.StringVar(&f.mem, "mem", "host", "message buffers: KIND for both ranks or SRC,DST (rank 0's, rank 1's): host|pinned|device|managed|managed-device|managed-host, or OSU's H|D|M|MD|MH")
-	fl.StringVar(&f.gpus, "gpus", "", "GPU ordinals, e.g. 0,1: rank r uses the (r mod n)-th (default: rank mod the device count); also sets --opt "+bench.CUDAIPCGPUsOption)
+	fl.StringVar(&f.gpus, "gpus", "", "GPU ordinals, e.g. 0,1: rank r uses the (r mod n)-th (default: rank mod the device count); also sets --opt "+cudaipc.KeyGPUs)
 	fl.StringVar(&f.kernel, "kernel", "none", "GPU load on each rank's GPU during every timed repetition: none|partial|full|FRACTION (needs a GPU --mem or --gpus)")
 	fl.DurationVar(&f.kernelBound, "kernel-bound", 0, "time bound of each launch of the --kernel load (default 1m): a pass that waits for the kernel ends when it does, and its point counts as stalled (load_late)")
 	fl.StringVarP(&f.format, "format", "f", "table", "output: "+strings.Join(output.Formats, "|"))

@@ -68,9 +68,9 @@ func init() {
 // depth; the unsafe variant leaks.
 func h3Options(base transports.Options, depth int, unsafe bool) transports.Options {
 	o := base.With(nil) // a copy to change
-	maps.Copy(o, transports.Options{"sm.depth": strconv.Itoa(depth), "sm.frags": "1", "sm.cell": "128", "sm.eager": "64", "sm.frag": "64"})
+	maps.Copy(o, transports.Options{sm.KeyDepth: strconv.Itoa(depth), sm.KeyFrags: "1", sm.KeyCell: "128", sm.KeyEager: "64", sm.KeyFrag: "64"})
 	if unsafe {
-		o["sm.persist"] = "leak"
+		o[sm.KeyPersist] = "leak"
 	}
 	return o
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // H3's safe form passes at every depth; the leak hangs after as many
@@ -27,7 +28,7 @@ func TestH3SafePassesLeakHangsByDepth(t *testing.T) {
 		v    Verdict
 	}{
 		{"unsafe", p.Run(ctx, true, 500*time.Millisecond)},
-		{"leaky configuration", RunWith(ctx, p, false, 500*time.Millisecond, transports.Options{"sm.persist": "leak"})},
+		{"leaky configuration", RunWith(ctx, p, false, 500*time.Millisecond, transports.Options{sm.KeyPersist: "leak"})},
 	}
 	for _, c := range cases {
 		if c.v.Outcome != HazardDetected {

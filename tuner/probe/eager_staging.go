@@ -15,6 +15,7 @@ import (
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cudaipc"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // H4: an eager device message staged through a synchronous copy that
@@ -37,15 +38,15 @@ type h4Params struct {
 }
 
 func h4Options(base transports.Options, unsafe bool) transports.Options {
-	o := base.With(nil)            // a copy to change
-	o["cudaipc.threshold"] = "64K" // the 8-byte message is staged, not single-copied
-	if o["cudaipc.staging"] == "" {
-		o["cudaipc.staging"] = "async" // the safe form of a configuration that does not say
+	o := base.With(nil)             // a copy to change
+	o[cudaipc.KeyThreshold] = "64K" // the 8-byte message is staged, not single-copied
+	if o[cudaipc.KeyStaging] == "" {
+		o[cudaipc.KeyStaging] = "async" // the safe form of a configuration that does not say
 	}
 	if unsafe {
-		o["cudaipc.staging"] = "sync"
+		o[cudaipc.KeyStaging] = "sync"
 	}
-	delete(o, "sm.progress") // cudaipc polls
+	delete(o, sm.KeyProgress) // cudaipc polls
 	return o
 }
 
@@ -85,7 +86,7 @@ func runH4(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 	params, _ := json.Marshal(h4Params{Unsafe: unsafe, Spin: spin, Base: opts}) // plain data always encodes
 	res, err := launch.Run(ctx, launch.Job{Kind: h4Kind, Size: 2, SegmentBytes: seg, Params: params, Stall: deadline}, quiet)
 	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
-		v.Detail = fmt.Sprintf("staging=%s: %s", opts["cudaipc.staging"], v.Detail)
+		v.Detail = fmt.Sprintf("staging=%s: %s", opts[cudaipc.KeyStaging], v.Detail)
 		return v
 	}
 	var took time.Duration
@@ -93,7 +94,7 @@ func runH4(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 	if len(res) > 1 && json.Unmarshal(res[1], &s) == nil {
 		took, _ = time.ParseDuration(s) // the rank wrote it with Duration.String; 0 only blurs the detail line
 	}
-	v.Detail = fmt.Sprintf("staging=%s: the kernel waiting on a blocking stream was released by the staged message %v after the send began (its bound: %v)", opts["cudaipc.staging"], took.Round(time.Microsecond), spin)
+	v.Detail = fmt.Sprintf("staging=%s: the kernel waiting on a blocking stream was released by the staged message %v after the send began (its bound: %v)", opts[cudaipc.KeyStaging], took.Round(time.Microsecond), spin)
 	return v
 }
 

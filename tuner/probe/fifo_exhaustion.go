@@ -39,11 +39,11 @@ func h5Options(unsafe bool, base transports.Options) transports.Options {
 			o[k] = v
 		}
 	}
-	for k, v := range map[string]string{"sm.depth": "1", "sm.frags": "1", "sm.cell": "128", "sm.eager": "64", "sm.frag": "64"} {
+	for k, v := range map[string]string{sm.KeyDepth: "1", sm.KeyFrags: "1", sm.KeyCell: "128", sm.KeyEager: "64", sm.KeyFrag: "64"} {
 		o[k] = v
 	}
 	if unsafe {
-		o["sm.drain"] = "never"
+		o[sm.KeyDrain] = "never"
 	}
 	return o
 }

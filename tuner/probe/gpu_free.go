@@ -92,7 +92,7 @@ func runH2(ctx context.Context, unsafe bool, deadline time.Duration, opts transp
 		return v
 	}
 	par := h2Params{Mode: mode, Spin: min(deadline+10*time.Second, gpuload.MaxDuration)}
-	if s, ok := opts["cudaipc.gpus"]; ok {
+	if s, ok := opts[cudaipc.KeyGPUs]; ok {
 		if par.GPUs, err = cuda.ParseOrdinals(s); err != nil {
 			v.Outcome, v.Detail = ProbeFailed, fmt.Sprintf("option cudaipc.gpus=%q: %v", s, err)
 			return v

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cma"
 	"github.com/gotune/gotune/transports/hostmem"
 	"github.com/gotune/gotune/transports/sm"
 )
@@ -74,12 +75,12 @@ func TestH1UnsafeCacheWithoutPurgeRunsThrough(t *testing.T) {
 // A candidate configuration runs under H1's stress settings: its purge
 // policy is overridden, its other options kept.
 func TestH1OptionsOverlay(t *testing.T) {
-	cand := transports.Options{"alloc.purge": "never", "alloc.cache": "8M", "cma.mode": "push"}
+	cand := transports.Options{hostmem.KeyPurge: "never", hostmem.KeyCache: "8M", cma.KeyMode: "push"}
 	for _, unsafe := range []bool{false, true} {
 		o := h1Options(cand, unsafe)
-		want := map[string]string{"alloc.purge": "immediate", "alloc.cache": "8M", "cma.mode": "push", "regcache.entries": "heap"}
+		want := map[string]string{hostmem.KeyPurge: "immediate", hostmem.KeyCache: "8M", cma.KeyMode: "push", hostmem.KeyEntries: "heap"}
 		if unsafe {
-			want["regcache.entries"] = "hooked"
+			want[hostmem.KeyEntries] = "hooked"
 		}
 		for k, w := range want {
 			if o[k] != w {
@@ -87,7 +88,7 @@ func TestH1OptionsOverlay(t *testing.T) {
 			}
 		}
 	}
-	if cand["alloc.purge"] != "never" {
+	if cand[hostmem.KeyPurge] != "never" {
 		t.Error("h1Options changed the candidate's options")
 	}
 }

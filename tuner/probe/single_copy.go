@@ -63,10 +63,10 @@ func init() {
 // happen there, not on a progress thread.
 func h6Options(base transports.Options, mode string, unsafe bool) transports.Options {
 	o := base.With(nil) // a copy to change
-	o["cma.mode"] = mode
-	o["sm.progress"] = "poll"
+	o[cma.KeyMode] = mode
+	o[sm.KeyProgress] = "poll"
 	if unsafe {
-		o["cma.onerror"] = "ignore"
+		o[cma.KeyOnError] = "ignore"
 	}
 	return o
 }
@@ -244,7 +244,7 @@ func h6Fallback(r *launch.Rank, ep *sm.Endpoint, par h6Params, sizes []int, buf 
 // rank 1 answered it before leaving). Surviving receiver: rank 1's
 // request-to-send is out, and rank 0 receives it once rank 1 has exited.
 func h6Gone(r *launch.Rank, ep *sm.Endpoint, par h6Params, buf []byte) (any, error) {
-	push := par.Options["cma.mode"] == "push"
+	push := par.Options[cma.KeyMode] == "push"
 	if r.ID == 1 {
 		if par.Survivor == "receiver" {
 			fillH6(buf, 1, 0)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cma"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // H6's safe form falls back and reports clear errors for a peer that is
@@ -33,11 +35,11 @@ func TestH6SafePassesUnsafeCorrupts(t *testing.T) {
 		t.Fatalf("unsafe H6: %s", v.Line())
 	}
 	// A candidate configuration: its own chunking and progress mode.
-	v = RunWith(ctx, p, false, 2*time.Second, transports.Options{"cma.chunk": "64K", "sm.progress": "thread", "sm.frags": "4"})
+	v = RunWith(ctx, p, false, 2*time.Second, transports.Options{cma.KeyChunk: "64K", sm.KeyProgress: "thread", sm.KeyFrags: "4"})
 	if v.Outcome != Passed {
 		t.Errorf("H6 on a configuration: %s", v.Line())
 	}
-	v = RunWith(ctx, p, false, 2*time.Second, transports.Options{"cma.onerror": "ignore"})
+	v = RunWith(ctx, p, false, 2*time.Second, transports.Options{cma.KeyOnError: "ignore"})
 	if v.Outcome != HazardDetected {
 		t.Errorf("H6 on a configuration that ignores copy errors: %s", v.Line())
 	}
