@@ -15,11 +15,8 @@ import (
 
 // Option keys.
 const (
-	KeyProfile   = "auto.profile"
-	KeyHash      = "auto.hash"
-	KeyOverrides = "auto.overrides"
-	KeyLocality  = "auto.locality"
-	KeyMemory    = "auto.memory"
+	KeyProfile, KeyHash, KeyOverrides = "auto.profile", "auto.hash", "auto.overrides"
+	KeyLocality, KeyMemory            = "auto.locality", "auto.memory"
 )
 
 // Options are the options the selector reads.

@@ -23,10 +23,7 @@ type Params struct {
 
 // Option keys.
 const (
-	KeyMode      = "cma.mode"
-	KeyChunk     = "cma.chunk"
-	KeyThreshold = "cma.threshold"
-	KeyOnError   = "cma.onerror"
+	KeyMode, KeyChunk, KeyThreshold, KeyOnError = "cma.mode", "cma.chunk", "cma.threshold", "cma.onerror"
 )
 
 // Options documents the options ParseParams reads (besides sm.*).
@@ -65,14 +62,8 @@ func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
 // the eager limit p.Threshold was read with). Every key is written, so the
 // result means the same to a build whose defaults differ.
 func (p Params) Options() transports.Options {
-	mode, onError := "push", "fallback"
-	if p.Pull {
-		mode = "pull"
-	}
-	if p.IgnoreErrors {
-		onError = "ignore"
-	}
-	return transports.Options{KeyMode: mode, KeyChunk: strconv.Itoa(p.Chunk), KeyThreshold: strconv.Itoa(p.Threshold), KeyOnError: onError}
+	return transports.Options{KeyMode: transports.Choice(p.Pull, "pull", "push"), KeyChunk: strconv.Itoa(p.Chunk),
+		KeyThreshold: strconv.Itoa(p.Threshold), KeyOnError: transports.Choice(p.IgnoreErrors, "ignore", "fallback")}
 }
 
 // Copier is the CMA single-copy mechanism.

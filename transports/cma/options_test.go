@@ -3,6 +3,7 @@ package cma_test
 import (
 	"testing"
 
+	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cma"
 )
@@ -29,14 +30,9 @@ func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
 // Options is ParseParams' inverse: what it writes reads back the same.
 func TestOptionsRoundTrip(t *testing.T) {
 	const eager = 4096
-	for _, p := range []cma.Params{
+	testutil.RoundTrip(t, []cma.Params{
 		{Pull: true, Threshold: eager + 1},
 		{Pull: false, Chunk: 64 << 10, Threshold: 1 << 20},
 		{Pull: true, Threshold: 8193, IgnoreErrors: true},
-	} {
-		got, err := cma.ParseParams(p.Options(), eager)
-		if err != nil || got != p {
-			t.Errorf("ParseParams(%v) = %+v, %v; want %+v", p.Options(), got, err, p)
-		}
-	}
+	}, cma.Params.Options, func(o transports.Options) (cma.Params, error) { return cma.ParseParams(o, eager) })
 }

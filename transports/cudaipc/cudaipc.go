@@ -51,13 +51,8 @@ const DefaultAlloc = gpumem.Pool
 
 // Option keys.
 const (
-	KeyStaging         = "cudaipc.staging"
-	KeyThreshold       = "cudaipc.threshold"
-	KeyPinnedThreshold = "cudaipc.pinned-threshold"
-	KeyCopy            = "cudaipc.copy"
-	KeyCompletion      = "cudaipc.completion"
-	KeyCache           = "cudaipc.cache"
-	KeyGPUs            = "cudaipc.gpus"
+	KeyStaging, KeyThreshold, KeyPinnedThreshold = "cudaipc.staging", "cudaipc.threshold", "cudaipc.pinned-threshold"
+	KeyCopy, KeyCompletion, KeyCache, KeyGPUs    = "cudaipc.copy", "cudaipc.completion", "cudaipc.cache", "cudaipc.gpus"
 )
 
 // Options documents the options ParseParams reads (besides sm.* and gpu.alloc).
@@ -135,6 +130,15 @@ func (p Params) Options() transports.Options {
 		o[KeyGPUs] = cuda.FormatOrdinals(p.GPUs)
 	}
 	return o
+}
+
+// Polling is o without sm.progress, which the transport takes only as poll
+// (a progress thread holds no CUDA context): how options decided for the
+// sm engine are handed to it. o is not changed.
+func Polling(o transports.Options) transports.Options {
+	out := o.With(nil)
+	delete(out, sm.KeyProgress)
+	return out
 }
 
 // ProfileOptions are the cudaipc and gpu.alloc options a profile's GPU

@@ -4,9 +4,11 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/gpumem"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // Each documented default is the value ParseParams uses when the option is
@@ -33,16 +35,11 @@ func TestOptionsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []Params{
+	testutil.RoundTrip(t, []Params{
 		builtin,
 		{Staging: "sync", Threshold: 64 << 10, PinnedThreshold: 0, Copy: CopySM, Completion: CompleteSync, Cache: 0, GPUs: []int{1, 0}, Alloc: gpumem.Plain},
 		{Staging: "async", Threshold: 1, PinnedThreshold: 1 << 20, Copy: CopyEngine, Completion: CompleteEvent, Cache: 16, GPUs: []int{3}, Alloc: gpumem.Worker},
-	} {
-		got, err := ParseParams(p.Options())
-		if err != nil || !reflect.DeepEqual(got, p) {
-			t.Errorf("ParseParams(%v) = %+v, %v; want %+v", p.Options(), got, err, p)
-		}
-	}
+	}, Params.Options, ParseParams)
 }
 
 // A profile's GPU section gives the options it decides.
@@ -59,5 +56,14 @@ func TestProfileOptions(t *testing.T) {
 		if got := ProfileOptions(&c.g); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("ProfileOptions(%+v) = %v, want %v", c.g, got, c.want)
 		}
+	}
+}
+
+// Polling drops the progress mode and nothing else, leaving its argument be.
+func TestPolling(t *testing.T) {
+	in := transports.Options{sm.KeyProgress: "thread", sm.KeyEager: "8K", KeyGPUs: "0,1"}
+	got := Polling(in)
+	if want := (transports.Options{sm.KeyEager: "8K", KeyGPUs: "0,1"}); !reflect.DeepEqual(got, want) || len(in) != 3 {
+		t.Errorf("Polling(%v) = %v, want %v (and the argument kept)", in, got, want)
 	}
 }

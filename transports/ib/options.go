@@ -31,15 +31,8 @@ const (
 
 // Option keys.
 const (
-	KeyDev     = "ib.dev"
-	KeyPort    = "ib.port"
-	KeyGID     = "ib.gid"
-	KeyMTU     = "ib.mtu"
-	KeyEager   = "ib.eager"
-	KeyCredits = "ib.credits"
-	KeyDepth   = "ib.depth"
-	KeyRndv    = "ib.rndv"
-	KeyWait    = "ib.wait"
+	KeyDev, KeyPort, KeyGID, KeyMTU, KeyEager = "ib.dev", "ib.port", "ib.gid", "ib.mtu", "ib.eager"
+	KeyCredits, KeyDepth, KeyRndv, KeyWait    = "ib.credits", "ib.depth", "ib.rndv", "ib.wait"
 )
 
 // Options documents the options ParseParams reads.

@@ -87,15 +87,8 @@ func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
 // the eager limit p.Threshold was read with). Every key is written, so the
 // result means the same to a build whose defaults differ.
 func (p Params) Options() transports.Options {
-	mode, regions := "push", "single"
-	if p.Pull {
-		mode = "pull"
-	}
-	if p.Cached {
-		regions = "cached"
-	}
-	return transports.Options{KeyMode: mode, KeyThreshold: strconv.Itoa(p.Threshold), KeyRegions: regions,
-		KeyCache: strconv.Itoa(p.Cache), KeyDMA: p.DMA, KeyDevice: p.Device}
+	return transports.Options{KeyMode: transports.Choice(p.Pull, "pull", "push"), KeyThreshold: strconv.Itoa(p.Threshold),
+		KeyRegions: transports.Choice(p.Cached, "cached", "single"), KeyCache: strconv.Itoa(p.Cache), KeyDMA: p.DMA, KeyDevice: p.Device}
 }
 
 // params reads the sm engine's options and knem's own from o.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/knem"
 )
@@ -57,14 +58,9 @@ func TestParseParams(t *testing.T) {
 // Options is ParseParams' inverse: what it writes reads back the same.
 func TestOptionsRoundTrip(t *testing.T) {
 	const eager = 4096
-	for _, p := range []knem.Params{
+	testutil.RoundTrip(t, []knem.Params{
 		{Pull: true, Threshold: eager + 1, Cache: knem.DefaultCache, DMA: "off", Device: "/dev/knem"},
 		{Pull: false, Threshold: 1 << 20, Cached: true, Cache: 8, DMA: "auto", Device: knem.Fake},
 		{Pull: true, Threshold: 8193, Cached: true, Cache: 1, DMA: "on", Device: "/tmp/knem"},
-	} {
-		got, err := knem.ParseParams(p.Options(), eager)
-		if err != nil || got != p {
-			t.Errorf("ParseParams(%v) = %+v, %v; want %+v", p.Options(), got, err, p)
-		}
-	}
+	}, knem.Params.Options, func(o transports.Options) (knem.Params, error) { return knem.ParseParams(o, eager) })
 }

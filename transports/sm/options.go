@@ -167,15 +167,7 @@ func (p Params) Options() transports.Options {
 		KeyDepth: itoa(p.Depth), KeyCell: itoa(p.CellSize), KeyEager: itoa(p.EagerLimit),
 		KeyFrag: itoa(p.FragSize), KeyFrags: itoa(p.FragSlots), KeyCopy: p.Copy,
 		KeyStream: itoa(p.StreamMin), KeyWrap: itoa(p.Wrap), KeyStreams: itoa(p.Streams),
-		KeyDrain: pick(p.NoDrainOnSend, "never", "always"), KeyProgress: cmp.Or(p.Progress, "poll"),
-		KeyPersist: pick(p.LeakPersistent, "leak", "return"),
+		KeyDrain: transports.Choice(p.NoDrainOnSend, "never", "always"), KeyProgress: cmp.Or(p.Progress, "poll"),
+		KeyPersist: transports.Choice(p.LeakPersistent, "leak", "return"),
 	}
-}
-
-// pick is yes when b holds, else no: a flag's option value.
-func pick(b bool, yes, no string) string {
-	if b {
-		return yes
-	}
-	return no
 }

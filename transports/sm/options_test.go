@@ -72,8 +72,7 @@ func TestOptionsRoundTrip(t *testing.T) {
 	unsafe := DefaultParams()
 	unsafe.NoDrainOnSend, unsafe.LeakPersistent, unsafe.CellSize, unsafe.EagerLimit = true, true, 128, 64
 	for name, p := range map[string]Params{"built-in": DefaultParams(), "wide": wide, "unsafe": unsafe} {
-		got, err := ParseParams(p.Options())
-		if err != nil || got != p {
+		if got, err := ParseParams(p.Options()); err != nil || got != p {
 			t.Errorf("%s: ParseParams(%v) = %+v, %v; want %+v", name, p.Options(), got, err, p)
 		}
 	}

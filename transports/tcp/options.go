@@ -30,14 +30,8 @@ const AutoAddr = "auto"
 
 // Option keys.
 const (
-	KeyEager    = "tcp.eager"
-	KeySndBuf   = "tcp.sndbuf"
-	KeyRcvBuf   = "tcp.rcvbuf"
-	KeyNoDelay  = "tcp.nodelay"
-	KeyConns    = "tcp.conns"
-	KeyBusyPoll = "tcp.busypoll"
-	KeyZeroCopy = "tcp.zerocopy"
-	KeyAddr     = "tcp.addr"
+	KeyEager, KeySndBuf, KeyRcvBuf, KeyNoDelay  = "tcp.eager", "tcp.sndbuf", "tcp.rcvbuf", "tcp.nodelay"
+	KeyConns, KeyBusyPoll, KeyZeroCopy, KeyAddr = "tcp.conns", "tcp.busypoll", "tcp.zerocopy", "tcp.addr"
 )
 
 // Options documents the options ParseParams reads.
@@ -98,12 +92,8 @@ func ParseParams(o transports.Options) (Params, error) {
 // Options renders p as the options ParseParams reads back into p. Every key
 // is written, so the result means the same to a build whose defaults differ.
 func (p Params) Options() transports.Options {
-	nd := "off"
-	if p.NoDelay {
-		nd = "on"
-	}
 	itoa := strconv.Itoa
-	return transports.Options{KeyEager: itoa(p.Eager), KeySndBuf: itoa(p.SndBuf), KeyRcvBuf: itoa(p.RcvBuf), KeyNoDelay: nd,
+	return transports.Options{KeyEager: itoa(p.Eager), KeySndBuf: itoa(p.SndBuf), KeyRcvBuf: itoa(p.RcvBuf), KeyNoDelay: transports.Choice(p.NoDelay, "on", "off"),
 		KeyConns: itoa(p.Conns), KeyBusyPoll: itoa(p.BusyPoll), KeyZeroCopy: itoa(p.ZeroCopy), KeyAddr: p.Addr}
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 )
 
@@ -65,14 +66,9 @@ func TestOptionsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []Params{
+	testutil.RoundTrip(t, []Params{
 		builtin,
 		{Eager: 0, SndBuf: 4 << 20, RcvBuf: 6 << 20, NoDelay: false, Conns: 4, BusyPoll: 50, ZeroCopy: 64 << 10, Addr: "10.0.0.1:0"},
 		{Eager: 1 << 20, NoDelay: true, Conns: maxConns, Addr: "[::1]:5000"},
-	} {
-		got, err := ParseParams(p.Options())
-		if err != nil || got != p {
-			t.Errorf("ParseParams(%v) = %+v, %v; want %+v", p.Options(), got, err, p)
-		}
-	}
+	}, Params.Options, ParseParams)
 }

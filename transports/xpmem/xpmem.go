@@ -98,15 +98,8 @@ func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
 // the eager limit p.Threshold was read with). Every key is written, so the
 // result means the same to a build whose defaults differ.
 func (p Params) Options() transports.Options {
-	mode, hook := "push", "queue"
-	if p.Pull {
-		mode = "pull"
-	}
-	if p.LockedHook {
-		hook = "lock"
-	}
-	return transports.Options{KeyMode: mode, KeyThreshold: strconv.Itoa(p.Threshold), KeyCache: strconv.Itoa(p.Cache),
-		KeyAlign: strconv.Itoa(p.Align), KeyDevice: p.Device, KeyHook: hook}
+	return transports.Options{KeyMode: transports.Choice(p.Pull, "pull", "push"), KeyThreshold: strconv.Itoa(p.Threshold),
+		KeyCache: strconv.Itoa(p.Cache), KeyAlign: strconv.Itoa(p.Align), KeyDevice: p.Device, KeyHook: transports.Choice(p.LockedHook, "lock", "queue")}
 }
 
 func init() {

@@ -15,7 +15,6 @@ import (
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cudaipc"
-	"github.com/gotune/gotune/transports/sm"
 )
 
 // H4: an eager device message staged through a synchronous copy that
@@ -38,7 +37,7 @@ type h4Params struct {
 }
 
 func h4Options(base transports.Options, unsafe bool) transports.Options {
-	o := base.With(nil)             // a copy to change
+	o := cudaipc.Polling(base)      // a copy to change
 	o[cudaipc.KeyThreshold] = "64K" // the 8-byte message is staged, not single-copied
 	if o[cudaipc.KeyStaging] == "" {
 		o[cudaipc.KeyStaging] = "async" // the safe form of a configuration that does not say
@@ -46,7 +45,6 @@ func h4Options(base transports.Options, unsafe bool) transports.Options {
 	if unsafe {
 		o[cudaipc.KeyStaging] = "sync"
 	}
-	delete(o, sm.KeyProgress) // cudaipc polls
 	return o
 }
 

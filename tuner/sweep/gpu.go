@@ -10,7 +10,6 @@ import (
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cudaipc"
 	"github.com/gotune/gotune/transports/gpumem"
-	"github.com/gotune/gotune/transports/sm"
 	"github.com/gotune/gotune/tuner/probe"
 )
 
@@ -146,14 +145,13 @@ func gpuPathCands(g GPUPlan, staging []string, base transports.Options) []candid
 }
 
 // gpuStages runs (or replays) the GPU stages and decides.
-func (r *Runner) gpuStages(smp SMParams, out *Outcome) error {
+func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 	g := r.plan.GPU
 	if g.GPUs == "" {
 		return nil
 	}
 	gp := &GPUParams{GPUs: g.GPUs, Threshold: cudaipc.DefaultThreshold, Staging: "async", PinnedThreshold: cudaipc.DefaultPinnedThreshold}
-	base := smp.options()
-	delete(base, sm.KeyProgress) // cudaipc polls
+	base := cudaipc.Polling(sm.options())
 	base[cudaipc.KeyGPUs] = g.GPUs
 
 	staging, err := r.safeStaging(gp)
