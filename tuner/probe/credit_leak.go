@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"regexp"
 	"strconv"
@@ -56,9 +55,6 @@ func init() {
 		ID:          "H3",
 		Hazard:      "persistent operations take FIFO credits that are never returned (NCCL work FIFO with CUDA graphs, nccl#1251)",
 		Description: "iterations of persistent sends/receives (set up, started 3 times among ordinary traffic, validated, freed) at FIFO depth 1 and 2; unsafe: Free forgets the credit (sm.persist=leak), iterations-to-hang per depth",
-		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
-			return runH3(ctx, unsafe, deadline, nil)
-		},
 		RunOptions: runH3,
 	})
 }
@@ -67,8 +63,7 @@ func init() {
 // routine, persistent credits policy) on the smallest FIFO of the given
 // depth; the unsafe variant leaks.
 func h3Options(base transports.Options, depth int, unsafe bool) transports.Options {
-	o := base.With(nil) // a copy to change
-	maps.Copy(o, transports.Options{sm.KeyDepth: strconv.Itoa(depth), sm.KeyFrags: "1", sm.KeyCell: "128", sm.KeyEager: "64", sm.KeyFrag: "64"})
+	o := base.With(tinyFIFO(depth))
 	if unsafe {
 		o[sm.KeyPersist] = "leak"
 	}

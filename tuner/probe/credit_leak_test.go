@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +13,7 @@ import (
 // iterations as the FIFO is deep, and the verdict says so; a configuration
 // that carries the leak is caught through RunWith too.
 func TestH3SafePassesLeakHangsByDepth(t *testing.T) {
-	p, err := Lookup("H3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx := lookupProbe(t, "H3", 2*time.Minute)
 	if v := p.Run(ctx, false, time.Second); v.Outcome != Passed {
 		t.Fatalf("safe H3: %s", v.Line())
 	}

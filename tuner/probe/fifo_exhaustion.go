@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
+	"maps"
+	"strconv"
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
@@ -29,19 +30,24 @@ type h5Params struct {
 // h5Sizes mix eager (≤ 64 B) and pipelined (> 64 B) messages.
 var h5Sizes = []int{8, 64, 65, 200}
 
+// tinyFIFO is the smallest sm geometry at depth cells: cells of 128 bytes
+// (eager messages up to 64) and a ring of one 64-byte fragment, which a
+// few messages fill.
+func tinyFIFO(depth int) transports.Options {
+	return transports.Options{sm.KeyDepth: strconv.Itoa(depth), sm.KeyFrags: "1", sm.KeyCell: "128", sm.KeyEager: "64", sm.KeyFrag: "64"}
+}
+
 // h5Options are the probe's stress settings over base, a candidate
 // configuration's sm.* options (its copy routine and progress mode count;
 // its geometry is replaced by the smallest).
 func h5Options(unsafe bool, base transports.Options) transports.Options {
 	o := transports.Options{}
 	for k, v := range base {
-		if strings.HasPrefix(k, "sm.") {
+		if sm.Options.Has(k) {
 			o[k] = v
 		}
 	}
-	for k, v := range map[string]string{sm.KeyDepth: "1", sm.KeyFrags: "1", sm.KeyCell: "128", sm.KeyEager: "64", sm.KeyFrag: "64"} {
-		o[k] = v
-	}
+	maps.Copy(o, tinyFIFO(1))
 	if unsafe {
 		o[sm.KeyDrain] = "never"
 	}
@@ -54,10 +60,7 @@ func init() {
 		ID:          "H5",
 		Hazard:      "FIFO exhaustion: head-to-head sends, many-to-one floods (ompi#12979, mpich#7171)",
 		Description: "bursts both ways before any receive, 2 ranks and a 3-rank flood, at FIFO depth 1; unsafe: a blocked send stops draining (sm.drain=never)",
-		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
-			return runH5(ctx, unsafe, deadline, nil)
-		},
-		RunOptions: runH5,
+		RunOptions:  runH5,
 	})
 }
 

@@ -71,9 +71,6 @@ func init() {
 		ID:          "H2",
 		Hazard:      "GPU frees that synchronise with the device while a kernel runs, racing allocations on other threads (MLX CUDA backend, mlx#2099)",
 		Description: "a kernel on a blocking stream waits for a flag that the thread recycling 1 MiB device buffers sets after its frees; a second thread allocates beside it; unsafe: cuMemFree on that thread (gpu.alloc=plain); safe: gpu.alloc (default pool; or worker). Needs a GPU",
-		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
-			return runH2(ctx, unsafe, deadline, nil)
-		},
 		RunOptions: runH2,
 	})
 }

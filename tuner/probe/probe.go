@@ -55,7 +55,8 @@ type Probe struct {
 	Hazard      string
 	Description string
 	// Run executes the safe or unsafe variant; deadline is the watchdog's
-	// stall deadline for every rank job it starts.
+	// stall deadline for every rank job it starts. A probe registered with
+	// RunOptions and no Run runs that on the defaults (nil options).
 	Run func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict
 	// RunOptions, when set, runs the probe on a candidate configuration:
 	// opts (transport and allocator options) under the probe's own stress
@@ -85,7 +86,13 @@ func probeStderr() io.Writer {
 	return io.Discard
 }
 
-func register(p *Probe) { registry = append(registry, p) }
+func register(p *Probe) {
+	if p.Run == nil {
+		run := p.RunOptions
+		p.Run = func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict { return run(ctx, unsafe, deadline, nil) }
+	}
+	registry = append(registry, p)
+}
 
 // List returns every probe, by ID.
 func List() []*Probe {

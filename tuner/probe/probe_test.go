@@ -13,6 +13,19 @@ import (
 	"github.com/gotune/gotune/transports/sm"
 )
 
+// lookupProbe finds probe id and a context bounding its runs to within,
+// cancelled when the test ends.
+func lookupProbe(t *testing.T, id string, within time.Duration) (*Probe, context.Context) {
+	t.Helper()
+	p, err := Lookup(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	t.Cleanup(cancel)
+	return p, ctx
+}
+
 func TestMain(m *testing.M) {
 	launch.MaybeRunRank()
 	os.Exit(m.Run())
@@ -21,12 +34,7 @@ func TestMain(m *testing.M) {
 // The safe form passes; the unsafe form is caught by the watchdog (not by
 // an outer timeout), with stacks from the deadlocked ranks.
 func TestH5SafePassesUnsafeIsCaught(t *testing.T) {
-	p, err := Lookup("h5")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx := lookupProbe(t, "h5", 2*time.Minute)
 	if v := p.Run(ctx, false, time.Second); v.Outcome != Passed {
 		t.Fatalf("safe H5: %s", v.Line())
 	}

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +14,7 @@ import (
 // sender, waiting in the engine. A configuration without the progress
 // thread is caught through RunWith (the sweep then switches to it).
 func TestH8ThreadPassesPollingStarves(t *testing.T) {
-	p, err := Lookup("H8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx := lookupProbe(t, "H8", 2*time.Minute)
 	const deadline = 500 * time.Millisecond
 	if v := p.Run(ctx, false, deadline); v.Outcome != Passed {
 		t.Fatalf("safe H8: %s", v.Line())

@@ -19,12 +19,7 @@ import (
 // stalled rank's stacks showing the hook blocked on the cache lock inside
 // the table's growth.
 func TestH1SafePassesUnsafeIsCaught(t *testing.T) {
-	p, err := Lookup("h1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx := lookupProbe(t, "h1", 2*time.Minute)
 	safe := p.Run(ctx, false, time.Second) // stretched to h1MinStall
 	if safe.Outcome != Passed || !strings.Contains(safe.Detail, "regcache.entries=heap, alloc.purge=immediate") {
 		t.Fatalf("safe H1: %s", safe.Line())

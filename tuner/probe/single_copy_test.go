@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +14,7 @@ import (
 // gone; the unsafe form (errors ignored) delivers wrong bytes, and
 // validation says so.
 func TestH6SafePassesUnsafeCorrupts(t *testing.T) {
-	p, err := Lookup("H6")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx := lookupProbe(t, "H6", 2*time.Minute)
 	v := p.Run(ctx, false, 2*time.Second)
 	if v.Outcome != Passed {
 		t.Fatalf("safe H6: %s", v.Line())
