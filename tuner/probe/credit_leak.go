@@ -71,9 +71,6 @@ func h3Options(base transports.Options, depth int, unsafe bool) transports.Optio
 }
 
 func runH3(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H3", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	const iterations = 500
 	var hangs, passes []string
 	var scaling []int // iterations-to-hang by depth, while every depth hangs

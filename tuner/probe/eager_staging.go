@@ -59,9 +59,6 @@ func init() {
 }
 
 func runH4(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H4", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	if _, err := cuda.DeviceCount(); err != nil {
 		v.Outcome, v.Detail = ProbeFailed, "needs a GPU: "+err.Error()
 		return v

@@ -61,9 +61,6 @@ func init() {
 }
 
 func runH7(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H7", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	o := transports.Options{}
 	for k, val := range opts {
 		if len(k) > 3 && k[:3] == "ib." {

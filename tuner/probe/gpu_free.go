@@ -76,9 +76,6 @@ func init() {
 }
 
 func runH2(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H2", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	mode, err := H2Mode(opts, unsafe)
 	if err != nil {
 		v.Outcome, v.Detail = ProbeFailed, err.Error()

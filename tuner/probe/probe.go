@@ -86,12 +86,31 @@ func probeStderr() io.Writer {
 	return io.Discard
 }
 
-func register(p *Probe) {
-	if p.Run == nil {
-		run := p.RunOptions
-		p.Run = func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict { return run(ctx, unsafe, deadline, nil) }
+func register(p *Probe) { registry = append(registry, stamped(p)) }
+
+// stamped is p with its runs labelled and timed (a Verdict's ID, Unsafe and
+// Duration are set here, not by each probe); without a Run of its own it
+// runs RunOptions on nil options.
+func stamped(p *Probe) *Probe {
+	stamp := func(unsafe bool, run func() Verdict) Verdict {
+		start := time.Now()
+		v := run()
+		v.ID, v.Unsafe, v.Duration = p.ID, unsafe, time.Since(start)
+		return v
 	}
-	registry = append(registry, p)
+	withOptions, run := p.RunOptions, p.Run
+	if withOptions != nil {
+		p.RunOptions = func(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) Verdict {
+			return stamp(unsafe, func() Verdict { return withOptions(ctx, unsafe, deadline, opts) })
+		}
+	}
+	if run == nil {
+		run = func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict { return withOptions(ctx, unsafe, deadline, nil) }
+	}
+	p.Run = func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
+		return stamp(unsafe, func() Verdict { return run(ctx, unsafe, deadline) })
+	}
+	return p
 }
 
 // List returns every probe, by ID.

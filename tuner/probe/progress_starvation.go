@@ -79,9 +79,6 @@ func h8Setup(base transports.Options, mode string, unsafe bool) (transports.Opti
 }
 
 func runH8(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H8", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	d, err := transports.Lookup("cma")
 	if err != nil {
 		v.Outcome, v.Detail = ProbeFailed, err.Error()

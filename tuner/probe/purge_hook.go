@@ -81,9 +81,6 @@ func init() {
 }
 
 func runH1(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H1", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	o := h1Options(opts, unsafe)
 	cfg, err := hostmem.ParseConfig(o)
 	if err == nil {

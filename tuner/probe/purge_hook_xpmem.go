@@ -59,9 +59,6 @@ type h1xReport struct {
 }
 
 func runH1X(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H1X", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	o := h1xOptions(opts, unsafe)
 	_, err := hostmem.ParseConfig(o)
 	var sp sm.Params

@@ -69,9 +69,6 @@ func h6Options(base transports.Options, mode string, unsafe bool) transports.Opt
 }
 
 func runH6(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H6", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	d, err := transports.Lookup("cma")
 	if err != nil {
 		v.Outcome, v.Detail = ProbeFailed, err.Error()
