@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -153,6 +154,25 @@ func classify(err error) (Outcome, string, map[int]string) {
 	default:
 		return ProbeFailed, err.Error(), nil
 	}
+}
+
+// runRanks runs job and decodes every rank's report into an R. A job that
+// fails, or a report that does not decode, leaves its verdict in v (the
+// job's failure after setting) and returns false.
+func runRanks[R any](ctx context.Context, job launch.Job, setting string, v *Verdict) ([]R, bool) {
+	out, err := launch.Run(ctx, job, quiet)
+	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
+		v.Detail = setting + ": " + v.Detail
+		return nil, false
+	}
+	reps := make([]R, len(out))
+	for r := range out {
+		if err := json.Unmarshal(out[r], &reps[r]); err != nil {
+			v.Outcome, v.Detail = ProbeFailed, fmt.Sprintf("decode rank %d's report: %v", r, err)
+			return nil, false
+		}
+	}
+	return reps, true
 }
 
 // rankEnv is the transport environment of a probe's rank.
