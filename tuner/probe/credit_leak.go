@@ -55,7 +55,7 @@ func init() {
 		ID:          "H3",
 		Hazard:      "persistent operations take FIFO credits that are never returned (NCCL work FIFO with CUDA graphs, nccl#1251)",
 		Description: "iterations of persistent sends/receives (set up, started 3 times among ordinary traffic, validated, freed) at FIFO depth 1 and 2; unsafe: Free forgets the credit (sm.persist=leak), iterations-to-hang per depth",
-		RunOptions: runH3,
+		RunOptions:  runH3,
 	})
 }
 

@@ -54,7 +54,7 @@ func init() {
 		ID:          "H4",
 		Hazard:      "eager device message staged by a synchronous copy that queues behind a kernel waiting for it (MVAPICH2 eager path with blocking cudaMemcpy)",
 		Description: "a kernel on a blocking stream spins until an 8-byte device message lands in its flag; unsafe: staging on the legacy stream (cudaipc.staging=sync). Needs a GPU",
-		RunOptions: runH4,
+		RunOptions:  runH4,
 	})
 }
 

@@ -56,7 +56,7 @@ func init() {
 		ID:          "H7",
 		Hazard:      "fork with registered (pinned) memory: the child takes the pages the device still uses (rdma-core fork safety)",
 		Description: "2 ranks over ib (RDMA verbs): each forks a child holding its address space during traffic, then writes its registered buffers; eager and rendezvous payloads validated; safe: ibv_fork_init (or the kernel's copy-on-fork), unsafe: no fork protection",
-		RunOptions: runH7,
+		RunOptions:  runH7,
 	})
 }
 

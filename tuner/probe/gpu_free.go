@@ -71,7 +71,7 @@ func init() {
 		ID:          "H2",
 		Hazard:      "GPU frees that synchronise with the device while a kernel runs, racing allocations on other threads (MLX CUDA backend, mlx#2099)",
 		Description: "a kernel on a blocking stream waits for a flag that the thread recycling 1 MiB device buffers sets after its frees; a second thread allocates beside it; unsafe: cuMemFree on that thread (gpu.alloc=plain); safe: gpu.alloc (default pool; or worker). Needs a GPU",
-		RunOptions: runH2,
+		RunOptions:  runH2,
 	})
 }
 

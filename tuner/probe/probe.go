@@ -106,7 +106,9 @@ func stamped(p *Probe) *Probe {
 		}
 	}
 	if run == nil {
-		run = func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict { return withOptions(ctx, unsafe, deadline, nil) }
+		run = func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
+			return withOptions(ctx, unsafe, deadline, nil)
+		}
 	}
 	p.Run = func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
 		return stamp(unsafe, func() Verdict { return run(ctx, unsafe, deadline) })

@@ -76,7 +76,7 @@ func init() {
 		ID:          "H1",
 		Hazard:      "allocator purge fires a memory hook that takes the registration-cache lock the allocating thread holds (libfabric#10879, ompi#13149, libfabric#9594)",
 		Description: "2 ranks over cma: fresh 64K-1M buffers every iteration from an allocator that purges at once, each registered (mlock) in a hooked registration cache, validated; unsafe: the cache grows a table in hooked memory under its lock (regcache.entries=hooked)",
-		RunOptions: runH1,
+		RunOptions:  runH1,
 	})
 }
 

@@ -33,7 +33,7 @@ func init() {
 		ID:          "H1X",
 		Hazard:      "H1 in the xpmem attachment cache: the allocator's release hook takes the cache lock the allocating thread holds",
 		Description: "2 ranks over xpmem (the module, or xpmem.device=fake): fresh 64K-1M buffers every iteration from an allocator that purges at once, each attached by the receiver (one cache entry per buffer), validated; unsafe: xpmem.hook=lock with the cache's table in hooked memory, grown under its lock",
-		RunOptions: runH1X,
+		RunOptions:  runH1X,
 	})
 }
 

@@ -49,7 +49,7 @@ func init() {
 		ID:          "H6",
 		Hazard:      "single copy without permission or after the peer is gone (CMA under ptrace rules; a peer exiting mid-copy)",
 		Description: "cma with the kernel refusing rank 0's copies (EPERM): validated rendezvous messages both ways, pull and push, must fall back; a peer exits mid-rendezvous: the survivor must get a clear error; unsafe: a failed copy counts as done (cma.onerror=ignore)",
-		RunOptions: runH6,
+		RunOptions:  runH6,
 	})
 }
 
