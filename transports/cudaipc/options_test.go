@@ -31,12 +31,8 @@ func TestOptionDefaultsAreTheBuiltIns(t *testing.T) {
 
 // Options is ParseParams' inverse: what it writes reads back the same.
 func TestOptionsRoundTrip(t *testing.T) {
-	builtin, err := ParseParams(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	testutil.RoundTrip(t, []Params{
-		builtin,
+		{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Copy: CopyEngine, Completion: CompleteEvent, Cache: DefaultCache, Alloc: DefaultAlloc},
 		{Staging: "sync", Threshold: 64 << 10, PinnedThreshold: 0, Copy: CopySM, Completion: CompleteSync, Cache: 0, GPUs: []int{1, 0}, Alloc: gpumem.Plain},
 		{Staging: "async", Threshold: 1, PinnedThreshold: 1 << 20, Copy: CopyEngine, Completion: CompleteEvent, Cache: 16, GPUs: []int{3}, Alloc: gpumem.Worker},
 	}, Params.Options, ParseParams)
