@@ -5,6 +5,7 @@ import (
 
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/hostmem"
 )
 
 // invalidating is a transport that records invalidations (the rest of
@@ -23,8 +24,8 @@ func TestAllocHookReachesTransport(t *testing.T) {
 		name string
 		opts transports.Options
 	}{
-		{"purged at free", transports.Options{"alloc.purge": "immediate"}},
-		{"unmapped at free", transports.Options{"alloc.cache": "0"}},
+		{"purged at free", transports.Options{hostmem.KeyPurge: "immediate"}},
+		{"unmapped at free", transports.Options{hostmem.KeyCache: "0"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, err := newChurnArena(Spec{Pattern: AllocChurn, Options: c.opts})

@@ -8,22 +8,24 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/hostmem"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // The alloc pattern in real rank processes, validated, under every purge
 // policy and with huge pages, over both transports.
 func TestAllocPatternAcrossProcesses(t *testing.T) {
 	configs := []transports.Options{
-		{"alloc.purge": "immediate"},
-		{"alloc.purge": "delayed", "alloc.delay": "3"},
-		{"alloc.purge": "never", "alloc.cache": "512K"}, // small cache: evictions and unmaps
-		{"alloc.thp": "on", "alloc.purge": "immediate"},
+		{hostmem.KeyPurge: "immediate"},
+		{hostmem.KeyPurge: "delayed", hostmem.KeyDelay: "3"},
+		{hostmem.KeyPurge: "never", hostmem.KeyCache: "512K"}, // small cache: evictions and unmaps
+		{hostmem.KeyTHP: "on", hostmem.KeyPurge: "immediate"},
 	}
 	for _, tr := range []string{"sm", "cma"} {
 		for _, o := range configs {
-			t.Run(tr+"/"+o["alloc.purge"]+"/"+o["alloc.thp"], func(t *testing.T) {
+			t.Run(tr+"/"+o[hostmem.KeyPurge]+"/"+o[hostmem.KeyTHP], func(t *testing.T) {
 				sizes := []int{8, 64 << 10, 256 << 10}
-				if o["alloc.thp"] == "on" {
+				if o[hostmem.KeyTHP] == "on" {
 					sizes = []int{8, 2 << 20} // huge-page classes start at 2 MiB
 				}
 				spec := bench.Spec{Transport: tr, Options: o, Pattern: bench.AllocChurn, Sizes: sizes,
@@ -43,11 +45,11 @@ func TestAllocatorOptionsAreCheckedForEveryTransport(t *testing.T) {
 		opts transports.Options
 		err  string
 	}{
-		{transports.Options{"alloc.purge": "never", "alloc.cache": "64M", "alloc.thp": "on", "regcache.entries": "heap"}, ""},
-		{transports.Options{"alloc.purge": "never", "sm.depth": "8"}, ""},
+		{transports.Options{hostmem.KeyPurge: "never", hostmem.KeyCache: "64M", hostmem.KeyTHP: "on", hostmem.KeyEntries: "heap"}, ""},
+		{transports.Options{hostmem.KeyPurge: "never", sm.KeyDepth: "8"}, ""},
 		{transports.Options{"alloc.cahce": "64M"}, `"alloc.cahce"`},
-		{transports.Options{"alloc.purge": "later"}, `alloc.purge="later"`},
-		{transports.Options{"alloc.purge": "never", "sm.dpeth": "8"}, `"sm.dpeth"`},
+		{transports.Options{hostmem.KeyPurge: "later"}, `alloc.purge="later"`},
+		{transports.Options{hostmem.KeyPurge: "never", "sm.dpeth": "8"}, `"sm.dpeth"`},
 	}
 	for _, tr := range []string{"sm", "cma"} {
 		for _, c := range cases {

@@ -16,6 +16,7 @@ import (
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cudaipc"
 )
 
 // GPU buffers and load (--mem, --gpus, --kernel).
@@ -33,10 +34,6 @@ import (
 // with it (checkGPUs in the launcher, openRankGPU in a rank), so a test can
 // prove that a host-only run never reaches the driver.
 var cudaLoad = cuda.Load
-
-// CUDAIPCGPUsOption is the cudaipc transport's GPU list: the same rule as
-// Spec.GPUs, which Normalize passes in it.
-const CUDAIPCGPUsOption = "cudaipc.gpus"
 
 // LoadBound is the default bound of each launch of the GPU load kernel
 // (--kernel-bound): a timed pass that outlasts it ran partly without load,
@@ -95,13 +92,7 @@ func ParseGPUs(s string) ([]int, error) {
 }
 
 // FormatGPUs writes a GPU list the way ParseGPUs reads it.
-func FormatGPUs(gpus []int) string {
-	s := make([]string, len(gpus))
-	for i, g := range gpus {
-		s[i] = strconv.Itoa(g)
-	}
-	return strings.Join(s, ",")
-}
+func FormatGPUs(gpus []int) string { return cuda.FormatOrdinals(gpus) }
 
 // ParseKernel reads --kernel: the fraction of every GPU's resident-block
 // slots the load kernel holds during the timed passes: none, partial, full,
@@ -188,7 +179,7 @@ func (s *Spec) normalizeGPU() error {
 			return fmt.Errorf("--gpus %s: device ordinals are not negative", FormatGPUs(s.GPUs))
 		}
 	}
-	opts, gpus, err := gpuOptions(s.Options, s.GPUs, transports.CheckKeys(transports.Options{CUDAIPCGPUsOption: ""}) == nil)
+	opts, gpus, err := gpuOptions(s.Options, s.GPUs, transports.CheckKeys(transports.Options{cudaipc.KeyGPUs: ""}) == nil)
 	if err != nil {
 		return err
 	}
@@ -223,22 +214,22 @@ func (s *Spec) normalizeGPU() error {
 // a copy of the options; an option set without a list gives the list; the
 // two set differently is an error.
 func gpuOptions(opts transports.Options, gpus []int, known bool) (transports.Options, []int, error) {
-	v, set := opts[CUDAIPCGPUsOption]
+	v, set := opts[cudaipc.KeyGPUs]
 	if !known || (!set && len(gpus) == 0) {
 		return opts, gpus, nil
 	}
 	if !set {
-		return opts.With(transports.Options{CUDAIPCGPUsOption: FormatGPUs(gpus)}), gpus, nil
+		return opts.With(transports.Options{cudaipc.KeyGPUs: FormatGPUs(gpus)}), gpus, nil
 	}
 	fromOpt, err := ParseGPUs(v)
 	if err != nil {
-		return nil, nil, fmt.Errorf("option %s=%q: want device ordinals like 0,1", CUDAIPCGPUsOption, v)
+		return nil, nil, fmt.Errorf("option %s=%q: want device ordinals like 0,1", cudaipc.KeyGPUs, v)
 	}
 	if len(gpus) == 0 {
 		return opts, fromOpt, nil
 	}
 	if !slices.Equal(gpus, fromOpt) {
-		return nil, nil, fmt.Errorf("--gpus %s disagrees with --opt %s=%s: the transport's GPUs and the buffers' must be the same", FormatGPUs(gpus), CUDAIPCGPUsOption, v)
+		return nil, nil, fmt.Errorf("--gpus %s disagrees with --opt %s=%s: the transport's GPUs and the buffers' must be the same", FormatGPUs(gpus), cudaipc.KeyGPUs, v)
 	}
 	return opts, gpus, nil
 }

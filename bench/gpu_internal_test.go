@@ -12,6 +12,8 @@ import (
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cudaipc"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // forbidCUDAEnv, set in the environment of a test's rank processes, makes
@@ -119,16 +121,16 @@ func TestGPUOptions(t *testing.T) {
 	}{
 		{name: "nothing", known: true},
 		{name: "list passed on", gpus: []int{1, 0}, known: true,
-			wantOpts: transports.Options{CUDAIPCGPUsOption: "1,0"}, wantGPUs: []int{1, 0}},
-		{name: "list next to other options", opts: transports.Options{"sm.depth": "8"}, gpus: []int{2}, known: true,
-			wantOpts: transports.Options{"sm.depth": "8", CUDAIPCGPUsOption: "2"}, wantGPUs: []int{2}},
-		{name: "option gives the list", opts: transports.Options{CUDAIPCGPUsOption: " 1, 0"}, known: true,
-			wantOpts: transports.Options{CUDAIPCGPUsOption: " 1, 0"}, wantGPUs: []int{1, 0}},
-		{name: "both, agreeing", opts: transports.Options{CUDAIPCGPUsOption: "0,1"}, gpus: []int{0, 1}, known: true,
-			wantOpts: transports.Options{CUDAIPCGPUsOption: "0,1"}, wantGPUs: []int{0, 1}},
-		{name: "both, disagreeing", opts: transports.Options{CUDAIPCGPUsOption: "1,0"}, gpus: []int{0, 1}, known: true,
+			wantOpts: transports.Options{cudaipc.KeyGPUs: "1,0"}, wantGPUs: []int{1, 0}},
+		{name: "list next to other options", opts: transports.Options{sm.KeyDepth: "8"}, gpus: []int{2}, known: true,
+			wantOpts: transports.Options{sm.KeyDepth: "8", cudaipc.KeyGPUs: "2"}, wantGPUs: []int{2}},
+		{name: "option gives the list", opts: transports.Options{cudaipc.KeyGPUs: " 1, 0"}, known: true,
+			wantOpts: transports.Options{cudaipc.KeyGPUs: " 1, 0"}, wantGPUs: []int{1, 0}},
+		{name: "both, agreeing", opts: transports.Options{cudaipc.KeyGPUs: "0,1"}, gpus: []int{0, 1}, known: true,
+			wantOpts: transports.Options{cudaipc.KeyGPUs: "0,1"}, wantGPUs: []int{0, 1}},
+		{name: "both, disagreeing", opts: transports.Options{cudaipc.KeyGPUs: "1,0"}, gpus: []int{0, 1}, known: true,
 			err: "--gpus 0,1 disagrees with --opt cudaipc.gpus=1,0"},
-		{name: "bad option", opts: transports.Options{CUDAIPCGPUsOption: "x"}, known: true, err: `cudaipc.gpus="x"`},
+		{name: "bad option", opts: transports.Options{cudaipc.KeyGPUs: "x"}, known: true, err: `cudaipc.gpus="x"`},
 		{name: "no transport takes the option", gpus: []int{0}, known: false, wantGPUs: []int{0}},
 	} {
 		in := transports.Options(nil)

@@ -14,6 +14,8 @@ import (
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cudaipc"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 const (
@@ -160,7 +162,7 @@ func TestSpecGPUFields(t *testing.T) {
 			}},
 		{name: "host ranks with a GPU list keep their kinds", spec: base(func(s *bench.Spec) { s.Mem, s.GPUs, s.GPULoad = []cuda.MemKind{H}, []int{0}, 1 }),
 			check: func(s bench.Spec) string {
-				if !reflect.DeepEqual(s.Mem, []cuda.MemKind{H, H}) || !s.UsesGPU() || s.Options[bench.CUDAIPCGPUsOption] != "0" {
+				if !reflect.DeepEqual(s.Mem, []cuda.MemKind{H, H}) || !s.UsesGPU() || s.Options[cudaipc.KeyGPUs] != "0" {
 					return fmt.Sprintf("mem %v, options %v", s.Mem, s.Options)
 				}
 				return ""
@@ -172,7 +174,7 @@ func TestSpecGPUFields(t *testing.T) {
 				}
 				return ""
 			}},
-		{name: "the option's list is the bench's", spec: base(func(s *bench.Spec) { s.Options = transports.Options{bench.CUDAIPCGPUsOption: "1,0"} }),
+		{name: "the option's list is the bench's", spec: base(func(s *bench.Spec) { s.Options = transports.Options{cudaipc.KeyGPUs: "1,0"} }),
 			check: func(s bench.Spec) string {
 				if !reflect.DeepEqual(s.GPUs, []int{1, 0}) {
 					return fmt.Sprintf("gpus %v", s.GPUs)
@@ -206,7 +208,7 @@ func TestSpecGPUFields(t *testing.T) {
 		{name: "alloc pattern on the GPU", spec: base(func(s *bench.Spec) { s.Pattern, s.Mem = bench.AllocChurn, []cuda.MemKind{H, P} }),
 			err: "--mem pinned: the alloc pattern allocates host buffers"},
 		{name: "disagreeing lists", spec: base(func(s *bench.Spec) {
-			s.GPUs, s.Options = []int{0, 1}, transports.Options{bench.CUDAIPCGPUsOption: "1,0"}
+			s.GPUs, s.Options = []int{0, 1}, transports.Options{cudaipc.KeyGPUs: "1,0"}
 		}), err: "disagrees"},
 	} {
 		err := c.spec.Normalize()
@@ -228,15 +230,15 @@ func TestSpecGPUFields(t *testing.T) {
 
 // Normalize passes the GPU list to the transport in a copy of the options.
 func TestSpecGPUListGoesToTheTransport(t *testing.T) {
-	opts := transports.Options{"sm.depth": "8"}
+	opts := transports.Options{sm.KeyDepth: "8"}
 	s := bench.Spec{Transport: "sm", Pattern: bench.Latency, Sizes: []int{8}, Options: opts, GPUs: []int{1, 0}}
 	if err := s.Normalize(); err != nil {
 		t.Fatal(err)
 	}
-	if s.Options[bench.CUDAIPCGPUsOption] != "1,0" || s.Options["sm.depth"] != "8" {
+	if s.Options[cudaipc.KeyGPUs] != "1,0" || s.Options[sm.KeyDepth] != "8" {
 		t.Errorf("options %v", s.Options)
 	}
-	if _, ok := opts[bench.CUDAIPCGPUsOption]; ok {
+	if _, ok := opts[cudaipc.KeyGPUs]; ok {
 		t.Errorf("the caller's options were changed: %v", opts)
 	}
 }
@@ -329,8 +331,8 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 	if _, err := transports.Lookup("cudaipc"); err != nil {
 		t.Skip(err)
 	}
-	smCopy := transports.Options{"cudaipc.copy": "sm"}
-	syncDone := transports.Options{"cudaipc.completion": "sync"}
+	smCopy := transports.Options{cudaipc.KeyCopy: "sm"}
+	syncDone := transports.Options{cudaipc.KeyCompletion: "sync"}
 	for _, c := range []struct {
 		name    string
 		mem     []cuda.MemKind
@@ -348,7 +350,7 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 		{"sm-copy", []cuda.MemKind{D, D}, 0, smCopy, 0},
 		{"sm-copy", []cuda.MemKind{D, D}, 0.5, smCopy, 0},
 		{"sm-copy", []cuda.MemKind{D, P}, 0, smCopy, 0}, // host side: the copy engines
-		{"cache2", []cuda.MemKind{D, D}, 0, transports.Options{"cudaipc.cache": "2"}, 5},
+		{"cache2", []cuda.MemKind{D, D}, 0, transports.Options{cudaipc.KeyCache: "2"}, 5},
 		{"managed", []cuda.MemKind{MD, D}, 0, nil, 0}, // managed memory goes as pageable host: staged
 		{"managed", []cuda.MemKind{D, MH}, 0.5, nil, 0},
 		{"managed", []cuda.MemKind{MH, MD}, 0, nil, 0},
@@ -419,11 +421,11 @@ func TestGPUFullLoadMarksStalledPaths(t *testing.T) {
 		opts   transports.Options
 		stalls bool
 	}{
-		{"staged-sync", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G", "cudaipc.staging": "sync"}, true},
-		{"staged-async", []cuda.MemKind{D, D}, transports.Options{"cudaipc.threshold": "1G"}, false},
+		{"staged-sync", []cuda.MemKind{D, D}, transports.Options{cudaipc.KeyThreshold: "1G", cudaipc.KeyStaging: "sync"}, true},
+		{"staged-async", []cuda.MemKind{D, D}, transports.Options{cudaipc.KeyThreshold: "1G"}, false},
 		{"ipc", []cuda.MemKind{D, D}, nil, false},
-		{"ipc-sync-completion", []cuda.MemKind{D, D}, transports.Options{"cudaipc.completion": "sync"}, false},
-		{"ipc-sm-copy", []cuda.MemKind{D, D}, transports.Options{"cudaipc.copy": "sm"}, true},
+		{"ipc-sync-completion", []cuda.MemKind{D, D}, transports.Options{cudaipc.KeyCompletion: "sync"}, false},
+		{"ipc-sm-copy", []cuda.MemKind{D, D}, transports.Options{cudaipc.KeyCopy: "sm"}, true},
 		{"pinned-push", []cuda.MemKind{P, D}, nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/tcp"
 )
 
 // transports/tcp's patterns: the transport's own tests may not import
@@ -23,10 +24,10 @@ func TestTCPPatternsValidated(t *testing.T) {
 		patterns []bench.Pattern
 	}{
 		{"defaults", nil, bench.Patterns},
-		{"conns=4", transports.Options{"tcp.conns": "4"}, bench.Patterns},
-		{"zerocopy=64K", transports.Options{"tcp.zerocopy": "64K"}, []bench.Pattern{bench.Latency, bench.Bandwidth, bench.BiBandwidth}},
-		{"nodelay=off", transports.Options{"tcp.nodelay": "off"}, []bench.Pattern{bench.Latency, bench.Bandwidth, bench.MsgRate}},
-		{"eager=1K,conns=3,bufs", transports.Options{"tcp.eager": "1K", "tcp.conns": "3", "tcp.sndbuf": "256K", "tcp.rcvbuf": "256K"}, []bench.Pattern{bench.Bandwidth, bench.BiBandwidth}},
+		{"conns=4", transports.Options{tcp.KeyConns: "4"}, bench.Patterns},
+		{"zerocopy=64K", transports.Options{tcp.KeyZeroCopy: "64K"}, []bench.Pattern{bench.Latency, bench.Bandwidth, bench.BiBandwidth}},
+		{"nodelay=off", transports.Options{tcp.KeyNoDelay: "off"}, []bench.Pattern{bench.Latency, bench.Bandwidth, bench.MsgRate}},
+		{"eager=1K,conns=3,bufs", transports.Options{tcp.KeyEager: "1K", tcp.KeyConns: "3", tcp.KeySndBuf: "256K", tcp.KeyRcvBuf: "256K"}, []bench.Pattern{bench.Bandwidth, bench.BiBandwidth}},
 	} {
 		for _, pat := range c.patterns {
 			t.Run(c.name+"/"+string(pat), func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
 	"github.com/gotune/gotune/tuner/sweep"
 )
 
@@ -269,7 +270,7 @@ func footprintFigure(run *Run) (*Figure, error) {
 		for _, f := range []struct {
 			key string
 			to  *int
-		}{{"sm.depth", &g.depth}, {"sm.cell", &g.cell}, {"sm.frag", &g.frag}, {"sm.frags", &g.slots}} {
+		}{{sm.KeyDepth, &g.depth}, {sm.KeyCell, &g.cell}, {sm.KeyFrag, &g.frag}, {sm.KeyFrags, &g.slots}} {
 			if *f.to, err = transports.ParseSize(t.Options[f.key]); err != nil {
 				return nil, fmt.Errorf("depth candidate %s: option %s: %w", t.Candidate, f.key, err)
 			}

@@ -136,25 +136,6 @@ type GPU struct {
 	Avoided         []string `yaml:"avoided,omitempty" mapstructure:"avoided"`         // candidate paths that stalled beside a GPU kernel
 }
 
-// Options are the cudaipc and gpu options the section implies.
-func (g *GPU) Options() map[string]string {
-	o := map[string]string{"cudaipc.threshold": fmt.Sprint(g.IPCThreshold), "cudaipc.staging": g.Staging,
-		"cudaipc.pinned-threshold": fmt.Sprint(g.PinnedThreshold)}
-	if g.GPUs != "" {
-		o["cudaipc.gpus"] = g.GPUs
-	}
-	if g.Copy != "" {
-		o["cudaipc.copy"] = g.Copy
-	}
-	if g.IPCCache > 0 {
-		o["cudaipc.cache"] = fmt.Sprint(g.IPCCache)
-	}
-	if g.Allocator != "" {
-		o["gpu.alloc"] = g.Allocator
-	}
-	return o
-}
-
 // Stack is what a sweep through one MPI stack or allocator decided, in the
 // stack's own terms, so that package profile/native can write the stack's
 // config file without knowing how the values were found.

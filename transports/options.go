@@ -39,3 +39,12 @@ func (s *OptionSet) Keys() []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// Choice is yes when b holds, else no: an option's value for a flag or a
+// two-way setting, as a Params' Options writes it.
+func Choice(b bool, yes, no string) string {
+	if b {
+		return yes
+	}
+	return no
+}

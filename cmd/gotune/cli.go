@@ -27,6 +27,7 @@ import (
 	"github.com/gotune/gotune/transports"
 	_ "github.com/gotune/gotune/transports/all"
 	"github.com/gotune/gotune/transports/auto"
+	"github.com/gotune/gotune/transports/cudaipc"
 )
 
 // Main runs the CLI with args and returns the process exit status.
@@ -97,7 +98,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.validate, "validate", false, "fill every payload with a per-iteration pattern and check every byte")
 	fl.StringVar(&f.cpus, "cpus", "auto", "CPU per rank (e.g. 0,1), auto, or none")
 	fl.StringVar(&f.mem, "mem", "host", "message buffers: KIND for both ranks or SRC,DST (rank 0's, rank 1's): host|pinned|device|managed|managed-device|managed-host, or OSU's H|D|M|MD|MH")
-	fl.StringVar(&f.gpus, "gpus", "", "GPU ordinals, e.g. 0,1: rank r uses the (r mod n)-th (default: rank mod the device count); also sets --opt "+bench.CUDAIPCGPUsOption)
+	fl.StringVar(&f.gpus, "gpus", "", "GPU ordinals, e.g. 0,1: rank r uses the (r mod n)-th (default: rank mod the device count); also sets --opt "+cudaipc.KeyGPUs)
 	fl.StringVar(&f.kernel, "kernel", "none", "GPU load on each rank's GPU during every timed repetition: none|partial|full|FRACTION (needs a GPU --mem or --gpus)")
 	fl.DurationVar(&f.kernelBound, "kernel-bound", 0, "time bound of each launch of the --kernel load (default 1m): a pass that waits for the kernel ends when it does, and its point counts as stalled (load_late)")
 	fl.StringVarP(&f.format, "format", "f", "table", "output: "+strings.Join(output.Formats, "|"))
@@ -166,7 +167,7 @@ func (f *benchFlags) spec(notes io.Writer) (bench.Spec, error) {
 		if p.GPU == nil {
 			return bench.Spec{}, fmt.Errorf("--profile %s: no gpu section (run gotune sweep --plan gpu on a GPU node)", f.profile)
 		}
-		opts = transports.Options(p.GPU.Options()).With(opts)
+		opts = cudaipc.ProfileOptions(p.GPU).With(opts)
 	} else if f.profile != "" || transport == "auto" {
 		if transport != "auto" && f.transportSet {
 			return bench.Spec{}, fmt.Errorf("--profile routes by the profile: use --transport auto or leave --transport out (got %q)", transport)
@@ -190,13 +191,7 @@ func (f *benchFlags) spec(notes io.Writer) (bench.Spec, error) {
 		if err != nil {
 			return bench.Spec{}, fmt.Errorf("--profile: %w", err)
 		}
-		if opts == nil {
-			opts = transports.Options{}
-		}
-		opts["auto.profile"], opts["auto.hash"], transport = abs, p.Hash, "auto"
-		if ov := auto.Overrides(p); ov != "" {
-			opts["auto.overrides"] = ov
-		}
+		opts, transport = opts.With(auto.LaunchOptions(abs, p)), "auto"
 	}
 	s := bench.Spec{Transport: transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
 		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, Buffers: f.buffers, CPUs: cpus, Backend: f.segment,

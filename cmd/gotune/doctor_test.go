@@ -15,6 +15,10 @@ import (
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cma"
+	"github.com/gotune/gotune/transports/cudaipc"
+	"github.com/gotune/gotune/transports/gpumem"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 var (
@@ -26,17 +30,17 @@ var (
 // gpu's belongs to no transport.
 var (
 	fakeSM = &transports.OptionSet{Name: "sm", Options: []transports.Option{
-		{Key: "sm.depth", Type: "int", Default: "64", Help: "cells per channel"},
-		{Key: "sm.frag", Type: "size", Default: "64K", Help: "fragment size"},
+		{Key: sm.KeyDepth, Type: "int", Default: "64", Help: "cells per channel"},
+		{Key: sm.KeyFrag, Type: "size", Default: "64K", Help: "fragment size"},
 	}}
 	fakeCMA = &transports.OptionSet{Name: "cma", Options: []transports.Option{
-		{Key: "cma.threshold", Type: "size", Help: "smallest message sent by single copy"},
+		{Key: cma.KeyThreshold, Type: "size", Help: "smallest message sent by single copy"},
 	}}
 	fakeIPC = &transports.OptionSet{Name: "cudaipc", Options: []transports.Option{
-		{Key: "cudaipc.pinned-threshold", Type: "size", Default: "256K", Help: "smallest pinned send offered for single copy"},
+		{Key: cudaipc.KeyPinnedThreshold, Type: "size", Default: "256K", Help: "smallest pinned send offered for single copy"},
 	}}
 	fakeGPU = &transports.OptionSet{Name: "gpu", Options: []transports.Option{
-		{Key: "gpu.alloc", Type: "plain|worker|pool", Help: "GPU buffer allocator"},
+		{Key: gpumem.OptionKey, Type: "plain|worker|pool", Help: "GPU buffer allocator"},
 	}}
 	fakeDrivers = []*transports.Driver{
 		{Name: "auto"},

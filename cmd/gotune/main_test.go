@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/transports/cudaipc"
 )
 
 func TestMain(m *testing.M) {
@@ -193,9 +193,9 @@ func TestGPUFlags(t *testing.T) {
 			t.Errorf("%v: %v", c.args, err)
 			continue
 		}
-		if !reflect.DeepEqual(s.Mem, c.mem) || !reflect.DeepEqual(s.GPUs, c.gpus) || s.GPULoad != c.load || s.Options[bench.CUDAIPCGPUsOption] != c.opt {
+		if !reflect.DeepEqual(s.Mem, c.mem) || !reflect.DeepEqual(s.GPUs, c.gpus) || s.GPULoad != c.load || s.Options[cudaipc.KeyGPUs] != c.opt {
 			t.Errorf("%v: mem %v gpus %v load %v options %v; want mem %v gpus %v load %v %s=%q",
-				c.args, s.Mem, s.GPUs, s.GPULoad, s.Options, c.mem, c.gpus, c.load, bench.CUDAIPCGPUsOption, c.opt)
+				c.args, s.Mem, s.GPUs, s.GPULoad, s.Options, c.mem, c.gpus, c.load, cudaipc.KeyGPUs, c.opt)
 		}
 	}
 }

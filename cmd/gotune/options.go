@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gotune/gotune/transports"
-	"github.com/gotune/gotune/transports/hostmem"
+	"github.com/gotune/gotune/transports/all"
 	"github.com/gotune/gotune/tuner/sweep"
 )
 
@@ -32,28 +30,6 @@ plans' values. --markdown writes docs/options.md (make docs).`,
 	}
 	cmd.Flags().BoolVar(&markdown, "markdown", false, "write the reference as Markdown (docs/options.md)")
 	return cmd
-}
-
-// optionSets are every option set a user can pass with --opt: the
-// registered drivers' (each once, by name) and the host allocator's, which
-// every transport accepts.
-func optionSets() []*transports.OptionSet {
-	var sets []*transports.OptionSet
-	seen := map[string]bool{}
-	for _, name := range transports.Names() {
-		d, err := transports.Lookup(name)
-		if err != nil {
-			continue
-		}
-		for _, s := range append(slices.Clone(d.Options), hostmem.Options) {
-			if !seen[s.Name] {
-				seen[s.Name] = true
-				sets = append(sets, s)
-			}
-		}
-	}
-	slices.SortStableFunc(sets, func(a, b *transports.OptionSet) int { return strings.Compare(a.Name, b.Name) })
-	return sets
 }
 
 // planKey is one key of a sweep plan with the built-in plans' values.
@@ -158,7 +134,7 @@ func writeOptions(w io.Writer, markdown bool) error {
 		fmt.Fprint(w, "## Transport options (`--opt KEY=VALUE`)\n\n")
 		fmt.Fprint(w, "`gotune bench`, `sweep` and `verify` pass these to the ranks. Sizes take K, M and G suffixes\n(powers of 1024). Keys marked UNSAFE exist for the hazard probes' unsafe forms.\n")
 	}
-	for _, s := range optionSets() {
+	for _, s := range all.OptionSets() {
 		if markdown {
 			fmt.Fprintf(w, "\n### %s\n\n| key | type | built-in | meaning |\n|---|---|---|---|\n", s.Name)
 		} else {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/transports/all"
 	"github.com/gotune/gotune/tuner/sweep"
 )
 
@@ -38,7 +39,7 @@ func TestOptionsDocIsCurrent(t *testing.T) {
 // plan file may set.
 func TestOptionsAreDocumented(t *testing.T) {
 	n := 0
-	for _, s := range optionSets() {
+	for _, s := range all.OptionSets() {
 		for _, o := range s.Options {
 			n++
 			if o.Type == "" || o.Help == "" {

@@ -18,7 +18,7 @@ func writeProfile(t *testing.T, dir, name string, mutate func(*profile.Profile))
 		Gotune:  "test",
 		Created: "2026-11-21T13:15:00Z",
 		Scope:   profile.Scope{Hosts: []string{"*"}},
-		Decisions: map[string]map[string]profile.Decision{"intranode": {profile.HostHost: {
+		Decisions: map[string]map[string]profile.Decision{profile.Intranode: {profile.HostHost: {
 			Ranges: []profile.Range{
 				{Min: 0, Transport: "sm", Protocol: "eager"},
 				{Min: 4097, Transport: "sm", Protocol: "pipeline"},
@@ -100,9 +100,9 @@ func TestProfileDiff(t *testing.T) {
 	a := writeProfile(t, dir, "a.yaml", func(*profile.Profile) {})
 	same := writeProfile(t, dir, "same.yaml", func(*profile.Profile) {})
 	b := writeProfile(t, dir, "b.yaml", func(p *profile.Profile) {
-		d := p.Decisions["intranode"][profile.HostHost]
+		d := p.Decisions[profile.Intranode][profile.HostHost]
 		d.EagerLimit = 8192
-		p.Decisions["intranode"][profile.HostHost] = d
+		p.Decisions[profile.Intranode][profile.HostHost] = d
 	})
 	cases := []struct {
 		args []string

@@ -32,7 +32,7 @@ var selftestModules = map[string]func(o transports.Options) (string, error){
 		if err != nil {
 			return "", err
 		}
-		dev := o["xpmem.device"]
+		dev := o[xpmem.KeyDevice]
 		if dev == "" {
 			dev = "/dev/xpmem"
 		}

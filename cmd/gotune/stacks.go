@@ -174,11 +174,7 @@ func stackContenders(ctx context.Context, dir string, names []string, prof *prof
 	cs := []mpistack.Contender{gotune("sm", nil)}
 	var tuned map[string]profile.Stack
 	if prof != nil {
-		opts := transports.Options{"auto.profile": prof.Path(), "auto.hash": prof.Hash}
-		if ov := auto.Overrides(prof); ov != "" {
-			opts["auto.overrides"] = ov
-		}
-		cs = append(cs, gotune("auto", opts))
+		cs = append(cs, gotune("auto", auto.LaunchOptions(prof.Path(), prof)))
 		tuned = prof.Stacks
 	}
 	for _, name := range names {

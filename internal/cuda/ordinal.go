@@ -19,6 +19,15 @@ func ParseOrdinals(s string) ([]int, error) {
 	return ords, nil
 }
 
+// FormatOrdinals writes ords as ParseOrdinals reads them ("0,1").
+func FormatOrdinals(ords []int) string {
+	f := make([]string, len(ords))
+	for i, n := range ords {
+		f[i] = strconv.Itoa(n)
+	}
+	return strings.Join(f, ",")
+}
+
 // OrdinalFor is the device a rank binds among count devices: the
 // (rank mod n)-th of ords, or rank mod count when ords is empty. The bench's
 // buffers and the cudaipc transport both follow it, so they agree.

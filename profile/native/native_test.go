@@ -28,7 +28,7 @@ func tuned() *profile.Profile {
 		Scope:       profile.Scope{Hosts: []string{"vm"}},
 		Fingerprint: profile.Fingerprint{Host: "vm", CPUModel: "AMD EPYC 7B13", Cores: 2, NUMANodes: 1, Kernel: "6.1.0"},
 		Evidence:    profile.Evidence{Run: "20261127-100000", Measurements: "measurements.jsonl", Records: 640, Plan: "quick"},
-		Decisions: map[string]map[string]profile.Decision{"intranode": {profile.HostHost: {
+		Decisions: map[string]map[string]profile.Decision{profile.Intranode: {profile.HostHost: {
 			Ranges:     []profile.Range{{Min: 0, Transport: "sm", Protocol: "eager"}, {Min: 4097, Transport: "sm", Protocol: "pipeline"}},
 			EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 16, FIFODepth: 64, CellSize: 4160, Copy: "auto",
 		}}},

@@ -13,13 +13,19 @@ import (
 	"github.com/gotune/gotune/transports/sm"
 )
 
+// Option keys.
+const (
+	KeyProfile, KeyHash, KeyOverrides = "auto.profile", "auto.hash", "auto.overrides"
+	KeyLocality, KeyMemory            = "auto.locality", "auto.memory"
+)
+
 // Options are the options the selector reads.
 var Options = &transports.OptionSet{Name: "auto", Options: []transports.Option{
-	{Key: "auto.profile", Type: "path", Help: "profile file (YAML) whose decisions route every message"},
-	{Key: "auto.hash", Type: "text", Help: "content hash the profile must have (set by the launching process; ranks refuse a profile that changed)"},
-	{Key: "auto.overrides", Type: "text", Help: "the GOTUNE_ overrides the launching process applied (ranks refuse to route differently)"},
-	{Key: "auto.locality", Type: "text", Help: "decision locality to use: intranode or internode (default: the pair's, from the ranks' hosts)"},
-	{Key: "auto.memory", Type: "text", Default: profile.HostHost, Help: "memory pair to use, source_destination"},
+	{Key: KeyProfile, Type: "path", Help: "profile file (YAML) whose decisions route every message"},
+	{Key: KeyHash, Type: "text", Help: "content hash the profile must have (set by the launching process; ranks refuse a profile that changed)"},
+	{Key: KeyOverrides, Type: "text", Help: "the GOTUNE_ overrides the launching process applied (ranks refuse to route differently)"},
+	{Key: KeyLocality, Type: "text", Help: "decision locality to use: intranode or internode (default: the pair's, from the ranks' hosts)"},
+	{Key: KeyMemory, Type: "text", Default: profile.HostHost, Help: "memory pair to use, source_destination"},
 }}
 
 // Route is a loaded profile decision, ready for the engine.
@@ -34,7 +40,7 @@ type Route struct {
 
 // Load reads the profile named by the options and prepares its routes.
 func Load(o transports.Options) (*Route, error) {
-	path := o["auto.profile"]
+	path := o[KeyProfile]
 	if path == "" {
 		return nil, fmt.Errorf("transport auto needs a profile: --profile FILE (option auto.profile)")
 	}
@@ -42,17 +48,17 @@ func Load(o transports.Options) (*Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := o["auto.hash"]
+	want := o[KeyHash]
 	if want == "" {
 		return nil, fmt.Errorf("profile %s: no auto.hash: the launching process must pass the hash it loaded", path)
 	}
 	if want != p.Hash {
 		return nil, fmt.Errorf("profile %s: content hash %s, but the job was started with %s: the file changed", path, p.Hash, want)
 	}
-	if got := Overrides(p); got != o["auto.overrides"] {
-		return nil, fmt.Errorf("profile %s: this rank's GOTUNE_ overrides (%q) differ from the launching process's (%q)", path, got, o["auto.overrides"])
+	if got := Overrides(p); got != o[KeyOverrides] {
+		return nil, fmt.Errorf("profile %s: this rank's GOTUNE_ overrides (%q) differ from the launching process's (%q)", path, got, o[KeyOverrides])
 	}
-	loc, mem := o["auto.locality"], o["auto.memory"]
+	loc, mem := o[KeyLocality], o[KeyMemory]
 	if loc == "" {
 		loc = profile.Intranode
 	}
@@ -146,7 +152,7 @@ func init() {
 // pair's from the ranks' hosts. A job with peers on this node and on
 // others is not routed: one transport carries a selector's messages.
 func locality(env transports.Env) (string, error) {
-	if loc := env.Options["auto.locality"]; loc != "" {
+	if loc := env.Options[KeyLocality]; loc != "" {
 		return loc, nil
 	}
 	same, other := 0, 0
@@ -174,7 +180,7 @@ func withLocality(env transports.Env) (transports.Env, error) {
 	if err != nil {
 		return env, err
 	}
-	env.Options = env.Options.With(transports.Options{"auto.locality": loc})
+	env.Options = env.Options.With(transports.Options{KeyLocality: loc})
 	return env, nil
 }
 
@@ -284,6 +290,19 @@ func newInternode(env transports.Env, r *Route) (transports.Transport, error) {
 		return nil, err
 	}
 	return &routed{t}, nil
+}
+
+// LaunchOptions are what a launching process that loaded the profile p
+// from path passes to the ranks of a job running auto: the path, the hash
+// it loaded and the GOTUNE_ overrides it applied (when any), which Load
+// holds each rank's own loading to. The ranks inherit the launcher's
+// environment, so the overrides apply there too.
+func LaunchOptions(path string, p *profile.Profile) transports.Options {
+	o := transports.Options{KeyProfile: path, KeyHash: p.Hash}
+	if ov := Overrides(p); ov != "" {
+		o[KeyOverrides] = ov
+	}
+	return o
 }
 
 // Overrides is the canonical form of a loaded profile's environment

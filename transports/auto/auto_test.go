@@ -49,7 +49,7 @@ func TestLoadRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Decisions["intranode"][profile.HostHost] = func(d profile.Decision) profile.Decision { d.FIFODepth = 8; return d }(p.Decisions["intranode"][profile.HostHost])
+	p.Decisions[profile.Intranode][profile.HostHost] = func(d profile.Decision) profile.Decision { d.FIFODepth = 8; return d }(p.Decisions[profile.Intranode][profile.HostHost])
 	if err := profile.Write(changed, p); err != nil {
 		t.Fatal(err)
 	}

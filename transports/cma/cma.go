@@ -2,6 +2,7 @@ package cma
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
@@ -20,36 +21,49 @@ type Params struct {
 	IgnoreErrors bool
 }
 
+// Option keys.
+const (
+	KeyMode, KeyChunk, KeyThreshold, KeyOnError = "cma.mode", "cma.chunk", "cma.threshold", "cma.onerror"
+)
+
 // Options documents the options ParseParams reads (besides sm.*).
 var Options = &transports.OptionSet{Name: "cma", Options: []transports.Option{
-	{Key: "cma.mode", Type: "pull|push", Default: "pull", Help: "pull (receiver process_vm_readv) or push (sender process_vm_writev)"},
-	{Key: "cma.chunk", Type: "size", Default: "0", Help: "bytes per process_vm_* call (0: whole message)"},
-	{Key: "cma.threshold", Type: "size", Help: "smallest message sent by single copy (default: sm.eager+1)"},
-	{Key: "cma.onerror", Type: "fallback|ignore", Default: "fallback", Help: "fallback (a refused copy goes by copy-in/copy-out, other failures are errors on both sides) or ignore (UNSAFE: a failed copy counts as done, hazard H6's corruption, for probes only)"},
+	{Key: KeyMode, Type: "pull|push", Default: "pull", Help: "pull (receiver process_vm_readv) or push (sender process_vm_writev)"},
+	{Key: KeyChunk, Type: "size", Default: "0", Help: "bytes per process_vm_* call (0: whole message)"},
+	{Key: KeyThreshold, Type: "size", Help: "smallest message sent by single copy (default: sm.eager+1)"},
+	{Key: KeyOnError, Type: "fallback|ignore", Default: "fallback", Help: "fallback (a refused copy goes by copy-in/copy-out, other failures are errors on both sides) or ignore (UNSAFE: a failed copy counts as done, hazard H6's corruption, for probes only)"},
 }}
 
 // ParseParams reads cma.* options; eagerLimit is the sm eager limit in force.
 func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
-	mode, err := o.String("cma.mode", "pull", "pull", "push")
+	mode, err := o.String(KeyMode, "pull", "pull", "push")
 	if err != nil {
 		return Params{}, err
 	}
 	p := Params{Pull: mode == "pull"}
-	if p.Chunk, err = o.Int("cma.chunk", 0); err != nil {
+	if p.Chunk, err = o.Int(KeyChunk, 0); err != nil {
 		return p, err
 	}
-	if p.Threshold, err = o.Int("cma.threshold", eagerLimit+1); err != nil {
+	if p.Threshold, err = o.Int(KeyThreshold, eagerLimit+1); err != nil {
 		return p, err
 	}
 	if p.Threshold <= eagerLimit {
-		return p, fmt.Errorf("cma.threshold=%d: must exceed the eager limit %d", p.Threshold, eagerLimit)
+		return p, fmt.Errorf("%s=%d: must exceed the eager limit %d", KeyThreshold, p.Threshold, eagerLimit)
 	}
-	onError, err := o.String("cma.onerror", "fallback", "fallback", "ignore")
+	onError, err := o.String(KeyOnError, "fallback", "fallback", "ignore")
 	if err != nil {
 		return p, err
 	}
 	p.IgnoreErrors = onError == "ignore"
 	return p, nil
+}
+
+// Options renders p as the options ParseParams reads back into p (given
+// the eager limit p.Threshold was read with). Every key is written, so the
+// result means the same to a build whose defaults differ.
+func (p Params) Options() transports.Options {
+	return transports.Options{KeyMode: transports.Choice(p.Pull, "pull", "push"), KeyChunk: strconv.Itoa(p.Chunk),
+		KeyThreshold: strconv.Itoa(p.Threshold), KeyOnError: transports.Choice(p.IgnoreErrors, "ignore", "fallback")}
 }
 
 // Copier is the CMA single-copy mechanism.

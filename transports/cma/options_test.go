@@ -3,6 +3,7 @@ package cma_test
 import (
 	"testing"
 
+	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cma"
 	"github.com/gotune/gotune/transports/transporttest"
@@ -29,4 +30,14 @@ func TestParseParams(t *testing.T) {
 	if p, _ := parse(nil); !p.Pull || p.Threshold != 4097 || p.Chunk != 0 || p.IgnoreErrors {
 		t.Errorf("defaults: %+v", p)
 	}
+}
+
+// Options is ParseParams' inverse: what it writes reads back the same.
+func TestOptionsRoundTrip(t *testing.T) {
+	const eager = 4096
+	testutil.RoundTrip(t, []cma.Params{
+		{Pull: true, Threshold: eager + 1},
+		{Pull: false, Chunk: 64 << 10, Threshold: 1 << 20},
+		{Pull: true, Threshold: 8193, IgnoreErrors: true},
+	}, cma.Params.Options, func(o transports.Options) (cma.Params, error) { return cma.ParseParams(o, eager) })
 }

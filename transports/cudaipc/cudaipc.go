@@ -3,8 +3,10 @@ package cudaipc
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/gpumem"
 	"github.com/gotune/gotune/transports/sm"
@@ -47,15 +49,21 @@ type Params struct {
 // over repeated device runs (docs/hazards.md, H2).
 const DefaultAlloc = gpumem.Pool
 
+// Option keys.
+const (
+	KeyStaging, KeyThreshold, KeyPinnedThreshold = "cudaipc.staging", "cudaipc.threshold", "cudaipc.pinned-threshold"
+	KeyCopy, KeyCompletion, KeyCache, KeyGPUs    = "cudaipc.copy", "cudaipc.completion", "cudaipc.cache", "cudaipc.gpus"
+)
+
 // Options documents the options ParseParams reads (besides sm.* and gpu.alloc).
 var Options = &transports.OptionSet{Name: "cudaipc", Options: []transports.Option{
-	{Key: "cudaipc.staging", Type: "async|sync", Default: "async", Help: "async (device messages below the threshold staged on a non-blocking stream) or sync (on the legacy stream: UNSAFE beside a kernel on a blocking stream, hazard H4)"},
-	{Key: "cudaipc.threshold", Type: "size", Default: transports.FormatSize(DefaultThreshold), Help: "smallest device message sent by CUDA IPC single copy (smaller ones are staged through shared memory)"},
-	{Key: "cudaipc.pinned-threshold", Type: "size", Default: transports.FormatSize(DefaultPinnedThreshold), Help: "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)"},
-	{Key: "cudaipc.copy", Type: CopyEngine + "|" + CopySM, Default: CopyEngine, Help: "ce (single copies by the copy engines, cuMemcpyAsync) or sm (device-to-device single copies by a copy kernel, which waits for free SMs)"},
-	{Key: "cudaipc.completion", Type: CompleteEvent + "|" + CompleteSync, Default: CompleteEvent, Help: "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event) or sync (FIN after cuStreamSynchronize)"},
-	{Key: "cudaipc.cache", Type: "int", Default: transports.FormatSize(DefaultCache), Help: "opened peer allocations kept per peer (0: all)"},
-	{Key: "cudaipc.gpus", Type: "list", Help: "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)"},
+	{Key: KeyStaging, Type: "async|sync", Default: "async", Help: "async (device messages below the threshold staged on a non-blocking stream) or sync (on the legacy stream: UNSAFE beside a kernel on a blocking stream, hazard H4)"},
+	{Key: KeyThreshold, Type: "size", Default: transports.FormatSize(DefaultThreshold), Help: "smallest device message sent by CUDA IPC single copy (smaller ones are staged through shared memory)"},
+	{Key: KeyPinnedThreshold, Type: "size", Default: transports.FormatSize(DefaultPinnedThreshold), Help: "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)"},
+	{Key: KeyCopy, Type: CopyEngine + "|" + CopySM, Default: CopyEngine, Help: "ce (single copies by the copy engines, cuMemcpyAsync) or sm (device-to-device single copies by a copy kernel, which waits for free SMs)"},
+	{Key: KeyCompletion, Type: CompleteEvent + "|" + CompleteSync, Default: CompleteEvent, Help: "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event) or sync (FIN after cuStreamSynchronize)"},
+	{Key: KeyCache, Type: "int", Default: transports.FormatSize(DefaultCache), Help: "opened peer allocations kept per peer (0: all)"},
+	{Key: KeyGPUs, Type: "list", Help: "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)"},
 }}
 
 // DefaultThreshold is the built-in cudaipc.threshold: every device send
@@ -81,33 +89,76 @@ const DefaultCache = 64
 func ParseParams(o transports.Options) (Params, error) {
 	p := Params{}
 	var err error
-	if p.Staging, err = o.String("cudaipc.staging", "async", "async", "sync"); err != nil {
+	if p.Staging, err = o.String(KeyStaging, "async", "async", "sync"); err != nil {
 		return p, err
 	}
-	if p.Threshold, err = o.Int("cudaipc.threshold", DefaultThreshold); err != nil {
+	if p.Threshold, err = o.Int(KeyThreshold, DefaultThreshold); err != nil {
 		return p, err
 	}
-	if p.PinnedThreshold, err = o.Int("cudaipc.pinned-threshold", DefaultPinnedThreshold); err != nil {
+	if p.PinnedThreshold, err = o.Int(KeyPinnedThreshold, DefaultPinnedThreshold); err != nil {
 		return p, err
 	}
-	if p.Copy, err = o.String("cudaipc.copy", CopyEngine, CopyEngine, CopySM); err != nil {
+	if p.Copy, err = o.String(KeyCopy, CopyEngine, CopyEngine, CopySM); err != nil {
 		return p, err
 	}
-	if p.Completion, err = o.String("cudaipc.completion", CompleteEvent, CompleteEvent, CompleteSync); err != nil {
+	if p.Completion, err = o.String(KeyCompletion, CompleteEvent, CompleteEvent, CompleteSync); err != nil {
 		return p, err
 	}
-	if p.Cache, err = o.Int("cudaipc.cache", DefaultCache); err != nil {
+	if p.Cache, err = o.Int(KeyCache, DefaultCache); err != nil {
 		return p, err
 	}
 	if p.Alloc, err = gpumem.ModeOption(o, DefaultAlloc); err != nil {
 		return p, err
 	}
-	if s, ok := o["cudaipc.gpus"]; ok {
+	if s, ok := o[KeyGPUs]; ok {
 		if p.GPUs, err = cuda.ParseOrdinals(s); err != nil {
-			return p, fmt.Errorf("option cudaipc.gpus=%q: %w", s, err)
+			return p, fmt.Errorf("option %s=%q: %w", KeyGPUs, s, err)
 		}
 	}
 	return p, nil
+}
+
+// Options renders p as the options ParseParams reads back into p. Every key
+// is written (gpu.alloc too, which the transport reads), so the result means
+// the same to a build whose defaults differ; GPUs is left out when empty,
+// which means rank r takes device r mod the device count.
+func (p Params) Options() transports.Options {
+	itoa := strconv.Itoa
+	o := transports.Options{KeyStaging: p.Staging, KeyThreshold: itoa(p.Threshold), KeyPinnedThreshold: itoa(p.PinnedThreshold),
+		KeyCopy: p.Copy, KeyCompletion: p.Completion, KeyCache: itoa(p.Cache), gpumem.OptionKey: string(p.Alloc)}
+	if len(p.GPUs) > 0 {
+		o[KeyGPUs] = cuda.FormatOrdinals(p.GPUs)
+	}
+	return o
+}
+
+// Polling is o without sm.progress, which the transport takes only as poll
+// (a progress thread holds no CUDA context): how options decided for the
+// sm engine are handed to it. o is not changed.
+func Polling(o transports.Options) transports.Options {
+	out := o.With(nil)
+	delete(out, sm.KeyProgress)
+	return out
+}
+
+// ProfileOptions are the cudaipc and gpu.alloc options a profile's GPU
+// section implies: the keys it decides, the others left to the defaults.
+func ProfileOptions(g *profile.GPU) transports.Options {
+	o := transports.Options{KeyThreshold: fmt.Sprint(g.IPCThreshold), KeyStaging: g.Staging,
+		KeyPinnedThreshold: fmt.Sprint(g.PinnedThreshold)}
+	if g.GPUs != "" {
+		o[KeyGPUs] = g.GPUs
+	}
+	if g.Copy != "" {
+		o[KeyCopy] = g.Copy
+	}
+	if g.IPCCache > 0 {
+		o[KeyCache] = fmt.Sprint(g.IPCCache)
+	}
+	if g.Allocator != "" {
+		o[gpumem.OptionKey] = g.Allocator
+	}
+	return o
 }
 
 func init() {

@@ -117,13 +117,9 @@ func (c Config) Validate() error {
 
 // Options renders c as the options ParseConfig reads back.
 func (c Config) Options() transports.Options {
-	thp := "off"
-	if c.THP {
-		thp = "on"
-	}
 	return transports.Options{
 		KeyCache: transports.FormatSize(int(c.CacheBytes)), KeyPurge: c.Purge.String(),
-		KeyDelay: fmt.Sprint(c.DelayFrees), KeyTHP: thp,
+		KeyDelay: fmt.Sprint(c.DelayFrees), KeyTHP: transports.Choice(c.THP, "on", "off"),
 	}
 }
 

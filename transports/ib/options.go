@@ -30,48 +30,54 @@ const (
 	DefaultDepth   = 128
 )
 
+// Option keys.
+const (
+	KeyDev, KeyPort, KeyGID, KeyMTU, KeyEager = "ib.dev", "ib.port", "ib.gid", "ib.mtu", "ib.eager"
+	KeyCredits, KeyDepth, KeyRndv, KeyWait    = "ib.credits", "ib.depth", "ib.rndv", "ib.wait"
+)
+
 // Options documents the options ParseParams reads.
 var Options = &transports.OptionSet{Name: "ib", Options: []transports.Option{
-	{Key: "ib.dev", Type: "text", Default: "", Help: "RDMA device (ibv_devinfo's hca_id); empty: the first device with an active port whose GID's netdev and address are in this process's network namespace (RoCE devices are visible from every namespace but move data only through their own netdev), else the first device with an active port"},
-	{Key: "ib.port", Type: "int", Default: "0", Help: "port number; 0: the device's first active port"},
-	{Key: "ib.gid", Type: "int", Default: "-1", Help: "GID index; -1: the one discovery chooses (gotune doctor shows it: RoCE v2 with an IPv4 address first; index 0 on InfiniBand)"},
-	{Key: "ib.mtu", Type: "256|512|1024|2048|4096|0", Default: "0", Help: "path MTU in bytes; 0: the port's active MTU (the lower of both ends')"},
+	{Key: KeyDev, Type: "text", Default: "", Help: "RDMA device (ibv_devinfo's hca_id); empty: the first device with an active port whose GID's netdev and address are in this process's network namespace (RoCE devices are visible from every namespace but move data only through their own netdev), else the first device with an active port"},
+	{Key: KeyPort, Type: "int", Default: "0", Help: "port number; 0: the device's first active port"},
+	{Key: KeyGID, Type: "int", Default: "-1", Help: "GID index; -1: the one discovery chooses (gotune doctor shows it: RoCE v2 with an IPv4 address first; index 0 on InfiniBand)"},
+	{Key: KeyMTU, Type: "256|512|1024|2048|4096|0", Default: "0", Help: "path MTU in bytes; 0: the port's active MTU (the lower of both ends')"},
 	msgengine.EagerOption("ib", "8K", "larger messages go by rendezvous (ib.rndv) straight between registered user buffers"),
-	{Key: "ib.credits", Type: "int", Default: fmt.Sprint(DefaultCredits), Help: "eager receive slots each rank keeps posted for each peer (ib.eager plus a 32-byte header each): a sender holds one credit per slot, returned piggybacked on messages or by an RDMA write of the count"},
-	{Key: "ib.depth", Type: "int", Default: fmt.Sprint(DefaultDepth), Help: "send queue depth of each queue pair (sends, RDMA reads and writes outstanding); at least 2"},
-	{Key: "ib.rndv", Type: "read|write", Default: "read", Help: "rendezvous: read (the receiver RDMA-reads the sender's buffer, then says it is done) or write (the receiver answers clear-to-send with its buffer, the sender RDMA-writes it)"},
-	{Key: "ib.wait", Type: "poll|event", Default: "poll", Help: "completion: poll spins on the completion queue; event sleeps on its completion channel after a short spin"},
+	{Key: KeyCredits, Type: "int", Default: fmt.Sprint(DefaultCredits), Help: "eager receive slots each rank keeps posted for each peer (ib.eager plus a 32-byte header each): a sender holds one credit per slot, returned piggybacked on messages or by an RDMA write of the count"},
+	{Key: KeyDepth, Type: "int", Default: fmt.Sprint(DefaultDepth), Help: "send queue depth of each queue pair (sends, RDMA reads and writes outstanding); at least 2"},
+	{Key: KeyRndv, Type: "read|write", Default: "read", Help: "rendezvous: read (the receiver RDMA-reads the sender's buffer, then says it is done) or write (the receiver answers clear-to-send with its buffer, the sender RDMA-writes it)"},
+	{Key: KeyWait, Type: "poll|event", Default: "poll", Help: "completion: poll spins on the completion queue; event sleeps on its completion channel after a short spin"},
 }}
 
 // ParseParams reads ib.* options; errors name the key.
 func ParseParams(o transports.Options) (Params, error) {
-	p := Params{Dev: o["ib.dev"]}
+	p := Params{Dev: o[KeyDev]}
 	var err error
-	if p.Port, err = o.Int("ib.port", 0); err != nil {
+	if p.Port, err = o.Int(KeyPort, 0); err != nil {
 		return p, err
 	}
 	p.GID = -1
-	if v, ok := o["ib.gid"]; ok {
+	if v, ok := o[KeyGID]; ok {
 		if p.GID, err = strconv.Atoi(v); err != nil {
 			return p, fmt.Errorf("option ib.gid=%q: want an index, or -1 for the one discovery chooses", v)
 		}
 	}
-	if p.MTU, err = o.Int("ib.mtu", 0); err != nil {
+	if p.MTU, err = o.Int(KeyMTU, 0); err != nil {
 		return p, err
 	}
-	if p.Eager, err = o.Int("ib.eager", DefaultEager); err != nil {
+	if p.Eager, err = o.Int(KeyEager, DefaultEager); err != nil {
 		return p, err
 	}
-	if p.Credits, err = o.Int("ib.credits", DefaultCredits); err != nil {
+	if p.Credits, err = o.Int(KeyCredits, DefaultCredits); err != nil {
 		return p, err
 	}
-	if p.Depth, err = o.Int("ib.depth", DefaultDepth); err != nil {
+	if p.Depth, err = o.Int(KeyDepth, DefaultDepth); err != nil {
 		return p, err
 	}
-	if p.Rndv, err = o.String("ib.rndv", "read", "read", "write"); err != nil {
+	if p.Rndv, err = o.String(KeyRndv, "read", "read", "write"); err != nil {
 		return p, err
 	}
-	if p.Wait, err = o.String("ib.wait", "poll", "poll", "event"); err != nil {
+	if p.Wait, err = o.String(KeyWait, "poll", "poll", "event"); err != nil {
 		return p, err
 	}
 	switch {
@@ -92,4 +98,12 @@ func ParseParams(o transports.Options) (Params, error) {
 		}
 	}
 	return p, nil
+}
+
+// Options renders p as the options ParseParams reads back into p. Every key
+// is written, so the result means the same to a build whose defaults differ.
+func (p Params) Options() transports.Options {
+	itoa := strconv.Itoa
+	return transports.Options{KeyDev: p.Dev, KeyPort: itoa(p.Port), KeyGID: itoa(p.GID), KeyMTU: itoa(p.MTU),
+		KeyEager: itoa(p.Eager), KeyCredits: itoa(p.Credits), KeyDepth: itoa(p.Depth), KeyRndv: p.Rndv, KeyWait: p.Wait}
 }

@@ -3,6 +3,7 @@ package knem
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"syscall"
 
 	"github.com/gotune/gotune/internal/sys"
@@ -80,6 +81,14 @@ func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
 		p.Device = v
 	}
 	return p, nil
+}
+
+// Options renders p as the options ParseParams reads back into p (given
+// the eager limit p.Threshold was read with). Every key is written, so the
+// result means the same to a build whose defaults differ.
+func (p Params) Options() transports.Options {
+	return transports.Options{KeyMode: transports.Choice(p.Pull, "pull", "push"), KeyThreshold: strconv.Itoa(p.Threshold),
+		KeyRegions: transports.Choice(p.Cached, "cached", "single"), KeyCache: strconv.Itoa(p.Cache), KeyDMA: p.DMA, KeyDevice: p.Device}
 }
 
 // params reads the sm engine's options and knem's own from o.

@@ -3,6 +3,7 @@ package knem_test
 import (
 	"testing"
 
+	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/knem"
 	"github.com/gotune/gotune/transports/transporttest"
@@ -30,4 +31,14 @@ func TestParseParams(t *testing.T) {
 	if p, _ := parse(nil); !p.Pull || p.Threshold != 4097 || p.Cached || p.Cache != knem.DefaultCache || p.DMA != "off" || p.Device != "/dev/knem" {
 		t.Errorf("defaults: %+v", p)
 	}
+}
+
+// Options is ParseParams' inverse: what it writes reads back the same.
+func TestOptionsRoundTrip(t *testing.T) {
+	const eager = 4096
+	testutil.RoundTrip(t, []knem.Params{
+		{Pull: true, Threshold: eager + 1, Cache: knem.DefaultCache, DMA: "off", Device: "/dev/knem"},
+		{Pull: false, Threshold: 1 << 20, Cached: true, Cache: 8, DMA: "auto", Device: knem.Fake},
+		{Pull: true, Threshold: 8193, Cached: true, Cache: 1, DMA: "on", Device: "/tmp/knem"},
+	}, knem.Params.Options, func(o transports.Options) (knem.Params, error) { return knem.ParseParams(o, eager) })
 }

@@ -3,6 +3,7 @@ package tcp
 import (
 	"fmt"
 	"net"
+	"strconv"
 
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/msgengine"
@@ -28,47 +29,53 @@ const DefaultEager = 64 << 10
 // loopback: see listenAddr.
 const AutoAddr = "auto"
 
+// Option keys.
+const (
+	KeyEager, KeySndBuf, KeyRcvBuf, KeyNoDelay  = "tcp.eager", "tcp.sndbuf", "tcp.rcvbuf", "tcp.nodelay"
+	KeyConns, KeyBusyPoll, KeyZeroCopy, KeyAddr = "tcp.conns", "tcp.busypoll", "tcp.zerocopy", "tcp.addr"
+)
+
 // Options documents the options ParseParams reads.
 var Options = &transports.OptionSet{Name: "tcp", Options: []transports.Option{
 	msgengine.EagerOption("tcp", "64K", "largest message written right after its header; larger ones wait for the receiver's clear-to-send (rendezvous) and are written straight into the posted buffer"),
-	{Key: "tcp.sndbuf", Type: "size", Default: "0", Help: "SO_SNDBUF of every connection (0: the kernel's default, with autotuning)"},
-	{Key: "tcp.rcvbuf", Type: "size", Default: "0", Help: "SO_RCVBUF of every connection, set on the listener before listen so the window scale fits (0: the kernel's default, with autotuning)"},
-	{Key: "tcp.nodelay", Type: "on|off", Default: "on", Help: "TCP_NODELAY: on sends each message at once, off lets Nagle's algorithm coalesce small writes"},
-	{Key: "tcp.conns", Type: "int", Default: "1", Help: "connections per pair of ranks (at least 1); rendezvous payloads are striped across them, control and eager messages use the first"},
-	{Key: "tcp.busypoll", Type: "int", Default: "0", Help: "SO_BUSY_POLL in microseconds (0: off); a kernel that refuses it makes the transport fail to start with a not-supported error"},
-	{Key: "tcp.zerocopy", Type: "size", Default: "0", Help: "smallest rendezvous stripe written with MSG_ZEROCOPY (0: never); where the kernel refuses SO_ZEROCOPY the transport copies as usual and says so once"},
-	{Key: "tcp.addr", Type: "text", Default: AutoAddr, Help: "host:port every rank listens on (port 0: one the kernel picks); auto: the rank's address on the job's bootstrap network with port 0 when the job spans hosts, else 127.0.0.1:0; peers learn each rank's address through the job's allgather (a wildcard address publishes the bootstrap address, or loopback)"},
+	{Key: KeySndBuf, Type: "size", Default: "0", Help: "SO_SNDBUF of every connection (0: the kernel's default, with autotuning)"},
+	{Key: KeyRcvBuf, Type: "size", Default: "0", Help: "SO_RCVBUF of every connection, set on the listener before listen so the window scale fits (0: the kernel's default, with autotuning)"},
+	{Key: KeyNoDelay, Type: "on|off", Default: "on", Help: "TCP_NODELAY: on sends each message at once, off lets Nagle's algorithm coalesce small writes"},
+	{Key: KeyConns, Type: "int", Default: "1", Help: "connections per pair of ranks (at least 1); rendezvous payloads are striped across them, control and eager messages use the first"},
+	{Key: KeyBusyPoll, Type: "int", Default: "0", Help: "SO_BUSY_POLL in microseconds (0: off); a kernel that refuses it makes the transport fail to start with a not-supported error"},
+	{Key: KeyZeroCopy, Type: "size", Default: "0", Help: "smallest rendezvous stripe written with MSG_ZEROCOPY (0: never); where the kernel refuses SO_ZEROCOPY the transport copies as usual and says so once"},
+	{Key: KeyAddr, Type: "text", Default: AutoAddr, Help: "host:port every rank listens on (port 0: one the kernel picks); auto: the rank's address on the job's bootstrap network with port 0 when the job spans hosts, else 127.0.0.1:0; peers learn each rank's address through the job's allgather (a wildcard address publishes the bootstrap address, or loopback)"},
 }}
 
 // ParseParams reads tcp.* options.
 func ParseParams(o transports.Options) (Params, error) {
 	var p Params
 	var err error
-	if p.Eager, err = o.Int("tcp.eager", DefaultEager); err != nil {
+	if p.Eager, err = o.Int(KeyEager, DefaultEager); err != nil {
 		return p, err
 	}
-	if p.SndBuf, err = o.Int("tcp.sndbuf", 0); err != nil {
+	if p.SndBuf, err = o.Int(KeySndBuf, 0); err != nil {
 		return p, err
 	}
-	if p.RcvBuf, err = o.Int("tcp.rcvbuf", 0); err != nil {
+	if p.RcvBuf, err = o.Int(KeyRcvBuf, 0); err != nil {
 		return p, err
 	}
-	nd, err := o.String("tcp.nodelay", "on", "on", "off")
+	nd, err := o.String(KeyNoDelay, "on", "on", "off")
 	if err != nil {
 		return p, err
 	}
 	p.NoDelay = nd == "on"
-	if p.Conns, err = o.Int("tcp.conns", 1); err != nil {
+	if p.Conns, err = o.Int(KeyConns, 1); err != nil {
 		return p, err
 	}
-	if p.BusyPoll, err = o.Int("tcp.busypoll", 0); err != nil {
+	if p.BusyPoll, err = o.Int(KeyBusyPoll, 0); err != nil {
 		return p, err
 	}
-	if p.ZeroCopy, err = o.Int("tcp.zerocopy", 0); err != nil {
+	if p.ZeroCopy, err = o.Int(KeyZeroCopy, 0); err != nil {
 		return p, err
 	}
 	p.Addr = AutoAddr
-	if v, ok := o["tcp.addr"]; ok {
+	if v, ok := o[KeyAddr]; ok {
 		p.Addr = v
 	}
 	switch {
@@ -81,6 +88,14 @@ func ParseParams(o transports.Options) (Params, error) {
 		return p, fmt.Errorf("tcp.addr=%q: %w", p.Addr, err)
 	}
 	return p, nil
+}
+
+// Options renders p as the options ParseParams reads back into p. Every key
+// is written, so the result means the same to a build whose defaults differ.
+func (p Params) Options() transports.Options {
+	itoa := strconv.Itoa
+	return transports.Options{KeyEager: itoa(p.Eager), KeySndBuf: itoa(p.SndBuf), KeyRcvBuf: itoa(p.RcvBuf), KeyNoDelay: transports.Choice(p.NoDelay, "on", "off"),
+		KeyConns: itoa(p.Conns), KeyBusyPoll: itoa(p.BusyPoll), KeyZeroCopy: itoa(p.ZeroCopy), KeyAddr: p.Addr}
 }
 
 const maxConns = 64

@@ -3,6 +3,7 @@ package tcp
 import (
 	"testing"
 
+	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/transporttest"
 )
@@ -38,4 +39,13 @@ func TestParseParams(t *testing.T) {
 			t.Errorf("%v: %+v", c.opts, p)
 		}
 	}
+}
+
+// Options is ParseParams' inverse: what it writes reads back the same.
+func TestOptionsRoundTrip(t *testing.T) {
+	testutil.RoundTrip(t, []Params{
+		{Eager: DefaultEager, NoDelay: true, Conns: 1, Addr: AutoAddr},
+		{Eager: 0, SndBuf: 4 << 20, RcvBuf: 6 << 20, NoDelay: false, Conns: 4, BusyPoll: 50, ZeroCopy: 64 << 10, Addr: "10.0.0.1:0"},
+		{Eager: 1 << 20, NoDelay: true, Conns: maxConns, Addr: "[::1]:5000"},
+	}, Params.Options, ParseParams)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 
 	"github.com/gotune/gotune/internal/sys"
@@ -91,6 +92,14 @@ func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
 	}
 	p.LockedHook = hook == "lock"
 	return p, nil
+}
+
+// Options renders p as the options ParseParams reads back into p (given
+// the eager limit p.Threshold was read with). Every key is written, so the
+// result means the same to a build whose defaults differ.
+func (p Params) Options() transports.Options {
+	return transports.Options{KeyMode: transports.Choice(p.Pull, "pull", "push"), KeyThreshold: strconv.Itoa(p.Threshold),
+		KeyCache: strconv.Itoa(p.Cache), KeyAlign: strconv.Itoa(p.Align), KeyDevice: p.Device, KeyHook: transports.Choice(p.LockedHook, "lock", "queue")}
 }
 
 func init() {

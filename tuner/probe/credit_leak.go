@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"regexp"
 	"strconv"
@@ -56,10 +55,7 @@ func init() {
 		ID:          "H3",
 		Hazard:      "persistent operations take FIFO credits that are never returned (NCCL work FIFO with CUDA graphs, nccl#1251)",
 		Description: "iterations of persistent sends/receives (set up, started 3 times among ordinary traffic, validated, freed) at FIFO depth 1 and 2; unsafe: Free forgets the credit (sm.persist=leak), iterations-to-hang per depth",
-		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
-			return runH3(ctx, unsafe, deadline, nil)
-		},
-		RunOptions: runH3,
+		RunOptions:  runH3,
 	})
 }
 
@@ -67,18 +63,14 @@ func init() {
 // routine, persistent credits policy) on the smallest FIFO of the given
 // depth; the unsafe variant leaks.
 func h3Options(base transports.Options, depth int, unsafe bool) transports.Options {
-	o := base.With(nil) // a copy to change
-	maps.Copy(o, transports.Options{"sm.depth": strconv.Itoa(depth), "sm.frags": "1", "sm.cell": "128", "sm.eager": "64", "sm.frag": "64"})
+	o := base.With(tinyFIFO(depth))
 	if unsafe {
-		o["sm.persist"] = "leak"
+		o[sm.KeyPersist] = "leak"
 	}
 	return o
 }
 
 func runH3(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H3", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	const iterations = 500
 	var hangs, passes []string
 	var scaling []int // iterations-to-hang by depth, while every depth hangs

@@ -1,24 +1,19 @@
 package probe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // H3's safe form passes at every depth; the leak hangs after as many
 // iterations as the FIFO is deep, and the verdict says so; a configuration
 // that carries the leak is caught through RunWith too.
 func TestH3SafePassesLeakHangsByDepth(t *testing.T) {
-	p, err := Lookup("H3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx := lookupProbe(t, "H3", 2*time.Minute)
 	if v := p.Run(ctx, false, time.Second); v.Outcome != Passed {
 		t.Fatalf("safe H3: %s", v.Line())
 	}
@@ -27,7 +22,7 @@ func TestH3SafePassesLeakHangsByDepth(t *testing.T) {
 		v    Verdict
 	}{
 		{"unsafe", p.Run(ctx, true, 500*time.Millisecond)},
-		{"leaky configuration", RunWith(ctx, p, false, 500*time.Millisecond, transports.Options{"sm.persist": "leak"})},
+		{"leaky configuration", RunWith(ctx, p, false, 500*time.Millisecond, transports.Options{sm.KeyPersist: "leak"})},
 	}
 	for _, c := range cases {
 		if c.v.Outcome != HazardDetected {

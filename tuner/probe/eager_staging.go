@@ -37,15 +37,14 @@ type h4Params struct {
 }
 
 func h4Options(base transports.Options, unsafe bool) transports.Options {
-	o := base.With(nil)            // a copy to change
-	o["cudaipc.threshold"] = "64K" // the 8-byte message is staged, not single-copied
-	if o["cudaipc.staging"] == "" {
-		o["cudaipc.staging"] = "async" // the safe form of a configuration that does not say
+	o := cudaipc.Polling(base)      // a copy to change
+	o[cudaipc.KeyThreshold] = "64K" // the 8-byte message is staged, not single-copied
+	if o[cudaipc.KeyStaging] == "" {
+		o[cudaipc.KeyStaging] = "async" // the safe form of a configuration that does not say
 	}
 	if unsafe {
-		o["cudaipc.staging"] = "sync"
+		o[cudaipc.KeyStaging] = "sync"
 	}
-	delete(o, "sm.progress") // cudaipc polls
 	return o
 }
 
@@ -55,17 +54,11 @@ func init() {
 		ID:          "H4",
 		Hazard:      "eager device message staged by a synchronous copy that queues behind a kernel waiting for it (MVAPICH2 eager path with blocking cudaMemcpy)",
 		Description: "a kernel on a blocking stream spins until an 8-byte device message lands in its flag; unsafe: staging on the legacy stream (cudaipc.staging=sync). Needs a GPU",
-		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
-			return runH4(ctx, unsafe, deadline, nil)
-		},
-		RunOptions: runH4,
+		RunOptions:  runH4,
 	})
 }
 
 func runH4(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H4", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	if _, err := cuda.DeviceCount(); err != nil {
 		v.Outcome, v.Detail = ProbeFailed, "needs a GPU: "+err.Error()
 		return v
@@ -85,7 +78,7 @@ func runH4(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 	params, _ := json.Marshal(h4Params{Unsafe: unsafe, Spin: spin, Base: opts}) // plain data always encodes
 	res, err := launch.Run(ctx, launch.Job{Kind: h4Kind, Size: 2, SegmentBytes: seg, Params: params, Stall: deadline}, quiet)
 	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
-		v.Detail = fmt.Sprintf("staging=%s: %s", opts["cudaipc.staging"], v.Detail)
+		v.Detail = fmt.Sprintf("staging=%s: %s", opts[cudaipc.KeyStaging], v.Detail)
 		return v
 	}
 	var took time.Duration
@@ -93,7 +86,7 @@ func runH4(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 	if len(res) > 1 && json.Unmarshal(res[1], &s) == nil {
 		took, _ = time.ParseDuration(s) // the rank wrote it with Duration.String; 0 only blurs the detail line
 	}
-	v.Detail = fmt.Sprintf("staging=%s: the kernel waiting on a blocking stream was released by the staged message %v after the send began (its bound: %v)", opts["cudaipc.staging"], took.Round(time.Microsecond), spin)
+	v.Detail = fmt.Sprintf("staging=%s: the kernel waiting on a blocking stream was released by the staged message %v after the send began (its bound: %v)", opts[cudaipc.KeyStaging], took.Round(time.Microsecond), spin)
 	return v
 }
 

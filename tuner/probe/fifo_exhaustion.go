@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
+	"maps"
+	"strconv"
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
@@ -29,21 +30,26 @@ type h5Params struct {
 // h5Sizes mix eager (≤ 64 B) and pipelined (> 64 B) messages.
 var h5Sizes = []int{8, 64, 65, 200}
 
+// tinyFIFO is the smallest sm geometry at depth cells: cells of 128 bytes
+// (eager messages up to 64) and a ring of one 64-byte fragment, which a
+// few messages fill.
+func tinyFIFO(depth int) transports.Options {
+	return transports.Options{sm.KeyDepth: strconv.Itoa(depth), sm.KeyFrags: "1", sm.KeyCell: "128", sm.KeyEager: "64", sm.KeyFrag: "64"}
+}
+
 // h5Options are the probe's stress settings over base, a candidate
 // configuration's sm.* options (its copy routine and progress mode count;
 // its geometry is replaced by the smallest).
 func h5Options(unsafe bool, base transports.Options) transports.Options {
 	o := transports.Options{}
 	for k, v := range base {
-		if strings.HasPrefix(k, "sm.") {
+		if sm.Options.Has(k) {
 			o[k] = v
 		}
 	}
-	for k, v := range map[string]string{"sm.depth": "1", "sm.frags": "1", "sm.cell": "128", "sm.eager": "64", "sm.frag": "64"} {
-		o[k] = v
-	}
+	maps.Copy(o, tinyFIFO(1))
 	if unsafe {
-		o["sm.drain"] = "never"
+		o[sm.KeyDrain] = "never"
 	}
 	return o
 }
@@ -54,16 +60,12 @@ func init() {
 		ID:          "H5",
 		Hazard:      "FIFO exhaustion: head-to-head sends, many-to-one floods (ompi#12979, mpich#7171)",
 		Description: "bursts both ways before any receive, 2 ranks and a 3-rank flood, at FIFO depth 1; unsafe: a blocked send stops draining (sm.drain=never)",
-		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
-			return runH5(ctx, unsafe, deadline, nil)
-		},
-		RunOptions: runH5,
+		RunOptions:  runH5,
 	})
 }
 
 func runH5(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) Verdict {
-	start := time.Now()
-	v := Verdict{ID: "H5", Unsafe: unsafe}
+	var v Verdict
 	const messages = 500
 	for _, ranks := range []int{2, 3} {
 		p, err := sm.ParseParams(h5Options(unsafe, base))
@@ -84,7 +86,6 @@ func runH5(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 		}
 		v.Detail = fmt.Sprintf("head-to-head and 3-rank flood at FIFO depth 1, %d validated messages per direction per pair", messages)
 	}
-	v.Duration = time.Since(start)
 	return v
 }
 

@@ -56,17 +56,11 @@ func init() {
 		ID:          "H7",
 		Hazard:      "fork with registered (pinned) memory: the child takes the pages the device still uses (rdma-core fork safety)",
 		Description: "2 ranks over ib (RDMA verbs): each forks a child holding its address space during traffic, then writes its registered buffers; eager and rendezvous payloads validated; safe: ibv_fork_init (or the kernel's copy-on-fork), unsafe: no fork protection",
-		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
-			return runH7(ctx, unsafe, deadline, nil)
-		},
-		RunOptions: runH7,
+		RunOptions:  runH7,
 	})
 }
 
 func runH7(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H7", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	o := transports.Options{}
 	for k, val := range opts {
 		if len(k) > 3 && k[:3] == "ib." {

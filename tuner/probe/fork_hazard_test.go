@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -21,12 +20,7 @@ func TestH7ForkWithRegisteredMemory(t *testing.T) {
 		testutil.SkipUnless(t, "rdma", err)
 	}
 	c.Close()
-	p, err := Lookup("H7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	p, ctx := lookupProbe(t, "H7", 5*time.Minute)
 	v := p.Run(ctx, false, 30*time.Second)
 	t.Log(v.Line())
 	if v.Outcome != Passed || !strings.Contains(v.Detail, "fork protection") {

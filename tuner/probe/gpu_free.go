@@ -71,17 +71,11 @@ func init() {
 		ID:          "H2",
 		Hazard:      "GPU frees that synchronise with the device while a kernel runs, racing allocations on other threads (MLX CUDA backend, mlx#2099)",
 		Description: "a kernel on a blocking stream waits for a flag that the thread recycling 1 MiB device buffers sets after its frees; a second thread allocates beside it; unsafe: cuMemFree on that thread (gpu.alloc=plain); safe: gpu.alloc (default pool; or worker). Needs a GPU",
-		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
-			return runH2(ctx, unsafe, deadline, nil)
-		},
-		RunOptions: runH2,
+		RunOptions:  runH2,
 	})
 }
 
 func runH2(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H2", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	mode, err := H2Mode(opts, unsafe)
 	if err != nil {
 		v.Outcome, v.Detail = ProbeFailed, err.Error()
@@ -92,7 +86,7 @@ func runH2(ctx context.Context, unsafe bool, deadline time.Duration, opts transp
 		return v
 	}
 	par := h2Params{Mode: mode, Spin: min(deadline+10*time.Second, gpuload.MaxDuration)}
-	if s, ok := opts["cudaipc.gpus"]; ok {
+	if s, ok := opts[cudaipc.KeyGPUs]; ok {
 		if par.GPUs, err = cuda.ParseOrdinals(s); err != nil {
 			v.Outcome, v.Detail = ProbeFailed, fmt.Sprintf("option cudaipc.gpus=%q: %v", s, err)
 			return v

@@ -18,10 +18,10 @@ func TestH2Mode(t *testing.T) {
 		err    string
 	}{
 		{nil, false, gpumem.Pool, ""},
-		{transports.Options{"gpu.alloc": "worker"}, false, gpumem.Worker, ""},
-		{transports.Options{"gpu.alloc": "worker"}, true, gpumem.Plain, ""},
+		{transports.Options{gpumem.OptionKey: "worker"}, false, gpumem.Worker, ""},
+		{transports.Options{gpumem.OptionKey: "worker"}, true, gpumem.Plain, ""},
 		{nil, true, gpumem.Plain, ""},
-		{transports.Options{"gpu.alloc": "cudaFree"}, false, "", "gpu.alloc"},
+		{transports.Options{gpumem.OptionKey: "cudaFree"}, false, "", gpumem.OptionKey},
 	} {
 		got, err := H2Mode(tc.opts, tc.unsafe)
 		switch {

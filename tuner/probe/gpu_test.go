@@ -8,6 +8,7 @@ import (
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/gpumem"
 )
 
 // The GPU probes on a real device. H4's outcome is known in advance (a
@@ -29,8 +30,8 @@ func TestGPUProbes(t *testing.T) {
 	}{
 		{"H4", false, nil, Passed},
 		{"H4", true, nil, HazardDetected},
-		{"H2", false, transports.Options{"gpu.alloc": "worker"}, -1},
-		{"H2", false, transports.Options{"gpu.alloc": "pool"}, -1},
+		{"H2", false, transports.Options{gpumem.OptionKey: "worker"}, -1},
+		{"H2", false, transports.Options{gpumem.OptionKey: "pool"}, -1},
 		{"H2", true, nil, -1},
 	} {
 		p, err := Lookup(c.id)

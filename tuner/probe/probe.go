@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +56,8 @@ type Probe struct {
 	Hazard      string
 	Description string
 	// Run executes the safe or unsafe variant; deadline is the watchdog's
-	// stall deadline for every rank job it starts.
+	// stall deadline for every rank job it starts. A probe registered with
+	// RunOptions and no Run runs that on the defaults (nil options).
 	Run func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict
 	// RunOptions, when set, runs the probe on a candidate configuration:
 	// opts (transport and allocator options) under the probe's own stress
@@ -85,7 +87,34 @@ func probeStderr() io.Writer {
 	return io.Discard
 }
 
-func register(p *Probe) { registry = append(registry, p) }
+func register(p *Probe) { registry = append(registry, stamped(p)) }
+
+// stamped is p with its runs labelled and timed (a Verdict's ID, Unsafe and
+// Duration are set here, not by each probe); without a Run of its own it
+// runs RunOptions on nil options.
+func stamped(p *Probe) *Probe {
+	stamp := func(unsafe bool, run func() Verdict) Verdict {
+		start := time.Now()
+		v := run()
+		v.ID, v.Unsafe, v.Duration = p.ID, unsafe, time.Since(start)
+		return v
+	}
+	withOptions, run := p.RunOptions, p.Run
+	if withOptions != nil {
+		p.RunOptions = func(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) Verdict {
+			return stamp(unsafe, func() Verdict { return withOptions(ctx, unsafe, deadline, opts) })
+		}
+	}
+	if run == nil {
+		run = func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
+			return withOptions(ctx, unsafe, deadline, nil)
+		}
+	}
+	p.Run = func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
+		return stamp(unsafe, func() Verdict { return run(ctx, unsafe, deadline) })
+	}
+	return p
+}
 
 // List returns every probe, by ID.
 func List() []*Probe {
@@ -127,6 +156,25 @@ func classify(err error) (Outcome, string, map[int]string) {
 	default:
 		return ProbeFailed, err.Error(), nil
 	}
+}
+
+// runRanks runs job and decodes every rank's report into an R. A job that
+// fails, or a report that does not decode, leaves its verdict in v (the
+// job's failure after setting) and returns false.
+func runRanks[R any](ctx context.Context, job launch.Job, setting string, v *Verdict) ([]R, bool) {
+	out, err := launch.Run(ctx, job, quiet)
+	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
+		v.Detail = setting + ": " + v.Detail
+		return nil, false
+	}
+	reps := make([]R, len(out))
+	for r := range out {
+		if err := json.Unmarshal(out[r], &reps[r]); err != nil {
+			v.Outcome, v.Detail = ProbeFailed, fmt.Sprintf("decode rank %d's report: %v", r, err)
+			return nil, false
+		}
+	}
+	return reps, true
 }
 
 // rankEnv is the transport environment of a probe's rank.

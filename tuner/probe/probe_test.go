@@ -10,8 +10,22 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
 )
+
+// lookupProbe finds probe id and a context bounding its runs to within,
+// cancelled when the test ends.
+func lookupProbe(t *testing.T, id string, within time.Duration) (*Probe, context.Context) {
+	t.Helper()
+	p, err := Lookup(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	t.Cleanup(cancel)
+	return p, ctx
+}
 
 func TestMain(m *testing.M) {
 	launch.MaybeRunRank()
@@ -21,12 +35,7 @@ func TestMain(m *testing.M) {
 // The safe form passes; the unsafe form is caught by the watchdog (not by
 // an outer timeout), with stacks from the deadlocked ranks.
 func TestH5SafePassesUnsafeIsCaught(t *testing.T) {
-	p, err := Lookup("h5")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx := lookupProbe(t, "h5", 2*time.Minute)
 	if v := p.Run(ctx, false, time.Second); v.Outcome != Passed {
 		t.Fatalf("safe H5: %s", v.Line())
 	}
@@ -73,5 +82,27 @@ func TestClassify(t *testing.T) {
 	}
 	if _, err := Lookup("H99"); err == nil || !strings.Contains(err.Error(), "H5") {
 		t.Errorf("unknown probe: %v", err)
+	}
+}
+
+// A registered probe's verdicts carry its ID and variant whichever way it
+// runs; without a Run of its own it runs RunOptions on nil options.
+func TestStampedLabelsVerdicts(t *testing.T) {
+	var got []transports.Options
+	p := stamped(&Probe{ID: "HX", RunOptions: func(_ context.Context, _ bool, _ time.Duration, o transports.Options) Verdict {
+		got = append(got, o)
+		return Verdict{Detail: "ran"}
+	}})
+	for _, v := range []Verdict{p.Run(context.Background(), true, time.Second),
+		RunWith(context.Background(), p, false, time.Second, transports.Options{"k": "v"})} {
+		if v.ID != "HX" || v.Detail != "ran" {
+			t.Errorf("verdict %+v: want ID HX, detail ran", v)
+		}
+	}
+	if v := p.Run(context.Background(), true, time.Second); !v.Unsafe {
+		t.Errorf("unsafe run: verdict %+v is not marked unsafe", v)
+	}
+	if len(got) != 3 || got[0] != nil || got[1]["k"] != "v" {
+		t.Errorf("RunOptions got %v, want nil, then the options", got)
 	}
 }

@@ -42,7 +42,7 @@ type h8Result struct {
 
 // h8Geometry is the fixed form's fragment ring: small, so that the
 // pipelined message is many rings long.
-var h8Geometry = transports.Options{"sm.frags": "2", "sm.frag": "4K"}
+var h8Geometry = transports.Options{sm.KeyFrags: "2", sm.KeyFrag: "4K"}
 
 func init() {
 	launch.Register(h8Kind, h8Rank)
@@ -52,7 +52,7 @@ func init() {
 		Description: "receiver posts a rendezvous and a pipelined receive (> fragment ring), then computes 3 deadlines without entering the transport; the sender must finish meanwhile, cma pull and push; unsafe: polling progress (sm.progress=poll)",
 		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
 			o := maps.Clone(h8Geometry)
-			o["sm.progress"] = "thread"
+			o[sm.KeyProgress] = "thread"
 			return runH8(ctx, unsafe, deadline, o)
 		},
 		RunOptions: runH8,
@@ -65,7 +65,7 @@ func init() {
 func h8Setup(base transports.Options, mode string, unsafe bool) (transports.Options, int, int, error) {
 	o := base.With(nil) // a copy to change
 	if unsafe {
-		o["sm.progress"] = "poll"
+		o[sm.KeyProgress] = "poll"
 	}
 	p, err := sm.ParseParams(o)
 	if err != nil {
@@ -73,15 +73,12 @@ func h8Setup(base transports.Options, mode string, unsafe bool) (transports.Opti
 	}
 	pipe := max(2*p.FragSlots*p.FragSize+p.FragSize/2, p.EagerLimit+1)
 	rndv := max(2*pipe, 1<<20)
-	o["cma.mode"] = mode
-	o["cma.threshold"] = strconv.Itoa(pipe + 1)
+	o[cma.KeyMode] = mode
+	o[cma.KeyThreshold] = strconv.Itoa(pipe + 1)
 	return o, pipe, rndv, nil
 }
 
 func runH8(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H8", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	d, err := transports.Lookup("cma")
 	if err != nil {
 		v.Outcome, v.Detail = ProbeFailed, err.Error()
@@ -108,7 +105,7 @@ func runH8(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 				}
 			}
 		}
-		progress = o["sm.progress"]
+		progress = o[sm.KeyProgress]
 		if progress == "" {
 			progress = "poll"
 		}

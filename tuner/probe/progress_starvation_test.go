@@ -1,12 +1,12 @@
 package probe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // H8: the progress thread lets the sender finish while the receiver
@@ -14,12 +14,7 @@ import (
 // sender, waiting in the engine. A configuration without the progress
 // thread is caught through RunWith (the sweep then switches to it).
 func TestH8ThreadPassesPollingStarves(t *testing.T) {
-	p, err := Lookup("H8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx := lookupProbe(t, "H8", 2*time.Minute)
 	const deadline = 500 * time.Millisecond
 	if v := p.Run(ctx, false, deadline); v.Outcome != Passed {
 		t.Fatalf("safe H8: %s", v.Line())
@@ -29,7 +24,7 @@ func TestH8ThreadPassesPollingStarves(t *testing.T) {
 		v    Verdict
 	}{
 		{"unsafe", p.Run(ctx, true, deadline)},
-		{"polling configuration", RunWith(ctx, p, false, deadline, transports.Options{"sm.progress": "poll"})},
+		{"polling configuration", RunWith(ctx, p, false, deadline, transports.Options{sm.KeyProgress: "poll"})},
 	}
 	for _, c := range cases {
 		if c.v.Outcome != HazardDetected || !strings.Contains(c.v.Detail, "hang") {
@@ -42,7 +37,7 @@ func TestH8ThreadPassesPollingStarves(t *testing.T) {
 			t.Errorf("%s: the sender's stacks do not show it waiting in the engine:\n%s", c.name, c.v.Stacks[0])
 		}
 	}
-	if v := RunWith(ctx, p, false, deadline, transports.Options{"sm.progress": "thread", "sm.frags": "4", "sm.frag": "8K"}); v.Outcome != Passed {
+	if v := RunWith(ctx, p, false, deadline, transports.Options{sm.KeyProgress: "thread", sm.KeyFrags: "4", sm.KeyFrag: "8K"}); v.Outcome != Passed {
 		t.Errorf("configuration with the progress thread: %s", v.Line())
 	}
 }

@@ -76,17 +76,11 @@ func init() {
 		ID:          "H1",
 		Hazard:      "allocator purge fires a memory hook that takes the registration-cache lock the allocating thread holds (libfabric#10879, ompi#13149, libfabric#9594)",
 		Description: "2 ranks over cma: fresh 64K-1M buffers every iteration from an allocator that purges at once, each registered (mlock) in a hooked registration cache, validated; unsafe: the cache grows a table in hooked memory under its lock (regcache.entries=hooked)",
-		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
-			return runH1(ctx, unsafe, deadline, nil)
-		},
-		RunOptions: runH1,
+		RunOptions:  runH1,
 	})
 }
 
 func runH1(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H1", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	o := h1Options(opts, unsafe)
 	cfg, err := hostmem.ParseConfig(o)
 	if err == nil {
@@ -101,19 +95,11 @@ func runH1(ctx context.Context, unsafe bool, deadline time.Duration, opts transp
 		return v
 	}
 	params, _ := json.Marshal(h1Params{Options: o, Iterations: h1Iterations, Window: h1Window}) // plain data always encodes
-	out, err := launch.Run(ctx, launch.Job{Kind: h1Kind, Size: 2, SegmentBytes: sp.SegmentBytes(2),
-		Params: params, Stall: max(deadline, h1MinStall)}, quiet)
 	setting := fmt.Sprintf("regcache.entries=%s, alloc.purge=%s", o[hostmem.KeyEntries], cfg.Purge)
-	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
-		v.Detail = setting + ": " + v.Detail
+	reports, ok := runRanks[h1Report](ctx, launch.Job{Kind: h1Kind, Size: 2, SegmentBytes: sp.SegmentBytes(2),
+		Params: params, Stall: max(deadline, h1MinStall)}, setting, &v)
+	if !ok {
 		return v
-	}
-	var reports [2]h1Report
-	for r := range reports {
-		if err := json.Unmarshal(out[r], &reports[r]); err != nil {
-			v.Outcome, v.Detail = ProbeFailed, fmt.Sprintf("decode rank %d's report: %v", r, err)
-			return v
-		}
 	}
 	pinned := "pinned by mlock"
 	for _, rep := range reports {
@@ -132,27 +118,11 @@ func runH1(ctx context.Context, unsafe bool, deadline time.Duration, opts transp
 // h1Rank: rank 0 sends, rank 1 receives. Both allocate, register and free
 // a window of buffers every iteration.
 func h1Rank(r *launch.Rank) (any, error) {
-	var par h1Params
-	if err := r.Params(&par); err != nil {
-		return nil, err
-	}
-	cfg, err := hostmem.ParseConfig(par.Options)
+	par, t, heap, err := h1Setup(r, cma.New, cma.Check)
 	if err != nil {
 		return nil, err
 	}
 	storage, err := hostmem.ParseEntryStorage(par.Options)
-	if err != nil {
-		return nil, err
-	}
-	env := rankEnv(r, par.Options)
-	t, err := cma.New(env)
-	if err != nil {
-		return nil, err
-	}
-	if err := cma.Check(t, env); err != nil {
-		return nil, err
-	}
-	heap, err := hostmem.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +146,27 @@ func h1Rank(r *launch.Rank) (any, error) {
 		return nil, err
 	}
 	return rep, heap.Close()
+}
+
+// h1Setup reads an H1 rank's parameters, opens its transport with open and
+// proves it with check, and makes its allocator.
+func h1Setup[T transports.Transport](r *launch.Rank, open func(transports.Env) (T, error), check func(transports.Transport, transports.Env) error) (par h1Params, t T, heap *hostmem.Allocator, err error) {
+	if err = r.Params(&par); err != nil {
+		return par, t, nil, err
+	}
+	cfg, err := hostmem.ParseConfig(par.Options)
+	if err != nil {
+		return par, t, nil, err
+	}
+	env := rankEnv(r, par.Options)
+	if t, err = open(env); err != nil {
+		return par, t, nil, err
+	}
+	if err = check(t, env); err != nil {
+		return par, t, nil, err
+	}
+	heap, err = hostmem.New(cfg)
+	return par, t, heap, err
 }
 
 // h1Traffic is the traffic of H1's shape over t: every iteration a

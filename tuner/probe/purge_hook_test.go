@@ -9,6 +9,7 @@ import (
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cma"
 	"github.com/gotune/gotune/transports/hostmem"
 	"github.com/gotune/gotune/transports/sm"
 )
@@ -18,12 +19,7 @@ import (
 // stalled rank's stacks showing the hook blocked on the cache lock inside
 // the table's growth.
 func TestH1SafePassesUnsafeIsCaught(t *testing.T) {
-	p, err := Lookup("h1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx := lookupProbe(t, "h1", 2*time.Minute)
 	safe := p.Run(ctx, false, time.Second) // stretched to h1MinStall
 	if safe.Outcome != Passed || !strings.Contains(safe.Detail, "regcache.entries=heap, alloc.purge=immediate") {
 		t.Fatalf("safe H1: %s", safe.Line())
@@ -74,12 +70,12 @@ func TestH1UnsafeCacheWithoutPurgeRunsThrough(t *testing.T) {
 // A candidate configuration runs under H1's stress settings: its purge
 // policy is overridden, its other options kept.
 func TestH1OptionsOverlay(t *testing.T) {
-	cand := transports.Options{"alloc.purge": "never", "alloc.cache": "8M", "cma.mode": "push"}
+	cand := transports.Options{hostmem.KeyPurge: "never", hostmem.KeyCache: "8M", cma.KeyMode: "push"}
 	for _, unsafe := range []bool{false, true} {
 		o := h1Options(cand, unsafe)
-		want := map[string]string{"alloc.purge": "immediate", "alloc.cache": "8M", "cma.mode": "push", "regcache.entries": "heap"}
+		want := map[string]string{hostmem.KeyPurge: "immediate", hostmem.KeyCache: "8M", cma.KeyMode: "push", hostmem.KeyEntries: "heap"}
 		if unsafe {
-			want["regcache.entries"] = "hooked"
+			want[hostmem.KeyEntries] = "hooked"
 		}
 		for k, w := range want {
 			if o[k] != w {
@@ -87,7 +83,7 @@ func TestH1OptionsOverlay(t *testing.T) {
 			}
 		}
 	}
-	if cand["alloc.purge"] != "never" {
+	if cand[hostmem.KeyPurge] != "never" {
 		t.Error("h1Options changed the candidate's options")
 	}
 }

@@ -33,10 +33,7 @@ func init() {
 		ID:          "H1X",
 		Hazard:      "H1 in the xpmem attachment cache: the allocator's release hook takes the cache lock the allocating thread holds",
 		Description: "2 ranks over xpmem (the module, or xpmem.device=fake): fresh 64K-1M buffers every iteration from an allocator that purges at once, each attached by the receiver (one cache entry per buffer), validated; unsafe: xpmem.hook=lock with the cache's table in hooked memory, grown under its lock",
-		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
-			return runH1X(ctx, unsafe, deadline, nil)
-		},
-		RunOptions: runH1X,
+		RunOptions:  runH1X,
 	})
 }
 
@@ -62,9 +59,6 @@ type h1xReport struct {
 }
 
 func runH1X(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H1X", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	o := h1xOptions(opts, unsafe)
 	_, err := hostmem.ParseConfig(o)
 	var sp sm.Params
@@ -79,23 +73,15 @@ func runH1X(ctx context.Context, unsafe bool, deadline time.Duration, opts trans
 		return v
 	}
 	params, _ := json.Marshal(h1Params{Options: o, Iterations: h1Iterations, Window: h1Window}) // plain data always encodes
-	out, err := launch.Run(ctx, launch.Job{Kind: h1xKind, Size: 2, SegmentBytes: sp.SegmentBytes(2),
-		Params: params, Stall: max(deadline, h1MinStall)}, quiet)
 	dev := o[xpmem.KeyDevice]
 	if dev == "" {
 		dev = "/dev/xpmem"
 	}
 	setting := fmt.Sprintf("xpmem.hook=%s, alloc.purge=immediate, device %s", o[xpmem.KeyHook], dev)
-	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
-		v.Detail = setting + ": " + v.Detail
+	reps, ok := runRanks[h1xReport](ctx, launch.Job{Kind: h1xKind, Size: 2, SegmentBytes: sp.SegmentBytes(2),
+		Params: params, Stall: max(deadline, h1MinStall)}, setting, &v)
+	if !ok {
 		return v
-	}
-	var reps [2]h1xReport
-	for r := range reps {
-		if err := json.Unmarshal(out[r], &reps[r]); err != nil {
-			v.Outcome, v.Detail = ProbeFailed, fmt.Sprintf("decode rank %d's report: %v", r, err)
-			return v
-		}
 	}
 	c := reps[1].Cache
 	v.Detail = fmt.Sprintf("%s (version %#x): 2 ranks, %d iterations x %d fresh buffers (64K-1M), %d validated messages; receiver: %d attaches, %d invalidations from %d notices, table growths %d; sender: %d purges through the release hook",
@@ -109,23 +95,7 @@ func runH1X(ctx context.Context, unsafe bool, deadline time.Duration, opts trans
 // h1xRank: rank 0 sends, rank 1 receives (and attaches); both allocate
 // and free a window of buffers every iteration.
 func h1xRank(r *launch.Rank) (any, error) {
-	var par h1Params
-	if err := r.Params(&par); err != nil {
-		return nil, err
-	}
-	cfg, err := hostmem.ParseConfig(par.Options)
-	if err != nil {
-		return nil, err
-	}
-	env := rankEnv(r, par.Options)
-	t, err := xpmem.New(env)
-	if err != nil {
-		return nil, err
-	}
-	if err := xpmem.Check(t, env); err != nil {
-		return nil, err
-	}
-	heap, err := hostmem.New(cfg)
+	par, t, heap, err := h1Setup(r, xpmem.New, xpmem.Check)
 	if err != nil {
 		return nil, err
 	}

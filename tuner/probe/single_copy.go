@@ -49,10 +49,7 @@ func init() {
 		ID:          "H6",
 		Hazard:      "single copy without permission or after the peer is gone (CMA under ptrace rules; a peer exiting mid-copy)",
 		Description: "cma with the kernel refusing rank 0's copies (EPERM): validated rendezvous messages both ways, pull and push, must fall back; a peer exits mid-rendezvous: the survivor must get a clear error; unsafe: a failed copy counts as done (cma.onerror=ignore)",
-		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
-			return runH6(ctx, unsafe, deadline, nil)
-		},
-		RunOptions: runH6,
+		RunOptions:  runH6,
 	})
 }
 
@@ -63,18 +60,15 @@ func init() {
 // happen there, not on a progress thread.
 func h6Options(base transports.Options, mode string, unsafe bool) transports.Options {
 	o := base.With(nil) // a copy to change
-	o["cma.mode"] = mode
-	o["sm.progress"] = "poll"
+	o[cma.KeyMode] = mode
+	o[sm.KeyProgress] = "poll"
 	if unsafe {
-		o["cma.onerror"] = "ignore"
+		o[cma.KeyOnError] = "ignore"
 	}
 	return o
 }
 
 func runH6(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) (v Verdict) {
-	start := time.Now()
-	v = Verdict{ID: "H6", Unsafe: unsafe}
-	defer func() { v.Duration = time.Since(start) }()
 	d, err := transports.Lookup("cma")
 	if err != nil {
 		v.Outcome, v.Detail = ProbeFailed, err.Error()
@@ -244,7 +238,7 @@ func h6Fallback(r *launch.Rank, ep *sm.Endpoint, par h6Params, sizes []int, buf 
 // rank 1 answered it before leaving). Surviving receiver: rank 1's
 // request-to-send is out, and rank 0 receives it once rank 1 has exited.
 func h6Gone(r *launch.Rank, ep *sm.Endpoint, par h6Params, buf []byte) (any, error) {
-	push := par.Options["cma.mode"] == "push"
+	push := par.Options[cma.KeyMode] == "push"
 	if r.ID == 1 {
 		if par.Survivor == "receiver" {
 			fillH6(buf, 1, 0)

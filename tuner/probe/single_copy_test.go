@@ -1,24 +1,20 @@
 package probe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cma"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // H6's safe form falls back and reports clear errors for a peer that is
 // gone; the unsafe form (errors ignored) delivers wrong bytes, and
 // validation says so.
 func TestH6SafePassesUnsafeCorrupts(t *testing.T) {
-	p, err := Lookup("H6")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx := lookupProbe(t, "H6", 2*time.Minute)
 	v := p.Run(ctx, false, 2*time.Second)
 	if v.Outcome != Passed {
 		t.Fatalf("safe H6: %s", v.Line())
@@ -33,11 +29,11 @@ func TestH6SafePassesUnsafeCorrupts(t *testing.T) {
 		t.Fatalf("unsafe H6: %s", v.Line())
 	}
 	// A candidate configuration: its own chunking and progress mode.
-	v = RunWith(ctx, p, false, 2*time.Second, transports.Options{"cma.chunk": "64K", "sm.progress": "thread", "sm.frags": "4"})
+	v = RunWith(ctx, p, false, 2*time.Second, transports.Options{cma.KeyChunk: "64K", sm.KeyProgress: "thread", sm.KeyFrags: "4"})
 	if v.Outcome != Passed {
 		t.Errorf("H6 on a configuration: %s", v.Line())
 	}
-	v = RunWith(ctx, p, false, 2*time.Second, transports.Options{"cma.onerror": "ignore"})
+	v = RunWith(ctx, p, false, 2*time.Second, transports.Options{cma.KeyOnError: "ignore"})
 	if v.Outcome != HazardDetected {
 		t.Errorf("H6 on a configuration that ignores copy errors: %s", v.Line())
 	}

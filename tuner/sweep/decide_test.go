@@ -10,6 +10,7 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/auto"
 )
 
 // trial fabricates a stored trial: every size gets the same samples.
@@ -535,7 +536,7 @@ func verifyTrials(hash string, firstRound, nRounds int, at map[string]map[int]fl
 		for _, cand := range slices.Sorted(maps.Keys(at)) {
 			tr := Trial{Stage: stageVerify, Candidate: cand, Pattern: bench.Bandwidth, Round: round}
 			if cand == "auto" {
-				tr.Options = transports.Options{"auto.hash": hash}
+				tr.Options = transports.Options{auto.KeyHash: hash}
 			}
 			for _, n := range slices.Sorted(maps.Keys(at[cand])) {
 				v := at[cand][n] * noise[(round+len(cand))%len(noise)]

@@ -16,6 +16,7 @@ import (
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/auto"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // buildProfile turns the decisions and the passed probes into a profile.
@@ -159,10 +160,10 @@ func (r *Runner) setRoutes(ranges []Range) {
 func (r *Runner) referenceOptions(p *profile.Profile) transports.Options {
 	var o transports.Options
 	if ring, d := affordableBuiltin(r.fits), defaultSM(); ring.Frag != d.Frag || ring.Slots != d.Slots {
-		o = transports.Options{"sm.frag": itoa(ring.Frag), "sm.frags": itoa(ring.Slots)}
+		o = transports.Options{sm.KeyFrag: itoa(ring.Frag), sm.KeyFrags: itoa(ring.Slots)}
 	}
 	if d, ok := p.Decisions[profile.Intranode][profile.HostHost]; ok && d.Progress == "thread" {
-		o = o.With(transports.Options{"sm.progress": "thread"})
+		o = o.With(transports.Options{sm.KeyProgress: "thread"})
 	}
 	return o
 }
@@ -184,17 +185,15 @@ func (r *Runner) verify(path, hash string, sizes []int, first, trail int) (next 
 		r.notes = append(r.notes, "verify: no auto transport in this build")
 		return next, nil
 	}
-	autoOpts := transports.Options{"auto.hash": hash}
 	p, err := profile.Load(path)
 	if err != nil {
 		return next, fmt.Errorf("verify: %w", err)
 	}
-	if auto.Overrides(p) != "" {
-		autoOpts["auto.overrides"] = auto.Overrides(p)
-	}
+	autoOpts := auto.LaunchOptions(path, p)
+	delete(autoOpts, auto.KeyProfile) // the path goes in the trial's extra (below), outside its key
 	cands := []candidate{{name: "auto", transport: "auto", opts: autoOpts}}
 	if t := r.meta.Verify; t != nil && t.Against != nil {
-		cands = append(cands, candidate{name: againstCandidate, transport: "auto", opts: transports.Options{"auto.hash": t.Against.Hash}})
+		cands = append(cands, candidate{name: againstCandidate, transport: "auto", opts: transports.Options{auto.KeyHash: t.Against.Hash}})
 	} else {
 		ref := r.referenceOptions(p)
 		for _, name := range r.plan.Transports {
@@ -228,9 +227,9 @@ func (r *Runner) verify(path, hash string, sizes []int, first, trail int) (next 
 				Pattern: bench.Bandwidth, Sizes: roundSizes, Round: round}
 			switch c.name {
 			case "auto":
-				t.extra = transports.Options{"auto.profile": path}
+				t.extra = transports.Options{auto.KeyProfile: path}
 			case againstCandidate:
-				t.extra = transports.Options{"auto.profile": r.meta.Verify.Against.Profile}
+				t.extra = transports.Options{auto.KeyProfile: r.meta.Verify.Against.Profile}
 			}
 			if key := t.key(); r.replayOnly && !r.store.Has(key) && !r.store.Has(budgetStopKey(key)) {
 				// tune re-emitted a profile other than the one verified

@@ -78,13 +78,13 @@ func (g *GPUParams) options() transports.Options {
 	if g == nil {
 		return nil
 	}
-	o := transports.Options{"cudaipc.gpus": g.GPUs, "cudaipc.threshold": itoa(g.Threshold),
-		"cudaipc.staging": g.Staging, "cudaipc.pinned-threshold": itoa(g.PinnedThreshold)}
+	o := transports.Options{cudaipc.KeyGPUs: g.GPUs, cudaipc.KeyThreshold: itoa(g.Threshold),
+		cudaipc.KeyStaging: g.Staging, cudaipc.KeyPinnedThreshold: itoa(g.PinnedThreshold)}
 	if g.Copy != "" {
-		o["cudaipc.copy"] = g.Copy
+		o[cudaipc.KeyCopy] = g.Copy
 	}
 	if g.Cache > 0 {
-		o["cudaipc.cache"] = itoa(g.Cache)
+		o[cudaipc.KeyCache] = itoa(g.Cache)
 	}
 	if g.Alloc != "" {
 		o[gpumem.OptionKey] = g.Alloc
@@ -134,7 +134,7 @@ func gpuPathCands(g GPUPlan, staging []string, base transports.Options) []candid
 	for si, st := range staging {
 		for _, th := range g.Thresholds {
 			n := int(th)
-			o := base.With(transports.Options{"cudaipc.staging": st, "cudaipc.threshold": itoa(n)})
+			o := base.With(transports.Options{cudaipc.KeyStaging: st, cudaipc.KeyThreshold: itoa(n)})
 			// Cheaper: async staging (it cannot couple to a kernel), then
 			// fewer IPC mappings (a higher threshold).
 			out = append(out, candidate{name: "staging=" + st + ",ipc>=" + th.String(), transport: "cudaipc",
@@ -151,9 +151,8 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 		return nil
 	}
 	gp := &GPUParams{GPUs: g.GPUs, Threshold: cudaipc.DefaultThreshold, Staging: "async", PinnedThreshold: cudaipc.DefaultPinnedThreshold}
-	base := sm.options()
-	delete(base, "sm.progress") // cudaipc polls
-	base["cudaipc.gpus"] = g.GPUs
+	base := cudaipc.Polling(sm.options())
+	base[cudaipc.KeyGPUs] = g.GPUs
 
 	staging, err := r.safeStaging(gp)
 	if err != nil {
@@ -169,7 +168,7 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 	decided := func() transports.Options { return base.With(gp.options()) }
 
 	// Copy engines or SMs for the single copy (cheaper: the plan's order).
-	i, err := r.gpuOptionStage(stageGPUCopy, "cudaipc.copy", g.Copies, func(i int) int64 { return int64(i) },
+	i, err := r.gpuOptionStage(stageGPUCopy, cudaipc.KeyCopy, g.Copies, func(i int) int64 { return int64(i) },
 		g.CopySizes.Sizes(), 0, decided(), gp, out)
 	if err != nil {
 		return err
@@ -183,7 +182,7 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 	for i, n := range g.IPCCaches {
 		caches[i] = itoa(n)
 	}
-	i, err = r.gpuOptionStage(stageGPUCache, "cudaipc.cache", caches, func(i int) int64 { return int64(g.IPCCaches[i]) },
+	i, err = r.gpuOptionStage(stageGPUCache, cudaipc.KeyCache, caches, func(i int) int64 { return int64(g.IPCCaches[i]) },
 		g.CacheSizes.Sizes(), g.IPCBuffers, decided(), gp, out)
 	if err != nil {
 		return err
@@ -197,7 +196,7 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 		var pc []candidate
 		for _, th := range g.PinnedThresholds {
 			n := int(th)
-			o := decided().With(transports.Options{"cudaipc.pinned-threshold": itoa(n)})
+			o := decided().With(transports.Options{cudaipc.KeyPinnedThreshold: itoa(n)})
 			pc = append(pc, candidate{name: "pinned>=" + th.String(), transport: "cudaipc", opts: o, cost: -int64(n), gpu: GPUParams{PinnedThreshold: n}})
 		}
 		tg := &TrialGPU{Mem: "pinned,device", GPUs: g.GPUs}
@@ -330,7 +329,7 @@ func failedWhy(trials []Trial, stage, cand string) string {
 // Without H4 in this build every mode stays, and a note says so.
 func (r *Runner) safeStaging(gp *GPUParams) ([]string, error) {
 	modes := r.plan.GPU.Staging
-	verdicts, found, err := r.probeModes("H4", "cudaipc.staging", modes, "sync", gp.GPUs)
+	verdicts, found, err := r.probeModes("H4", cudaipc.KeyStaging, modes, "sync", gp.GPUs)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +363,7 @@ func (r *Runner) probeModes(id, key string, modes []string, unsafeMode, gpus str
 		return nil, false, nil
 	}
 	for _, m := range modes {
-		v, _, err := r.probeOnce(p, m == unsafeMode, transports.Options{"cudaipc.gpus": gpus, key: m})
+		v, _, err := r.probeOnce(p, m == unsafeMode, transports.Options{cudaipc.KeyGPUs: gpus, key: m})
 		if err != nil {
 			return nil, true, err
 		}

@@ -9,6 +9,9 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cudaipc"
+	"github.com/gotune/gotune/transports/gpumem"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 // gpuTrial fabricates a device-path trial at a load; late marks every
@@ -76,7 +79,7 @@ func TestStalled(t *testing.T) {
 // resumed sweep reuses measurements stored by an older gotune; a GPU
 // trial's buffers and load are part of its key.
 func TestTrialKeys(t *testing.T) {
-	host := Trial{Stage: "eager", Candidate: "eager=4K", Transport: "sm", Options: transports.Options{"sm.eager": "4096"},
+	host := Trial{Stage: "eager", Candidate: "eager=4K", Transport: "sm", Options: transports.Options{sm.KeyEager: "4096"},
 		Pattern: bench.Latency, Sizes: []int{8, 256}, Round: 2}
 	// Computed by the key function as it was before Trial.GPU.
 	if got, want := host.key(), "trial:1c7470f3dffa872e432f4c4b"; got != want {
@@ -148,15 +151,15 @@ func TestGPUPlanCheck(t *testing.T) {
 func TestGPUParamsOptions(t *testing.T) {
 	g := &GPUParams{GPUs: "0,1", Threshold: 0, Staging: "async", PinnedThreshold: 256 << 10, Alloc: "pool"}
 	o := g.options()
-	if _, ok := o["cudaipc.copy"]; ok {
+	if _, ok := o[cudaipc.KeyCopy]; ok {
 		t.Errorf("undecided copy rendered: %v", o)
 	}
-	if _, ok := o["cudaipc.cache"]; ok {
+	if _, ok := o[cudaipc.KeyCache]; ok {
 		t.Errorf("undecided cache rendered: %v", o)
 	}
 	g.Copy, g.Cache = "sm", 16
 	o = g.options()
-	if o["cudaipc.copy"] != "sm" || o["cudaipc.cache"] != "16" || o["gpu.alloc"] != "pool" || o["cudaipc.pinned-threshold"] != "262144" {
+	if o[cudaipc.KeyCopy] != "sm" || o[cudaipc.KeyCache] != "16" || o[gpumem.OptionKey] != "pool" || o[cudaipc.KeyPinnedThreshold] != "262144" {
 		t.Errorf("options %v", o)
 	}
 	if err := transports.CheckKeys(o); err != nil {

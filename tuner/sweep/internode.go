@@ -8,6 +8,8 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/ib"
+	"github.com/gotune/gotune/transports/tcp"
 )
 
 // Inter-node stages: when the run's ranks span nodes (gotune sweep
@@ -136,12 +138,12 @@ func (r *Runner) internodeStages(out *Outcome) error {
 	case "tcp":
 		for i, n := range ip.Conns {
 			cands = append(cands, internodeCandidate(fmt.Sprintf("tcp-conns-%d", n), t,
-				params.Options.With(transports.Options{"tcp.conns": itoa(n)}), int64(n*10+i)))
+				params.Options.With(transports.Options{tcp.KeyConns: itoa(n)}), int64(n*10+i)))
 		}
 	case "ib":
 		for i, m := range ip.Rendezvous {
 			cands = append(cands, internodeCandidate("ib-rndv-"+m, t,
-				params.Options.With(transports.Options{"ib.rndv": m}), int64(i)))
+				params.Options.With(transports.Options{ib.KeyRndv: m}), int64(i)))
 		}
 	}
 	if len(cands) > 0 {
@@ -180,12 +182,12 @@ func queueCandidates(ip InternodePlan, t string, opts transports.Options) []cand
 		for _, b := range ip.SocketBufs {
 			v := transports.FormatSize(int(b))
 			cands = append(cands, internodeCandidate("tcp-buffers-"+v, t,
-				opts.With(transports.Options{"tcp.sndbuf": v, "tcp.rcvbuf": v}), int64(b)))
+				opts.With(transports.Options{tcp.KeySndBuf: v, tcp.KeyRcvBuf: v}), int64(b)))
 		}
 	case "ib":
 		for _, n := range ip.Credits {
 			cands = append(cands, internodeCandidate(fmt.Sprintf("ib-credits-%d", n), t,
-				opts.With(transports.Options{"ib.credits": itoa(n)}), int64(n)))
+				opts.With(transports.Options{ib.KeyCredits: itoa(n)}), int64(n)))
 		}
 	}
 	return cands
@@ -221,24 +223,20 @@ func defaultEager(transport string) (int, error) {
 func internodeFootprint(p InternodeParams) string {
 	switch p.Transport {
 	case "ib":
-		credits, _ := transports.Options(p.Options).Int("ib.credits", ibDefaultCredits)
+		credits, _ := transports.Options(p.Options).Int(ib.KeyCredits, ib.DefaultCredits)
 		slot := (ibHeader + p.Eager + 63) / 64 * 64
 		per := int64(2 * credits * slot) // as many send slots as receive slots
 		return fmt.Sprintf("registered memory per peer: %s (%d receive and %d send slots of %s), plus the registration cache of user buffers",
 			bytesize.Human(per), credits, credits, transports.FormatSize(slot))
 	default:
-		conns, _ := transports.Options(p.Options).Int("tcp.conns", 1)
+		conns, _ := transports.Options(p.Options).Int(tcp.KeyConns, 1)
 		return fmt.Sprintf("no registered memory; %d socket(s) per peer with the kernel's buffers", conns)
 	}
 }
 
-// The ib transport's slot layout (transports/ib: a 32-byte header before
-// each eager payload, slots of 64-byte multiples) and default credits, for
-// the footprint line; the sweep does not link the transport's internals.
-const (
-	ibHeader         = 32
-	ibDefaultCredits = 32
-)
+// ibHeader is the ib transport's slot layout (a 32-byte header before each
+// eager payload, slots of 64-byte multiples), for the footprint line.
+const ibHeader = 32
 
 // internodeSummary is one line per decided option, for the summary.
 func internodeSummary(p *InternodeParams) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/gotune/gotune/internal/launch/launchtest"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/auto"
 	"github.com/gotune/gotune/tuner/store"
 )
 
@@ -83,7 +84,7 @@ func TestInternodeStagesDecideBetweenNodes(t *testing.T) {
 	// inter-node decision by the ranks' hosts), payloads checked.
 	abs, _ := filepath.Abs(res.ProfilePath)
 	for _, nodes := range []int{2, 1} {
-		spec := bench.Spec{Transport: "auto", Options: transports.Options{"auto.profile": abs, "auto.hash": prof.Hash},
+		spec := bench.Spec{Transport: "auto", Options: transports.Options{auto.KeyProfile: abs, auto.KeyHash: prof.Hash},
 			Pattern: bench.Bandwidth, Sizes: []int{8, d.EagerLimit, d.EagerLimit + 1, 1 << 20}, Reps: 1, Iters: 4, Warmup: 1,
 			Window: 4, Validate: true, Nodes: nodes}
 		if _, err := bench.Run(context.Background(), spec, 0, launch.Hooks{}); err != nil {

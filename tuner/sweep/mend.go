@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/auto"
 	"github.com/gotune/gotune/tuner/search"
 )
 
@@ -32,7 +33,7 @@ func (r *Runner) verifyEvidence(hashes ...string) verifyEvidence {
 		if t.Stage != stageVerify || t.Failed != "" {
 			continue
 		}
-		if t.Candidate == "auto" && len(hashes) > 0 && !slices.Contains(hashes, t.Options["auto.hash"]) {
+		if t.Candidate == "auto" && len(hashes) > 0 && !slices.Contains(hashes, t.Options[auto.KeyHash]) {
 			continue
 		}
 		if t.Candidate != "auto" {
@@ -43,7 +44,7 @@ func (r *Runner) verifyEvidence(hashes ...string) verifyEvidence {
 			addRound(ev.singles[t.Candidate], t)
 			continue
 		}
-		h := t.Options["auto.hash"]
+		h := t.Options[auto.KeyHash]
 		if !slices.Contains(ev.hashes, h) {
 			ev.hashes = append(ev.hashes, h)
 		}

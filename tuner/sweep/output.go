@@ -12,6 +12,9 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cudaipc"
+	"github.com/gotune/gotune/transports/gpumem"
+	"github.com/gotune/gotune/transports/sm"
 	"github.com/gotune/gotune/tuner/search"
 	"github.com/gotune/gotune/tuner/stack"
 )
@@ -142,12 +145,12 @@ func (r *Runner) summary(res Result) string {
 		if len(g.StagingVerdicts) > 0 {
 			fmt.Fprintf(&w, " staging modes (probe H4 on every mode:)\n")
 			for _, v := range g.StagingVerdicts {
-				fmt.Fprintf(&w, "   %s: %s: %s\n", v.Options["cudaipc.staging"], v.Outcome, v.Detail)
+				fmt.Fprintf(&w, "   %s: %s: %s\n", v.Options[cudaipc.KeyStaging], v.Outcome, v.Detail)
 			}
 		}
 		fmt.Fprintf(&w, " GPU allocator: %s (probe H2 on every mode:)\n", g.Alloc)
 		for _, v := range g.AllocVerdicts {
-			fmt.Fprintf(&w, "   %s: %s: %s\n", v.Options["gpu.alloc"], v.Outcome, v.Detail)
+			fmt.Fprintf(&w, "   %s: %s: %s\n", v.Options[gpumem.OptionKey], v.Outcome, v.Detail)
 		}
 		fmt.Fprintln(&w)
 	}
@@ -201,10 +204,10 @@ func (r *Runner) referenceNote() string {
 			continue
 		}
 		var with []string
-		if frag, err := strconv.Atoi(t.Options["sm.frag"]); err == nil {
-			with = append(with, fmt.Sprintf("the fragment ring %sx%s the node affords at %d ranks", transports.FormatSize(frag), t.Options["sm.frags"], r.ranksPerNode()))
+		if frag, err := strconv.Atoi(t.Options[sm.KeyFrag]); err == nil {
+			with = append(with, fmt.Sprintf("the fragment ring %sx%s the node affords at %d ranks", transports.FormatSize(frag), t.Options[sm.KeyFrags], r.ranksPerNode()))
 		}
-		if t.Options["sm.progress"] == "thread" {
+		if t.Options[sm.KeyProgress] == "thread" {
 			with = append(with, "the progress thread the safety phase requires")
 		}
 		if len(with) > 0 {

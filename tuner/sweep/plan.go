@@ -15,7 +15,10 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cma"
 	"github.com/gotune/gotune/transports/gpumem"
+	"github.com/gotune/gotune/transports/knem"
+	"github.com/gotune/gotune/transports/xpmem"
 )
 
 // Plan says what a sweep measures and how hard it tries. A plan file sets
@@ -355,10 +358,10 @@ var transportCandidates = map[string]struct {
 	opts   transports.Options
 }{
 	"sm":       {"sm", nil},
-	"cma":      {"cma", transports.Options{"cma.mode": "pull"}},
-	"cma-push": {"cma", transports.Options{"cma.mode": "push"}},
-	"knem":     {"knem", transports.Options{"knem.mode": "pull"}},
-	"xpmem":    {"xpmem", transports.Options{"xpmem.mode": "pull"}},
+	"cma":      {"cma", transports.Options{cma.KeyMode: "pull"}},
+	"cma-push": {"cma", transports.Options{cma.KeyMode: "push"}},
+	"knem":     {"knem", transports.Options{knem.KeyMode: "pull"}},
+	"xpmem":    {"xpmem", transports.Options{xpmem.KeyMode: "pull"}},
 }
 
 // TransportCandidateNames lists the names a plan's transports may use.

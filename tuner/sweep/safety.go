@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/hostmem"
 	"github.com/gotune/gotune/tuner/probe"
 	"github.com/gotune/gotune/tuner/store"
 )
@@ -141,8 +142,8 @@ func (r *Runner) safety(out *Outcome) (Safety, error) {
 // implies (what the probes run on).
 func (r *Runner) emittedOptions(out Outcome) transports.Options {
 	o := out.SM.options()
-	o["alloc.purge"] = out.Alloc.Purge
-	o["alloc.thp"] = onOff(out.Alloc.THP)
-	o["alloc.cache"] = fmt.Sprint(out.Alloc.Cache)
+	o[hostmem.KeyPurge] = out.Alloc.Purge
+	o[hostmem.KeyTHP] = onOff(out.Alloc.THP)
+	o[hostmem.KeyCache] = fmt.Sprint(out.Alloc.Cache)
 	return o.With(out.GPU.options())
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/hostmem"
 	"github.com/gotune/gotune/transports/sm"
 	"github.com/gotune/gotune/tuner/probe"
 	"github.com/gotune/gotune/tuner/search"
@@ -57,23 +58,23 @@ type AllocParams struct {
 
 // options renders the allocator settings as alloc.* options.
 func (a AllocParams) options() transports.Options {
-	return transports.Options{"alloc.purge": a.Purge, "alloc.thp": onOff(a.THP), "alloc.cache": transports.FormatSize(int(a.Cache))}
+	return transports.Options{hostmem.KeyPurge: a.Purge, hostmem.KeyTHP: onOff(a.THP), hostmem.KeyCache: transports.FormatSize(int(a.Cache))}
 }
 
 // cacheOptions is options as the cache stage has always keyed its trials:
 // the cache size in plain bytes.
 func (a AllocParams) cacheOptions() transports.Options {
 	o := a.options()
-	o["alloc.cache"] = itoa(int(a.Cache))
+	o[hostmem.KeyCache] = itoa(int(a.Cache))
 	return o
 }
 
 // options renders the channel parameters as sm.* options.
 func (p SMParams) options() transports.Options {
-	o := transports.Options{"sm.eager": itoa(p.Eager), "sm.cell": itoa(p.Cell), "sm.frag": itoa(p.Frag),
-		"sm.frags": itoa(p.Slots), "sm.depth": itoa(p.Depth)}
+	o := transports.Options{sm.KeyEager: itoa(p.Eager), sm.KeyCell: itoa(p.Cell), sm.KeyFrag: itoa(p.Frag),
+		sm.KeyFrags: itoa(p.Slots), sm.KeyDepth: itoa(p.Depth)}
 	if p.Progress != "" && p.Progress != "poll" {
-		o["sm.progress"] = p.Progress
+		o[sm.KeyProgress] = p.Progress
 	}
 	return o
 }

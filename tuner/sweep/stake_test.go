@@ -11,6 +11,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
 	"github.com/gotune/gotune/tuner/store"
 )
 
@@ -137,9 +138,9 @@ func TestReferenceOptions(t *testing.T) {
 		want transports.Options
 	}{
 		{"the built-in ring fits, polling progress", 2 * memoryShare * nodeBytes(pair, 32), poll, nil},
-		{"the built-in ring fits, the progress thread", 2 * memoryShare * nodeBytes(pair, 32), thread, transports.Options{"sm.progress": "thread"}},
-		{"half the ring fits", memoryShare * nodeBytes(pair, 32) * 3 / 4, poll, transports.Options{"sm.frag": itoa(builtin.Frag), "sm.frags": itoa(builtin.Slots / 2)}},
-		{"both", memoryShare * nodeBytes(pair, 32) * 3 / 4, thread, transports.Options{"sm.frag": itoa(builtin.Frag), "sm.frags": itoa(builtin.Slots / 2), "sm.progress": "thread"}},
+		{"the built-in ring fits, the progress thread", 2 * memoryShare * nodeBytes(pair, 32), thread, transports.Options{sm.KeyProgress: "thread"}},
+		{"half the ring fits", memoryShare * nodeBytes(pair, 32) * 3 / 4, poll, transports.Options{sm.KeyFrag: itoa(builtin.Frag), sm.KeyFrags: itoa(builtin.Slots / 2)}},
+		{"both", memoryShare * nodeBytes(pair, 32) * 3 / 4, thread, transports.Options{sm.KeyFrag: itoa(builtin.Frag), sm.KeyFrags: itoa(builtin.Slots / 2), sm.KeyProgress: "thread"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Runner{plan: Quick()}
