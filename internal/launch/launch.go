@@ -258,7 +258,7 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 	}()
 	select {
 	case err := <-j.failed:
-		return nil, err
+		return nil, j.rootCause(err)
 	case <-j.doneCh:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("launch %s: %w", job.Kind, context.Cause(ctx))
@@ -378,6 +378,39 @@ func rankCommand(exe string, r, size int, boot, token string, stdout, stderr io.
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid, Pdeathsig: syscall.SIGKILL}
 	return cmd
+}
+
+// rootCause returns the death of a rank this launcher started, by a
+// signal the job did not send, when that rank had already exited as err
+// arrived; else err. A peer that sees the death (sm polls its pidfd) can
+// report it before the launcher reaps the dead rank, and the death is the
+// cause the user needs. Only ranks already exited are waited for, so this
+// returns at once; the caller has not killed anything yet.
+func (j *running) rootCause(err error) error {
+	for r, cmd := range j.local {
+		if cmd == nil || cmd.Process == nil {
+			continue
+		}
+		select {
+		case <-j.exited[r]:
+		default:
+			w, werr := sys.WatchProcess(cmd.Process.Pid)
+			if werr != nil {
+				continue
+			}
+			gone := w.Exited()
+			w.Close()
+			if !gone {
+				continue
+			}
+			<-j.exited[r]
+		}
+		var killed *KilledError
+		if e := exitError(j.exitErr[r]); errors.As(e, &killed) {
+			return fmt.Errorf("rank %d of %s: %w", r, j.job.Kind, e)
+		}
+	}
+	return err
 }
 
 // KilledError is a rank process ended by a signal the job did not send

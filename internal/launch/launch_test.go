@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/gotune/gotune/internal/sys"
 )
 
 func TestMain(m *testing.M) {
@@ -46,6 +48,20 @@ func TestMain(m *testing.M) {
 		}
 		var m message
 		return nil, r.dec.Decode(&m)
+	})
+	Register("peer-reports-death", func(r *Rank) (any, error) {
+		// Rank 0 dies by SIGKILL; rank 1 sees the death first-hand and
+		// reports it, racing the launcher's reaping of rank 0.
+		if err := r.Barrier(); err != nil {
+			return nil, err
+		}
+		if r.ID == 0 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		if err := sys.WaitProcessExit(r.PIDs[0], time.Minute); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("peer rank 0 has exited")
 	})
 	Register("vanish", func(r *Rank) (any, error) {
 		os.Exit(0)
@@ -198,6 +214,17 @@ func TestKilledRankLeavesNothing(t *testing.T) {
 				}
 				assertGone(t, pids)
 			})
+		}
+	}
+}
+
+// A rank killed from outside is the job's error even when a peer reports
+// the death before the launcher has reaped the dead rank.
+func TestKilledRankIsTheCausePeersReport(t *testing.T) {
+	for i := range 10 {
+		_, err := Run(context.Background(), Job{Kind: "peer-reports-death", Size: 2}, Hooks{})
+		if err == nil || !strings.Contains(err.Error(), "rank 0") || !strings.Contains(err.Error(), "killed by signal 9") {
+			t.Fatalf("run %d: got %v, want rank 0 killed by signal 9", i, err)
 		}
 	}
 }
