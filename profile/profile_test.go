@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -54,18 +56,7 @@ func sample() *Profile {
 // golden compares got with the file, or rewrites the file with -update.
 func golden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	testutil.Golden(t, path, got, *update)
 }
 
 // writeFile writes data to a file named name in a new temporary directory.
