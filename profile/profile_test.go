@@ -147,23 +147,31 @@ func TestRoundTrip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := sample()
 			mutate(p)
-			path := filepath.Join(t.TempDir(), "profile.yaml")
-			if err := Write(path, p); err != nil {
-				t.Fatal(err)
-			}
-			got, err := LoadEnv(path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Path() != path {
-				t.Errorf("Path() = %q, want %q", got.Path(), path)
-			}
-			got.path = ""
+			got := roundTrip(t, p)
 			if !reflect.DeepEqual(got, p) {
 				t.Errorf("loaded\n%#v\nwrote\n%#v", got, p)
 			}
 		})
 	}
+}
+
+// roundTrip writes p to a new file and loads it back, its path checked
+// and then cleared so that it compares with p.
+func roundTrip(t *testing.T, p *Profile) *Profile {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "profile.yaml")
+	if err := Write(path, p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadEnv(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Path() != path {
+		t.Errorf("Path() = %q, want %q", got.Path(), path)
+	}
+	got.path = ""
+	return got
 }
 
 func withProgress(p *Profile, progress string) Decision {
