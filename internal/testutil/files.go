@@ -30,6 +30,21 @@ func ModuleRoot(t testing.TB) string {
 	}
 }
 
+// WriteTree writes files, each a path relative to root and its content,
+// making the directories they need: a fake /proc or /sys for a test.
+func WriteTree(t testing.TB, root string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Updating reports whether the test binary was given -update, a flag its
 // package defines: golden files are then rewritten, not compared.
 func Updating() bool {
