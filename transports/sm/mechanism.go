@@ -28,5 +28,14 @@ func RegisterMechanism(name string, m Mechanism) { mechanisms.Register(name, m) 
 // LookupMechanism finds a registered mechanism.
 func LookupMechanism(name string) (Mechanism, bool) { return mechanisms.Lookup(name) }
 
+// RouteBySize is a copier's Rendezvous rule: route's answer when it has
+// one (a profile's ranges), else whether n reaches threshold.
+func RouteBySize(route func(n int) bool, threshold, n int) bool {
+	if route != nil {
+		return route(n)
+	}
+	return n >= threshold
+}
+
 // MechanismNames lists the registered mechanisms, sorted.
 func MechanismNames() []string { return mechanisms.Names() }
