@@ -1,10 +1,10 @@
 package sys
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/gotune/gotune/internal/testutil"
 )
 
 // CpusetCPUs reads the cpuset of the process's cgroup (v2, walking up to
@@ -45,7 +45,15 @@ func TestCpusetCPUs(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
-			testutil.WriteTree(t, root, c.files)
+			for name, body := range c.files {
+				p := filepath.Join(root, name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			got, err := CpusetCPUs(root)
 			if (err != nil) != c.wantErr || !slices.Equal(got, c.want) {
 				t.Fatalf("CpusetCPUs = %v, %v; want %v (error: %v)", got, err, c.want, c.wantErr)
