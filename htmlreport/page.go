@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/font"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/atomicfile"
 	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/transports"
@@ -383,12 +384,7 @@ func duplicate(ids []string) string {
 
 // writeFile writes path whole or not at all.
 func writeFile(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	return nil

@@ -23,46 +23,12 @@ import (
 	"github.com/gotune/gotune/internal/testutil"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+var _ = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // golden compares got with testdata/name, or writes it there with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to write it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs from what was drawn (go test -update rewrites it; review the diff):\n%s", path, firstDiff(string(want), string(got)))
-	}
-}
-
-// firstDiff shows the first line where two texts differ.
-func firstDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := range max(len(w), len(g)) {
-		var a, b string
-		if i < len(w) {
-			a = w[i]
-		}
-		if i < len(g) {
-			b = g[i]
-		}
-		if a != b {
-			return fmt.Sprintf("line %d:\n want %q\n got  %q", i+1, a, b)
-		}
-	}
-	return ""
+	testutil.GoldenFile(t, name, got)
 }
 
 // A chart with every element the report draws (bands, a chosen line, a

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -54,18 +56,7 @@ func sample() *Profile {
 // golden compares got with the file, or rewrites the file with -update.
 func golden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	testutil.Golden(t, path, got, *update)
 }
 
 // writeFile writes data to a file named name in a new temporary directory.
@@ -156,23 +147,31 @@ func TestRoundTrip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := sample()
 			mutate(p)
-			path := filepath.Join(t.TempDir(), "profile.yaml")
-			if err := Write(path, p); err != nil {
-				t.Fatal(err)
-			}
-			got, err := LoadEnv(path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Path() != path {
-				t.Errorf("Path() = %q, want %q", got.Path(), path)
-			}
-			got.path = ""
+			got := roundTrip(t, p)
 			if !reflect.DeepEqual(got, p) {
 				t.Errorf("loaded\n%#v\nwrote\n%#v", got, p)
 			}
 		})
 	}
+}
+
+// roundTrip writes p to a new file and loads it back, its path checked
+// and then cleared so that it compares with p.
+func roundTrip(t *testing.T, p *Profile) *Profile {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "profile.yaml")
+	if err := Write(path, p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadEnv(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Path() != path {
+		t.Errorf("Path() = %q, want %q", got.Path(), path)
+	}
+	got.path = ""
+	return got
 }
 
 func withProgress(p *Profile, progress string) Decision {

@@ -12,6 +12,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/gotune/gotune/internal/bytesize"
+	"github.com/gotune/gotune/internal/errwriter"
 )
 
 // Show writes p for people: where it applies and what it rests on, a table
@@ -19,9 +20,9 @@ import (
 // with them, the allocator, the stacks' decisions with their evidence and
 // the safety verdicts.
 func Show(w io.Writer, p *Profile) error {
-	ew := &errWriter{w: w}
+	ew := errwriter.New(w)
 	line := func(label, format string, args ...any) {
-		ew.printf("%-10s %s\n", label, fmt.Sprintf(format, args...))
+		ew.Printf("%-10s %s\n", label, fmt.Sprintf(format, args...))
 	}
 	if p.path != "" {
 		line("profile", "%s", p.path)
@@ -50,10 +51,8 @@ func Show(w io.Writer, p *Profile) error {
 	for _, loc := range slices.Sorted(maps.Keys(p.Decisions)) {
 		for _, pair := range slices.Sorted(maps.Keys(p.Decisions[loc])) {
 			d := p.Decisions[loc][pair]
-			ew.printf("\n%s %s\n", loc, pair)
-			if ew.err == nil {
-				ew.err = rangeTable(w, d.Ranges)
-			}
+			ew.Printf("\n%s %s\n", loc, pair)
+			ew.Do(func() error { return rangeTable(w, d.Ranges) })
 			if loc == Internode {
 				var opts []string
 				for _, k := range slices.Sorted(maps.Keys(d.Options)) {
@@ -76,30 +75,28 @@ func Show(w io.Writer, p *Profile) error {
 	if a.THP {
 		thp = "on"
 	}
-	ew.printf("\n")
+	ew.Printf("\n")
 	line("allocator", "cache %s, purge %s, THP %s", bytesize.Format(int(a.CacheBytes)), orNone(a.Purge), thp)
 	showStacks(ew, p.Stacks)
 	if len(p.Safety) == 0 {
 		line("safety", "no verdicts: not checked for hazards")
-		return ew.err
+		return ew.Err()
 	}
 	line("safety", "%d verdicts", len(p.Safety))
-	if ew.err == nil {
-		ew.err = verdictTable(w, p.Safety)
-	}
-	return ew.err
+	ew.Do(func() error { return verdictTable(w, p.Safety) })
+	return ew.Err()
 }
 
 // showStacks writes each stack's version, then its parameters, each with
 // the evidence it rests on on the line below.
-func showStacks(ew *errWriter, stacks map[string]Stack) {
+func showStacks(ew *errwriter.Writer, stacks map[string]Stack) {
 	for _, name := range slices.Sorted(maps.Keys(stacks)) {
 		st := stacks[name]
-		ew.printf("%-10s %s %s\n", "stack", name, orNone(st.Version))
+		ew.Printf("%-10s %s %s\n", "stack", name, orNone(st.Version))
 		for _, param := range slices.Sorted(maps.Keys(st.Params)) {
-			ew.printf("%-10s   %s = %s\n", "", param, st.Params[param])
+			ew.Printf("%-10s   %s = %s\n", "", param, st.Params[param])
 			if e, ok := st.Evidence[param]; ok {
-				ew.printf("%-10s     %s\n", "", e)
+				ew.Printf("%-10s     %s\n", "", e)
 			}
 		}
 	}
@@ -138,18 +135,6 @@ func verdictTable(w io.Writer, verdicts []Verdict) error {
 	return nil
 }
 
-// errWriter keeps the first write error.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, args ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, args...)
-	}
-}
-
 func orNone(s string) string { return cmpOr(s, "-") }
 
 func cmpOr(s, dflt string) string {
@@ -172,7 +157,7 @@ func Diff(w io.Writer, a, b *Profile) (bool, error) {
 	for _, e := range kb {
 		vb[e.key] = e.value
 	}
-	ew := &errWriter{w: w}
+	ew := errwriter.New(w)
 	differ := false
 	for _, key := range mergeKeys(ka, kb) {
 		x, inA := va[key]
@@ -187,10 +172,10 @@ func Diff(w io.Writer, a, b *Profile) (bool, error) {
 		if !inB {
 			y = "(absent)"
 		}
-		ew.printf("%s: %s → %s\n", key, x, y)
+		ew.Printf("%s: %s → %s\n", key, x, y)
 	}
-	ew.printf("%s\n", Compare(a, b, DefaultSizes()))
-	return differ, ew.err
+	ew.Printf("%s\n", Compare(a, b, DefaultSizes()))
+	return differ, ew.Err()
 }
 
 type keyValue struct{ key, value string }

@@ -101,15 +101,7 @@ func TestStacksRoundTrip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := sample()
 			mutate(p)
-			path := filepath.Join(t.TempDir(), "profile.yaml")
-			if err := Write(path, p); err != nil {
-				t.Fatal(err)
-			}
-			got, err := LoadEnv(path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got.path = ""
+			got := roundTrip(t, p)
 			normalize(p)
 			if !reflect.DeepEqual(got, p) {
 				t.Errorf("loaded\n%#v\nwrote\n%#v", got.Stacks, p.Stacks)

@@ -93,43 +93,33 @@ func (x *Device) readInfo(d *driver) error {
 		return newError(r, "cuDeviceTotalMem")
 	}
 	x.TotalMem = total
-	ints := []struct {
+	// A flag newer than the driver reads as absent (CUDA_ERROR_INVALID_VALUE).
+	for _, a := range []struct {
 		attr int
-		dst  *int
+		n    *int  // an integer attribute
+		flag *bool // or a flag
 	}{
-		{AttrMultiprocessorCount, &x.SMs},
-		{AttrComputeCapabilityMajor, &x.Major},
-		{AttrComputeCapabilityMinor, &x.Minor},
-		{AttrAsyncEngineCount, &x.AsyncEngines},
-		{AttrMaxThreadsPerBlock, &x.MaxThreadsPerBlock},
-		{AttrMaxThreadsPerMultiproc, &x.MaxThreadsPerSM},
-	}
-	for _, a := range ints {
+		{AttrMultiprocessorCount, &x.SMs, nil},
+		{AttrComputeCapabilityMajor, &x.Major, nil},
+		{AttrComputeCapabilityMinor, &x.Minor, nil},
+		{AttrAsyncEngineCount, &x.AsyncEngines, nil},
+		{AttrMaxThreadsPerBlock, &x.MaxThreadsPerBlock, nil},
+		{AttrMaxThreadsPerMultiproc, &x.MaxThreadsPerSM, nil},
+		{AttrUnifiedAddressing, nil, &x.UnifiedAddressing},
+		{AttrManagedMemory, nil, &x.ManagedMemory},
+		{AttrConcurrentManagedAccess, nil, &x.ConcurrentManagedAccess},
+		{AttrMemoryPoolsSupported, nil, &x.MemoryPools},
+	} {
 		v, err := x.Attribute(a.attr)
-		if err != nil {
+		switch {
+		case err != nil && a.flag != nil && IsCode(err, CodeInvalidValue):
+		case err != nil:
 			return err
+		case a.flag != nil:
+			*a.flag = v != 0
+		default:
+			*a.n = v
 		}
-		*a.dst = v
-	}
-	bools := []struct {
-		attr int
-		dst  *bool
-	}{
-		{AttrUnifiedAddressing, &x.UnifiedAddressing},
-		{AttrManagedMemory, &x.ManagedMemory},
-		{AttrConcurrentManagedAccess, &x.ConcurrentManagedAccess},
-		{AttrMemoryPoolsSupported, &x.MemoryPools},
-	}
-	for _, a := range bools {
-		v, err := x.Attribute(a.attr)
-		if err != nil {
-			// An attribute newer than the driver reads as absent.
-			if IsCode(err, CodeInvalidValue) {
-				continue
-			}
-			return err
-		}
-		*a.dst = v != 0
 	}
 	return nil
 }

@@ -143,9 +143,13 @@ func (d *driver) symbols() []symbol {
 
 var (
 	loadOnce  sync.Once
-	drv       *driver // set once Load succeeded
+	drv       *driver // set once Load succeeded: &table
 	loadErr   error
 	published atomic.Pointer[driver] // drv, readable without Load
+	// table is the loaded driver. Its fields have addresses before Load,
+	// so a call names its entry point as &table.cuX (invoke) and reads it
+	// only once Load has succeeded.
+	table driver
 )
 
 // Load loads and initialises the driver once; later calls return the first
@@ -154,8 +158,10 @@ var (
 // library is absent, too old, or finds no device.
 func Load() error {
 	loadOnce.Do(func() {
-		drv, loadErr = load()
-		if loadErr == nil {
+		var d *driver
+		if d, loadErr = load(); loadErr == nil {
+			table = *d
+			drv = &table
 			published.Store(drv)
 		}
 	})
@@ -331,6 +337,69 @@ func result(r uintptr, op string) error {
 		return nil
 	}
 	return newError(r, op)
+}
+
+// invoke calls the entry point *fn (a field of table) with args, under
+// call's rules, once the driver is loaded; a failure is an *Error for op.
+// It allocates nothing.
+func invoke(fn *uintptr, op string, args ...uintptr) error {
+	if err := Load(); err != nil {
+		return err
+	}
+	return result(call(*fn, args...), op)
+}
+
+// invokeSized is invoke for an operation on n bytes: its error names op
+// and the size, formatted only on failure, so success allocates nothing.
+func invokeSized(fn *uintptr, op string, n int, args ...uintptr) error {
+	if err := Load(); err != nil {
+		return err
+	}
+	if r := call(*fn, args...); uint32(r) != 0 {
+		return newError(r, op+" "+Size(n))
+	}
+	return nil
+}
+
+// invokeOut is invoke for a call that passes Go memory (an out-parameter)
+// as uintptr(unsafe.Pointer(&v)), converted in the call expression: as for
+// purego.SyscallN, that memory is moved to the heap and kept alive until
+// the call returns.
+//
+//go:uintptrescapes
+func invokeOut(fn *uintptr, op string, args ...uintptr) error {
+	if err := Load(); err != nil {
+		return err
+	}
+	r, _, _ := purego.SyscallN(*fn, args...)
+	return result(r, op)
+}
+
+// release clears the handle *h and destroys what it held with the entry
+// point *fn: a handle's Destroy, which a second call finds cleared.
+func release(h, fn *uintptr, op string) error {
+	if err := Load(); err != nil {
+		return err
+	}
+	v := *h
+	*h = 0
+	return result(call(*fn, v), op)
+}
+
+// ready calls a query entry point (*fn) on handle h: true when the work is
+// done, false while CUDA_ERROR_NOT_READY. It allocates nothing.
+func ready(fn *uintptr, h uintptr, op string) (bool, error) {
+	if err := Load(); err != nil {
+		return false, err
+	}
+	switch r := uint32(call(*fn, h)); r {
+	case 0:
+		return true, nil
+	case CodeNotReady:
+		return false, nil
+	default:
+		return false, newError(uintptr(r), op)
+	}
 }
 
 var errNoSymbol = errors.New("entry point not exported by this driver")

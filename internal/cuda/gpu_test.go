@@ -236,24 +236,18 @@ func TestAsyncCopyAndEvents(t *testing.T) {
 	defer uploaded.Destroy()
 	defer done.Destroy()
 
-	if err := start.Record(up); err != nil {
-		t.Fatal(err)
-	}
-	if err := cuda.CopyAsync(mid.Ptr(), src.Ptr(), n, up); err != nil {
-		t.Fatal(err)
-	}
-	if err := uploaded.Record(up); err != nil {
-		t.Fatal(err)
-	}
-	// The download waits for the upload through the event, not the host.
-	if err := down.WaitEvent(uploaded); err != nil {
-		t.Fatal(err)
-	}
-	if err := cuda.CopyAsync(dst.Ptr(), mid.Ptr(), n, down); err != nil {
-		t.Fatal(err)
-	}
-	if err := done.Record(down); err != nil {
-		t.Fatal(err)
+	for i, step := range []func() error{
+		func() error { return start.Record(up) },
+		func() error { return cuda.CopyAsync(mid.Ptr(), src.Ptr(), n, up) },
+		func() error { return uploaded.Record(up) },
+		// The download waits for the upload through the event, not the host.
+		func() error { return down.WaitEvent(uploaded) },
+		func() error { return cuda.CopyAsync(dst.Ptr(), mid.Ptr(), n, down) },
+		func() error { return done.Record(down) },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

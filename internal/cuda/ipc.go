@@ -59,14 +59,8 @@ const ipcMemLazyEnablePeerAccess = 0x1
 // driver refuses other kinds).
 func (b *Buffer) IPCHandle() (IPCMemHandle, error) {
 	var h IPCMemHandle
-	d, err := lib()
-	if err != nil {
-		return h, err
-	}
-	if r, _, _ := purego.SyscallN(d.cuIpcGetMemHandle, uintptr(unsafe.Pointer(&h)), b.ptr); uint32(r) != 0 {
-		return h, newError(r, fmt.Sprintf("cuIpcGetMemHandle %s %s", b.kind, Size(b.n)))
-	}
-	return h, nil
+	err := invokeOut(&table.cuIpcGetMemHandle, fmt.Sprintf("cuIpcGetMemHandle %s %s", b.kind, Size(b.n)), uintptr(unsafe.Pointer(&h)), b.ptr)
+	return h, err
 }
 
 // OpenIPC maps another process's device allocation of n bytes into the
@@ -89,14 +83,8 @@ func (x *Device) OpenIPC(h IPCMemHandle, n int) (*Buffer, error) {
 // EventInterprocess|EventDisableTiming.
 func (e *Event) IPCHandle() (IPCEventHandle, error) {
 	var h IPCEventHandle
-	d, err := lib()
-	if err != nil {
-		return h, err
-	}
-	if r, _, _ := purego.SyscallN(d.cuIpcGetEventHandle, uintptr(unsafe.Pointer(&h)), e.h); uint32(r) != 0 {
-		return h, newError(r, "cuIpcGetEventHandle")
-	}
-	return h, nil
+	err := invokeOut(&table.cuIpcGetEventHandle, "cuIpcGetEventHandle", uintptr(unsafe.Pointer(&h)), e.h)
+	return h, err
 }
 
 // OpenIPCEvent opens another process's interprocess event in the bound

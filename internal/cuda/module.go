@@ -77,13 +77,7 @@ func (m *Module) Unload() error {
 	if m == nil || m.h == 0 {
 		return nil
 	}
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	h := m.h
-	m.h = 0
-	return result(call(d.cuModuleUnload, h), "cuModuleUnload")
+	return release(&m.h, &table.cuModuleUnload, "cuModuleUnload")
 }
 
 // Function is a kernel (CUfunction) of a loaded module.

@@ -46,15 +46,24 @@ func (s *Stream) Handle() uintptr { return s.handle() }
 
 // NewStream creates a stream in the bound context.
 func NewStream(flags StreamFlags) (*Stream, error) {
-	d, err := lib()
+	h, err := create(&table.cuStreamCreate, "cuStreamCreate", uint32(flags))
 	if err != nil {
 		return nil, err
 	}
-	var h uintptr
-	if r, _, _ := purego.SyscallN(d.cuStreamCreate, uintptr(unsafe.Pointer(&h)), uintptr(flags)); uint32(r) != 0 {
-		return nil, newError(r, fmt.Sprintf("cuStreamCreate flags %#x", uint32(flags)))
-	}
 	return &Stream{h: h}, nil
+}
+
+// create makes a stream or an event with the entry point *fn, of
+// cuStreamCreate's and cuEventCreate's shape (out handle, flags).
+func create(fn *uintptr, op string, flags uint32) (uintptr, error) {
+	if err := Load(); err != nil {
+		return 0, err
+	}
+	var h uintptr
+	if r, _, _ := purego.SyscallN(*fn, uintptr(unsafe.Pointer(&h)), uintptr(flags)); uint32(r) != 0 {
+		return 0, newError(r, fmt.Sprintf("%s flags %#x", op, flags))
+	}
+	return h, nil
 }
 
 // Destroy destroys a stream made by NewStream; the predefined streams and a
@@ -63,54 +72,23 @@ func (s *Stream) Destroy() error {
 	if s == nil || s.h <= 0x2 {
 		return nil
 	}
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	h := s.h
-	s.h = 0
-	return result(call(d.cuStreamDestroy, h), "cuStreamDestroy")
+	return release(&s.h, &table.cuStreamDestroy, "cuStreamDestroy")
 }
 
 // Synchronize waits until all work queued on s has completed.
 func (s *Stream) Synchronize() error {
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	if r := call(d.cuStreamSynchronize, s.handle()); uint32(r) != 0 {
-		return newError(r, "cuStreamSynchronize")
-	}
-	return nil
+	return invoke(&table.cuStreamSynchronize, "cuStreamSynchronize", s.handle())
 }
 
 // Query reports whether all work queued on s has completed, without
 // waiting. It allocates nothing.
 func (s *Stream) Query() (bool, error) {
-	d, err := lib()
-	if err != nil {
-		return false, err
-	}
-	switch r := uint32(call(d.cuStreamQuery, s.handle())); r {
-	case 0:
-		return true, nil
-	case CodeNotReady:
-		return false, nil
-	default:
-		return false, newError(uintptr(r), "cuStreamQuery")
-	}
+	return ready(&table.cuStreamQuery, s.handle(), "cuStreamQuery")
 }
 
 // WaitEvent makes future work on s wait for e's last recorded work.
 func (s *Stream) WaitEvent(e *Event) error {
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	if r := call(d.cuStreamWaitEvent, s.handle(), e.h, 0); uint32(r) != 0 {
-		return newError(r, "cuStreamWaitEvent")
-	}
-	return nil
+	return invoke(&table.cuStreamWaitEvent, "cuStreamWaitEvent", s.handle(), e.h, 0)
 }
 
 // EventFlags are CUevent_flags.
@@ -134,13 +112,9 @@ func (e *Event) Handle() uintptr { return e.h }
 
 // NewEvent creates an event in the bound context.
 func NewEvent(flags EventFlags) (*Event, error) {
-	d, err := lib()
+	h, err := create(&table.cuEventCreate, "cuEventCreate", uint32(flags))
 	if err != nil {
 		return nil, err
-	}
-	var h uintptr
-	if r, _, _ := purego.SyscallN(d.cuEventCreate, uintptr(unsafe.Pointer(&h)), uintptr(flags)); uint32(r) != 0 {
-		return nil, newError(r, fmt.Sprintf("cuEventCreate flags %#x", uint32(flags)))
 	}
 	return &Event{h: h}, nil
 }
@@ -150,54 +124,23 @@ func (e *Event) Destroy() error {
 	if e == nil || e.h == 0 {
 		return nil
 	}
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	h := e.h
-	e.h = 0
-	return result(call(d.cuEventDestroy, h), "cuEventDestroy")
+	return release(&e.h, &table.cuEventDestroy, "cuEventDestroy")
 }
 
 // Record captures the work queued on s so far. It allocates nothing.
 func (e *Event) Record(s *Stream) error {
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	if r := call(d.cuEventRecord, e.h, s.handle()); uint32(r) != 0 {
-		return newError(r, "cuEventRecord")
-	}
-	return nil
+	return invoke(&table.cuEventRecord, "cuEventRecord", e.h, s.handle())
 }
 
 // Query reports whether the recorded work has completed, without waiting.
 // It allocates nothing.
 func (e *Event) Query() (bool, error) {
-	d, err := lib()
-	if err != nil {
-		return false, err
-	}
-	switch r := uint32(call(d.cuEventQuery, e.h)); r {
-	case 0:
-		return true, nil
-	case CodeNotReady:
-		return false, nil
-	default:
-		return false, newError(uintptr(r), "cuEventQuery")
-	}
+	return ready(&table.cuEventQuery, e.h, "cuEventQuery")
 }
 
 // Synchronize waits for the recorded work.
 func (e *Event) Synchronize() error {
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	if r := call(d.cuEventSynchronize, e.h); uint32(r) != 0 {
-		return newError(r, "cuEventSynchronize")
-	}
-	return nil
+	return invoke(&table.cuEventSynchronize, "cuEventSynchronize", e.h)
 }
 
 // Since returns the GPU time between start's and e's completion (both
@@ -223,14 +166,7 @@ func (e *Event) Since(start *Event) (time.Duration, error) {
 // the copy to be asynchronous; pageable host memory makes it synchronous.
 // It allocates nothing.
 func CopyAsync(dst, src uintptr, n int, s *Stream) error {
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	if r := call(d.cuMemcpyAsync, dst, src, uintptr(n), s.handle()); uint32(r) != 0 {
-		return newError(r, "cuMemcpyAsync "+Size(n))
-	}
-	return nil
+	return invokeSized(&table.cuMemcpyAsync, "cuMemcpyAsync", n, dst, src, uintptr(n), s.handle())
 }
 
 // CopyPeerAsync queues a copy of n bytes from src in srcDev's context to dst
@@ -250,14 +186,7 @@ func CopyPeerAsync(dst uintptr, dstDev *Device, src uintptr, srcDev *Device, n i
 // runs on the legacy default stream, so it first waits for every blocking
 // stream of the context: the coupling of hazard H4.
 func Copy(dst, src uintptr, n int) error {
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	if r := call(d.cuMemcpy, dst, src, uintptr(n)); uint32(r) != 0 {
-		return newError(r, "cuMemcpy "+Size(n))
-	}
-	return nil
+	return invokeSized(&table.cuMemcpy, "cuMemcpy", n, dst, src, uintptr(n))
 }
 
 // CopyHtoD copies src to device memory dst (cuMemcpyHtoD, synchronous, on
@@ -295,37 +224,16 @@ func CopyDtoH(dst []byte, src uintptr) error {
 // CopyDtoD copies n bytes between device memory (cuMemcpyDtoD, on the legacy
 // default stream: see Copy).
 func CopyDtoD(dst, src uintptr, n int) error {
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	if r := call(d.cuMemcpyDtoD, dst, src, uintptr(n)); uint32(r) != 0 {
-		return newError(r, "cuMemcpyDtoD "+Size(n))
-	}
-	return nil
+	return invokeSized(&table.cuMemcpyDtoD, "cuMemcpyDtoD", n, dst, src, uintptr(n))
 }
 
 // Memset sets n bytes at device (or managed) memory dst to v (cuMemsetD8,
 // on the legacy default stream).
 func Memset(dst uintptr, v byte, n int) error {
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	if r := call(d.cuMemsetD8, dst, uintptr(v), uintptr(n)); uint32(r) != 0 {
-		return newError(r, "cuMemsetD8 "+Size(n))
-	}
-	return nil
+	return invokeSized(&table.cuMemsetD8, "cuMemsetD8", n, dst, uintptr(v), uintptr(n))
 }
 
 // MemsetAsync queues setting n bytes at dst to v on s. It allocates nothing.
 func MemsetAsync(dst uintptr, v byte, n int, s *Stream) error {
-	d, err := lib()
-	if err != nil {
-		return err
-	}
-	if r := call(d.cuMemsetD8Async, dst, uintptr(v), uintptr(n), s.handle()); uint32(r) != 0 {
-		return newError(r, "cuMemsetD8Async "+Size(n))
-	}
-	return nil
+	return invokeSized(&table.cuMemsetD8Async, "cuMemsetD8Async", n, dst, uintptr(v), uintptr(n), s.handle())
 }

@@ -2,9 +2,10 @@ package gpu
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 // fake is a Source made of fixed facts.
@@ -122,20 +123,8 @@ func fourGPUs() *fake {
 func sysfsTree(t *testing.T, files map[string]string) string {
 	t.Helper()
 	root := t.TempDir()
-	for name, content := range files {
-		writeFile(t, filepath.Join(root, "bus", "pci", "devices", name), content)
-	}
+	testutil.WriteTree(t, filepath.Join(root, "bus", "pci", "devices"), files)
 	return root
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // fourGPUsSysfs is the sysfs of fourGPUs: GPUs 0,1 on node 0 (CPUs 0-15 and

@@ -153,7 +153,7 @@ func TestNUMAFallback(t *testing.T) {
 		}
 		root := sysfsTree(t, files)
 		if c.online != "" {
-			writeFile(t, filepath.Join(root, "devices", "system", "node", "online"), c.online)
+			testutil.WriteTree(t, root, map[string]string{"devices/system/node/online": c.online})
 		}
 		src := &fake{devs: []DeviceInfo{gpuDev(0, "18", nil, c.srcNode)}}
 		if got := discover(t, src, root).Devices[0].NUMANode; got != c.want {
@@ -162,7 +162,7 @@ func TestNUMAFallback(t *testing.T) {
 	}
 	root := sysfsTree(t, map[string]string{"0000:18:00.0/numa_node": "-1\n"})
 	online := filepath.Join(root, "devices", "system", "node", "online")
-	writeFile(t, online, "zero\n")
+	testutil.WriteTree(t, root, map[string]string{"devices/system/node/online": "zero\n"})
 	_, err := Discover(&fake{devs: []DeviceInfo{gpuDev(0, "18", nil, -1)}}, WithSysfs(root))
 	if err == nil || !strings.Contains(err.Error(), online) {
 		t.Errorf("bad node list: error %v, want one naming %s", err, online)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/gotune/gotune/internal/errwriter"
 )
 
 // Topology is a snapshot of a node's GPUs and how they are connected.
@@ -244,22 +246,22 @@ func (t *Topology) Format(w io.Writer) error {
 	if err := tab.Render(); err != nil {
 		return fmt.Errorf("gpu: topology table: %w", err)
 	}
-	ew := &errWriter{w: w}
-	ew.printf("Legend: X = self, NV# = # NVLinks (direct or through NVSwitches), PIX = at most one PCIe switch,\n" +
+	ew := errwriter.New(w)
+	ew.Printf("Legend: X = self, NV# = # NVLinks (direct or through NVSwitches), PIX = at most one PCIe switch,\n" +
 		"  PXB = several PCIe switches, PHB = a PCIe host bridge, NODE = host bridges within a NUMA node,\n" +
 		"  SYS = across NUMA nodes (SMP interconnect), INT = same board, N/A = unknown\n")
 	for _, d := range t.Devices {
-		ew.printf("GPU%d: %s, bus %s, MIG %s, %d active NVLink%s", d.Index, d.Name, d.BusID, d.MIG, d.NVLinks, plural(d.NVLinks))
+		ew.Printf("GPU%d: %s, bus %s, MIG %s, %d active NVLink%s", d.Index, d.Name, d.BusID, d.MIG, d.NVLinks, plural(d.NVLinks))
 		if d.UUID != "" {
-			ew.printf(", %s", d.UUID)
+			ew.Printf(", %s", d.UUID)
 		}
-		ew.printf("\n")
+		ew.Printf("\n")
 	}
 	if i, j, ok := t.BestPair(); ok {
 		p, _ := t.Pair(i, j)
-		ew.printf("Best pair: GPU%d-GPU%d (%s; P2P read %s, write %s, NVLink %s)\n", i, j, p.Label(), p.P2P.Read, p.P2P.Write, p.P2P.NVLink)
+		ew.Printf("Best pair: GPU%d-GPU%d (%s; P2P read %s, write %s, NVLink %s)\n", i, j, p.Label(), p.P2P.Read, p.P2P.Write, p.P2P.NVLink)
 	}
-	return ew.err
+	return ew.Err()
 }
 
 func plural(n int) string {
@@ -267,16 +269,4 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-// errWriter keeps the first write error.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(format string, args ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, args...)
-	}
 }

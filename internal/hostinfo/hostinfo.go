@@ -173,46 +173,49 @@ func Collect(root string) Provenance {
 // nics lists the interfaces under dir (sysfs's class/net) that have a
 // device behind them, by name.
 func nics(dir string) []NIC {
-	entries, _ := os.ReadDir(dir)
-	var out []NIC
-	for _, e := range entries {
-		base := filepath.Join(dir, e.Name())
+	return entries(dir, func(name, base string) (NIC, bool) {
 		if _, err := os.Stat(filepath.Join(base, "device")); err != nil {
-			continue // loopback, bridge, veth, tunnel: no hardware behind it
+			return NIC{}, false // loopback, bridge, veth, tunnel: no hardware behind it
 		}
-		n := NIC{Name: e.Name(), State: readLine(base, "operstate"), MTU: readInt(base, "mtu")}
+		n := NIC{Name: name, State: readLine(base, "operstate"), MTU: readInt(base, "mtu")}
 		if drv, err := os.Readlink(filepath.Join(base, "device/driver")); err == nil {
 			n.Driver = filepath.Base(drv)
 		}
 		n.SpeedMbps = max(readInt(base, "speed"), 0) // -1 where the link reports none
-		out = append(out, n)
-	}
-	return out
+		return n, true
+	})
 }
 
 // rdmaDevices lists the verbs devices under dir (sysfs's class/infiniband)
 // with their ports, by name and port number.
 func rdmaDevices(dir string) []RDMADevice {
-	entries, _ := os.ReadDir(dir)
-	var out []RDMADevice
-	for _, e := range entries {
-		base := filepath.Join(dir, e.Name())
-		d := RDMADevice{Name: e.Name(), Firmware: readLine(base, "fw_ver"), Parent: readLine(base, "parent")}
-		ports, _ := os.ReadDir(filepath.Join(base, "ports"))
-		for _, pe := range ports {
-			num, err := strconv.Atoi(pe.Name())
+	return entries(dir, func(name, base string) (RDMADevice, bool) {
+		d := RDMADevice{Name: name, Firmware: readLine(base, "fw_ver"), Parent: readLine(base, "parent")}
+		d.Ports = entries(filepath.Join(base, "ports"), func(name, pb string) (RDMAPort, bool) {
+			num, err := strconv.Atoi(name)
 			if err != nil {
-				continue
+				return RDMAPort{}, false
 			}
-			pb := filepath.Join(base, "ports", pe.Name())
 			state := readLine(pb, "state") // "4: ACTIVE"
 			if _, name, ok := strings.Cut(state, ": "); ok {
 				state = name
 			}
-			d.Ports = append(d.Ports, RDMAPort{Port: num, State: state, Rate: readLine(pb, "rate"), LinkLayer: readLine(pb, "link_layer")})
-		}
+			return RDMAPort{Port: num, State: state, Rate: readLine(pb, "rate"), LinkLayer: readLine(pb, "link_layer")}, true
+		})
 		slices.SortFunc(d.Ports, func(a, b RDMAPort) int { return a.Port - b.Port })
-		out = append(out, d)
+		return d, true
+	})
+}
+
+// entries calls f with the name and path of each entry of dir, in name
+// order, and lists what f keeps; an unreadable dir lists nothing.
+func entries[T any](dir string, f func(name, path string) (T, bool)) []T {
+	list, _ := os.ReadDir(dir)
+	var out []T
+	for _, e := range list {
+		if v, ok := f(e.Name(), filepath.Join(dir, e.Name())); ok {
+			out = append(out, v)
+		}
 	}
 	return out
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"runtime"
 	"testing"
+
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 func TestMemTotal(t *testing.T) {
@@ -29,12 +31,7 @@ func TestMemTotal(t *testing.T) {
 // Collect reads the machine's memory from root's proc/meminfo.
 func TestCollectReadsMemory(t *testing.T) {
 	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "proc"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "proc/meminfo"), []byte("MemTotal: 2048 kB\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteTree(t, root, map[string]string{"proc/meminfo": "MemTotal: 2048 kB\n"})
 	if got := Collect(root).MemBytes; got != 2<<20 {
 		t.Fatalf("MemBytes = %d, want %d", got, 2<<20)
 	}
@@ -48,12 +45,7 @@ func TestCollectReadsMemory(t *testing.T) {
 // the CPUs this process may use.
 func TestCollectCountsTheNodesCPUs(t *testing.T) {
 	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "sys/devices/system/cpu"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "sys/devices/system/cpu/online"), []byte("0-15\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteTree(t, root, map[string]string{"sys/devices/system/cpu/online": "0-15\n"})
 	if got := Collect(root).Cores; got != 16 {
 		t.Fatalf("Cores = %d, want the 16 online CPUs", got)
 	}
@@ -86,15 +78,7 @@ func TestCollectReadsNetworkDevices(t *testing.T) {
 		"sys/devices/pci0000:00/0000:00:03.0/vendor":     "0x15b3\n",
 		"sys/bus/pci/drivers/mlx5_core/.keep":            "",
 	}
-	for name, body := range files {
-		path := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.WriteTree(t, root, files)
 	link := func(target, name string) {
 		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
 			t.Fatal(err)

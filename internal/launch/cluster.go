@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gotune/gotune/internal/atomicfile"
 	"github.com/gotune/gotune/internal/sys"
 )
 
@@ -514,12 +515,7 @@ type rendezvous struct {
 // into place so a reader never sees half of it.
 func publishRendezvous(path, addr, token string) error {
 	b, _ := json.Marshal(rendezvous{Addr: addr, Token: token})
-	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("cluster: write rendezvous file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
 		return fmt.Errorf("cluster: publish rendezvous file: %w", err)
 	}
 	return nil

@@ -11,30 +11,20 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
+	"github.com/gotune/gotune/internal/registry"
 	"github.com/gotune/gotune/internal/sys"
 )
 
 // Func is a rank's body. Its result is JSON-encoded back to the launcher.
 type Func func(r *Rank) (any, error)
 
-var (
-	kindsMu sync.Mutex
-	kinds   = map[string]Func{}
-)
+var kinds = registry.New[Func]("launch: duplicate job kind ")
 
 // Register makes a job kind runnable in rank processes. Call it from init so
 // every re-executed binary knows the same kinds.
-func Register(kind string, f Func) {
-	kindsMu.Lock()
-	defer kindsMu.Unlock()
-	if _, dup := kinds[kind]; dup {
-		panic("launch: duplicate job kind " + kind)
-	}
-	kinds[kind] = f
-}
+func Register(kind string, f Func) { kinds.Register(kind, f) }
 
 // Rank is a running rank's view of its job.
 type Rank struct {
@@ -113,9 +103,7 @@ func runRank() error {
 }
 
 func (r *Rank) run(shmPath string) (any, error) {
-	kindsMu.Lock()
-	f := kinds[r.Job.Kind]
-	kindsMu.Unlock()
+	f, _ := kinds.Lookup(r.Job.Kind)
 	if f == nil {
 		return nil, fmt.Errorf("unknown job kind %q", r.Job.Kind)
 	}

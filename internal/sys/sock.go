@@ -181,19 +181,9 @@ func NewSender(fd uintptr) *Sender { return &Sender{fd: fd} }
 // kernel's until a completion for this call arrives: Sender.Completions).
 // It returns the bytes accepted; ErrWouldBlock when none could be.
 func (s *Sender) Send(a, b []byte, zerocopy bool) (int, error) {
-	n := 0
-	for _, buf := range [2][]byte{a, b} {
-		if len(buf) > 0 {
-			s.iov[n].Base = &buf[0]
-			s.iov[n].SetLen(len(buf))
-			n++
-		}
-	}
-	if n == 0 {
+	if fillIov(&s.iov, &s.msg, a, b) == 0 {
 		return 0, nil
 	}
-	s.msg.Iov = &s.iov[0]
-	s.msg.SetIovlen(n)
 	flags := unix.MSG_DONTWAIT | unix.MSG_NOSIGNAL
 	if zerocopy {
 		flags |= unix.MSG_ZEROCOPY

@@ -43,6 +43,24 @@ type Receiver struct {
 	msg unix.Msghdr
 }
 
+// fillIov points msg at a then b through iov, skipping an empty one; it
+// returns how many entries it filled (0: nothing to move, msg untouched).
+func fillIov(iov *[2]unix.Iovec, msg *unix.Msghdr, a, b []byte) int {
+	n := 0
+	for _, buf := range [2][]byte{a, b} {
+		if len(buf) > 0 {
+			iov[n].Base = &buf[0]
+			iov[n].SetLen(len(buf))
+			n++
+		}
+	}
+	if n > 0 {
+		msg.Iov = &iov[0]
+		msg.SetIovlen(n)
+	}
+	return n
+}
+
 // NewReceiver returns a Receiver for the socket fd.
 func NewReceiver(fd uintptr) *Receiver { return &Receiver{fd: fd} }
 
@@ -52,19 +70,9 @@ func NewReceiver(fd uintptr) *Receiver { return &Receiver{fd: fd} }
 // once), so the scheduler never hands this thread's P to another thread
 // around it.
 func (r *Receiver) Recv(a, b []byte) (int, error) {
-	n := 0
-	for _, buf := range [2][]byte{a, b} {
-		if len(buf) > 0 {
-			r.iov[n].Base = &buf[0]
-			r.iov[n].SetLen(len(buf))
-			n++
-		}
-	}
-	if n == 0 {
+	if fillIov(&r.iov, &r.msg, a, b) == 0 {
 		return 0, nil
 	}
-	r.msg.Iov = &r.iov[0]
-	r.msg.SetIovlen(n)
 	for {
 		k, _, e := unix.RawSyscall(unix.SYS_RECVMSG, r.fd, uintptr(unsafe.Pointer(&r.msg)), unix.MSG_DONTWAIT)
 		switch {

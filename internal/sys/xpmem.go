@@ -143,11 +143,7 @@ func (x *XPMEM) Make(vaddr uintptr, size uint64, mode uint32) (int64, error) {
 
 // Remove stops exporting segment segid.
 func (x *XPMEM) Remove(segid int64) error {
-	a := xpmemCmdIDArg{segid}
-	if _, err := x.ioctl(xpmemCmdRemove, unsafe.Pointer(&a)); err != nil {
-		return fmt.Errorf("xpmem remove segment %#x: %w", segid, err)
-	}
-	return nil
+	return x.idCmd(xpmemCmdRemove, segid, "remove segment")
 }
 
 // Get asks for read-write access to segid and returns the access permit id.
@@ -167,11 +163,7 @@ func (x *XPMEM) Get(segid int64) (int64, error) {
 
 // Release gives access permit apid back (detaching what is still attached).
 func (x *XPMEM) Release(apid int64) error {
-	a := xpmemCmdIDArg{apid}
-	if _, err := x.ioctl(xpmemCmdRelease, unsafe.Pointer(&a)); err != nil {
-		return fmt.Errorf("xpmem release permit %#x: %w", apid, err)
-	}
-	return nil
+	return x.idCmd(xpmemCmdRelease, apid, "release permit")
 }
 
 // Attach maps size bytes of apid's segment from offset (page-aligned: the
@@ -187,9 +179,15 @@ func (x *XPMEM) Attach(apid int64, offset uintptr, size int) (uintptr, error) {
 
 // Detach unmaps the attachment at addr.
 func (x *XPMEM) Detach(addr uintptr) error {
-	a := xpmemCmdIDArg{int64(addr)}
-	if _, err := x.ioctl(xpmemCmdDetach, unsafe.Pointer(&a)); err != nil {
-		return fmt.Errorf("xpmem detach %#x: %w", addr, err)
+	return x.idCmd(xpmemCmdDetach, int64(addr), "detach")
+}
+
+// idCmd runs command cmd, whose argument is the one id (a segment id, a
+// permit id or an address); what names it in the error.
+func (x *XPMEM) idCmd(cmd uintptr, id int64, what string) error {
+	a := xpmemCmdIDArg{id}
+	if _, err := x.ioctl(cmd, unsafe.Pointer(&a)); err != nil {
+		return fmt.Errorf("xpmem %s %#x: %w", what, id, err)
 	}
 	return nil
 }

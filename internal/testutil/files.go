@@ -3,8 +3,10 @@ package testutil
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +27,21 @@ func ModuleRoot(t testing.TB) string {
 			t.Fatal("no go.mod above the test's directory")
 		}
 		dir = up
+	}
+}
+
+// WriteTree writes files, each a path relative to root and its content,
+// making the directories they need: a fake /proc or /sys for a test.
+func WriteTree(t testing.TB, root string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -67,6 +84,24 @@ func Golden(t testing.TB, path string, got []byte, update bool) {
 		t.Fatalf("%v (run go test -update to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -update rewrites it if the change is intended); got:\n%s\nwant:\n%s", path, got, want)
+		t.Errorf("%s differs (go test -update rewrites it if the change is intended); %s", path, FirstDiff(string(want), string(got)))
 	}
+}
+
+// FirstDiff shows the first line where two texts differ.
+func FirstDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := range max(len(w), len(g)) {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d:\n want %q\n got  %q", i+1, a, b)
+		}
+	}
+	return ""
 }

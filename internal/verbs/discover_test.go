@@ -6,32 +6,15 @@ import (
 	"flag"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
 
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/internal/testutil"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\n--- got\n%s--- want\n%s", name, got, want)
-	}
-}
+var _ = flag.Bool("update", false, "rewrite golden files")
 
 type fakePorts map[string]PortAttr
 
@@ -97,7 +80,7 @@ func TestDiscoverFromSysfs(t *testing.T) {
 	}
 	var b bytes.Buffer
 	writeDevices(&b, devs)
-	golden(t, "devices.golden", b.Bytes())
+	testutil.GoldenFile(t, "devices.golden", b.Bytes())
 }
 
 func TestDiscoverBadSysfs(t *testing.T) {

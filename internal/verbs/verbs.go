@@ -61,23 +61,49 @@ func errnoErr(op string, rc C.int, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
+// release destroys *h once with destroy and clears it (every object's
+// Close): a second Close, or one of an object never made, does nothing.
+func release[T any](h **T, op string, destroy func(*T) (C.int, error)) error {
+	if *h == nil {
+		return nil
+	}
+	rc, err := destroy(*h)
+	*h = nil
+	if rc != 0 {
+		return errnoErr(op, rc, err)
+	}
+	return nil
+}
+
 // DeviceNames lists the RDMA devices libibverbs sees, in its order.
 func DeviceNames() ([]string, error) {
-	if err := Load(); err != nil {
+	var names []string
+	err := devices(func(devs []*C.struct_ibv_device) error {
+		names = make([]string, len(devs))
+		for i, d := range devs {
+			names[i] = C.GoString(C.gt_get_device_name(d))
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
+	}
+	return names, nil
+}
+
+// devices loads libibverbs and calls fn with its device list, which is
+// freed when fn returns (fn must not keep it).
+func devices(fn func(devs []*C.struct_ibv_device) error) error {
+	if err := Load(); err != nil {
+		return err
 	}
 	var n C.int
 	list, err := C.gt_get_device_list(&n)
 	if list == nil {
-		return nil, deviceListErr(err)
+		return deviceListErr(err)
 	}
 	defer C.gt_free_device_list(list)
-	devs := unsafe.Slice(list, int(n))
-	names := make([]string, len(devs))
-	for i, d := range devs {
-		names[i] = C.GoString(C.gt_get_device_name(d))
-	}
-	return names, nil
+	return fn(unsafe.Slice(list, int(n)))
 }
 
 // deviceListErr explains a failed ibv_get_device_list: ENOSYS is a
@@ -101,46 +127,36 @@ type Context struct {
 // Open opens the device called name, or the first one when name is "".
 // No device, or none of that name, is an ErrNotSupported error.
 func Open(name string) (*Context, error) {
-	if err := Load(); err != nil {
+	var ctx *Context
+	err := devices(func(devs []*C.struct_ibv_device) error {
+		if len(devs) == 0 {
+			return sys.NotSupported("InfiniBand verbs", NoDevices+" (libibverbs finds none: no HCA, or no provider for it; for Soft-RoCE: rdma link add rxe0 type rxe netdev IFACE)", nil)
+		}
+		var have []string
+		for _, d := range devs {
+			dn := C.GoString(C.gt_get_device_name(d))
+			have = append(have, dn)
+			if name != "" && dn != name {
+				continue
+			}
+			c, err := C.gt_open_device(d)
+			if c == nil {
+				return errnoErr("ibv_open_device "+dn, 0, err)
+			}
+			ctx = &Context{c: c, Name: dn}
+			return nil
+		}
+		return sys.NotSupported("RDMA device "+name, fmt.Sprintf("no such device (have %v)", have), nil)
+	})
+	if err != nil {
 		return nil, err
 	}
-	var n C.int
-	list, err := C.gt_get_device_list(&n)
-	if list == nil {
-		return nil, deviceListErr(err)
-	}
-	defer C.gt_free_device_list(list)
-	devs := unsafe.Slice(list, int(n))
-	if len(devs) == 0 {
-		return nil, sys.NotSupported("InfiniBand verbs", NoDevices+" (libibverbs finds none: no HCA, or no provider for it; for Soft-RoCE: rdma link add rxe0 type rxe netdev IFACE)", nil)
-	}
-	var have []string
-	for _, d := range devs {
-		dn := C.GoString(C.gt_get_device_name(d))
-		have = append(have, dn)
-		if name != "" && dn != name {
-			continue
-		}
-		c, err := C.gt_open_device(d)
-		if c == nil {
-			return nil, errnoErr("ibv_open_device "+dn, 0, err)
-		}
-		return &Context{c: c, Name: dn}, nil
-	}
-	return nil, sys.NotSupported("RDMA device "+name, fmt.Sprintf("no such device (have %v)", have), nil)
+	return ctx, nil
 }
 
 // Close closes the device.
 func (c *Context) Close() error {
-	if c.c == nil {
-		return nil
-	}
-	rc, err := C.gt_close_device(c.c)
-	c.c = nil
-	if rc != 0 {
-		return errnoErr("ibv_close_device", rc, err)
-	}
-	return nil
+	return release(&c.c, "ibv_close_device", func(h *C.struct_ibv_context) (C.int, error) { rc, err := C.gt_close_device(h); return rc, err })
 }
 
 // DeviceAttr are the device limits gotune reads.
@@ -241,15 +257,7 @@ func (c *Context) AllocPD() (*PD, error) {
 
 // Close deallocates the protection domain.
 func (pd *PD) Close() error {
-	if pd.p == nil {
-		return nil
-	}
-	rc, err := C.gt_dealloc_pd(pd.p)
-	pd.p = nil
-	if rc != 0 {
-		return errnoErr("ibv_dealloc_pd", rc, err)
-	}
-	return nil
+	return release(&pd.p, "ibv_dealloc_pd", func(h *C.struct_ibv_pd) (C.int, error) { rc, err := C.gt_dealloc_pd(h); return rc, err })
 }
 
 // MR is a registered memory region.
@@ -289,15 +297,7 @@ func memlockLimit() string {
 
 // Close deregisters the region.
 func (m *MR) Close() error {
-	if m.m == nil {
-		return nil
-	}
-	rc, err := C.gt_dereg_mr(m.m)
-	m.m = nil
-	if rc != 0 {
-		return errnoErr(fmt.Sprintf("ibv_dereg_mr %#x+%d", m.Addr, m.Len), rc, err)
-	}
-	return nil
+	return release(&m.m, fmt.Sprintf("ibv_dereg_mr %#x+%d", m.Addr, m.Len), func(h *C.struct_ibv_mr) (C.int, error) { rc, err := C.gt_dereg_mr(h); return rc, err })
 }
 
 // Channel is a completion event channel: a descriptor that becomes
@@ -332,15 +332,10 @@ func (ch *Channel) GetEvent() error {
 
 // Close destroys the channel (its CQs first).
 func (ch *Channel) Close() error {
-	if ch.ch == nil {
-		return nil
-	}
-	rc, err := C.gt_destroy_comp_channel(ch.ch)
-	ch.ch = nil
-	if rc != 0 {
-		return errnoErr("ibv_destroy_comp_channel", rc, err)
-	}
-	return nil
+	return release(&ch.ch, "ibv_destroy_comp_channel", func(h *C.struct_ibv_comp_channel) (C.int, error) {
+		rc, err := C.gt_destroy_comp_channel(h)
+		return rc, err
+	})
 }
 
 // CQ is a completion queue.
@@ -409,15 +404,7 @@ func (q *CQ) RequestNotify() error {
 
 // Close destroys the queue.
 func (q *CQ) Close() error {
-	if q.cq == nil {
-		return nil
-	}
-	rc, err := C.gt_destroy_cq(q.cq)
-	q.cq = nil
-	if rc != 0 {
-		return errnoErr("ibv_destroy_cq", rc, err)
-	}
-	return nil
+	return release(&q.cq, "ibv_destroy_cq", func(h *C.struct_ibv_cq) (C.int, error) { rc, err := C.gt_destroy_cq(h); return rc, err })
 }
 
 // QP is a reliable-connected queue pair.
@@ -542,15 +529,7 @@ func (q *QP) PostRecv(id uint64, addr uintptr, n int, lkey uint32) error {
 
 // Close destroys the queue pair.
 func (q *QP) Close() error {
-	if q.qp == nil {
-		return nil
-	}
-	rc, err := C.gt_destroy_qp(q.qp)
-	q.qp = nil
-	if rc != 0 {
-		return errnoErr("ibv_destroy_qp", rc, err)
-	}
-	return nil
+	return release(&q.qp, "ibv_destroy_qp", func(h *C.struct_ibv_qp) (C.int, error) { rc, err := C.gt_destroy_qp(h); return rc, err })
 }
 
 // ForkStatus is libibverbs' fork protection.

@@ -80,14 +80,9 @@ func NewCopier(p Params) *Copier { return &Copier{p: p} }
 // accepts (a profile's size ranges, say); p.Threshold is not used.
 func NewRoutedCopier(p Params, route func(n int) bool) *Copier { return &Copier{p: p, route: route} }
 
-func (c *Copier) Name() string { return "cma" }
-func (c *Copier) Pull() bool   { return c.p.Pull }
-func (c *Copier) Rendezvous(n int) bool {
-	if c.route != nil {
-		return c.route(n)
-	}
-	return n >= c.p.Threshold
-}
+func (c *Copier) Name() string          { return "cma" }
+func (c *Copier) Pull() bool            { return c.p.Pull }
+func (c *Copier) Rendezvous(n int) bool { return sm.RouteBySize(c.route, c.p.Threshold, n) }
 
 // Copy moves len(local) bytes between local and [remote, remote+len) of
 // pid. Errors matching ErrNotSupported (EPERM: ptrace rules; ENOSYS) make

@@ -71,14 +71,9 @@ func NewCopier(p Params, route func(n int) bool) (*Copier, error) {
 	return c, nil
 }
 
-func (c *Copier) Name() string { return "knem" }
-func (c *Copier) Pull() bool   { return c.p.Pull }
-func (c *Copier) Rendezvous(n int) bool {
-	if c.route != nil {
-		return c.route(n)
-	}
-	return n >= c.p.Threshold
-}
+func (c *Copier) Name() string          { return "knem" }
+func (c *Copier) Pull() bool            { return c.p.Pull }
+func (c *Copier) Rendezvous(n int) bool { return sm.RouteBySize(c.route, c.p.Threshold, n) }
 
 // Copy is never the way: KNEM reaches a peer's memory only through its
 // cookie (CopyHandle).

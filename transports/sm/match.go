@@ -31,14 +31,8 @@ type unexpected struct {
 // released entries and their buffers: with the collector off in ranks, a
 // fresh allocation per early message would grow the heap without bound.
 func (e *Endpoint) newUnexpected(size int) *unexpected {
-	var u *unexpected
-	if k := len(e.unexpFree); k > 0 {
-		u = e.unexpFree[k-1]
-		e.unexpFree = e.unexpFree[:k-1]
-		*u = unexpected{data: u.data[:0]}
-	} else {
-		u = new(unexpected)
-	}
+	u := reuse(&e.unexpFree)
+	*u = unexpected{data: u.data[:0]}
 	if cap(u.data) < size {
 		u.data = make([]byte, size)
 	}

@@ -1,9 +1,7 @@
 package sm
 
 import (
-	"sort"
-	"sync"
-
+	"github.com/gotune/gotune/internal/registry"
 	"github.com/gotune/gotune/transports"
 )
 
@@ -21,38 +19,23 @@ type Mechanism struct {
 	Check func(t transports.Transport, env transports.Env) error
 }
 
-var (
-	mechMu     sync.RWMutex
-	mechanisms = map[string]Mechanism{}
-)
+var mechanisms = registry.New[Mechanism]("sm: duplicate single-copy mechanism ")
 
 // RegisterMechanism makes a mechanism known by name; it panics on a
 // duplicate.
-func RegisterMechanism(name string, m Mechanism) {
-	mechMu.Lock()
-	defer mechMu.Unlock()
-	if _, dup := mechanisms[name]; dup {
-		panic("sm: duplicate single-copy mechanism " + name)
-	}
-	mechanisms[name] = m
-}
+func RegisterMechanism(name string, m Mechanism) { mechanisms.Register(name, m) }
 
 // LookupMechanism finds a registered mechanism.
-func LookupMechanism(name string) (Mechanism, bool) {
-	mechMu.RLock()
-	defer mechMu.RUnlock()
-	m, ok := mechanisms[name]
-	return m, ok
+func LookupMechanism(name string) (Mechanism, bool) { return mechanisms.Lookup(name) }
+
+// RouteBySize is a copier's Rendezvous rule: route's answer when it has
+// one (a profile's ranges), else whether n reaches threshold.
+func RouteBySize(route func(n int) bool, threshold, n int) bool {
+	if route != nil {
+		return route(n)
+	}
+	return n >= threshold
 }
 
 // MechanismNames lists the registered mechanisms, sorted.
-func MechanismNames() []string {
-	mechMu.RLock()
-	defer mechMu.RUnlock()
-	var names []string
-	for n := range mechanisms {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func MechanismNames() []string { return mechanisms.Names() }

@@ -38,6 +38,21 @@ func refused(pull bool) error {
 	return sys.NotSupported(op, "planted refusal", syscall.EPERM)
 }
 
+// postAll makes n requests with post, then waits on ep for them all,
+// leaving Wait's error in *waited; it returns a post's error.
+func postAll(ep *sm.Endpoint, n int, waited *error, post func(i int) (transports.Request, error)) error {
+	reqs := make([]transports.Request, 0, n)
+	for i := range n {
+		r, err := post(i)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, r)
+	}
+	*waited = ep.Wait(reqs...)
+	return nil
+}
+
 // window sends messages of sizes from a (rank from) to b (rank to) as a
 // window of non-blocking operations and, when both sides succeed, checks
 // every byte. Receive buffers hold capacity bytes (at most 2000).
@@ -48,27 +63,13 @@ func window(t *testing.T, a, b *sm.Endpoint, from, to int, sizes []int, capacity
 		fill(sb[i*2000:i*2000+n], seed+i)
 	}
 	both(t, func() error {
-		var reqs []transports.Request
-		for i, n := range sizes {
-			r, err := a.Isend(to, sb[i*2000:i*2000+n])
-			if err != nil {
-				return err
-			}
-			reqs = append(reqs, r)
-		}
-		send = a.Wait(reqs...)
-		return nil
+		return postAll(a, len(sizes), &send, func(i int) (transports.Request, error) {
+			return a.Isend(to, sb[i*2000:i*2000+sizes[i]])
+		})
 	}, func() error {
-		var reqs []transports.Request
-		for i := range sizes {
-			r, err := b.Irecv(from, rb[i*2000:i*2000+capacity])
-			if err != nil {
-				return err
-			}
-			reqs = append(reqs, r)
-		}
-		recv = b.Wait(reqs...)
-		return nil
+		return postAll(b, len(sizes), &recv, func(i int) (transports.Request, error) {
+			return b.Irecv(from, rb[i*2000:i*2000+capacity])
+		})
 	})
 	if send == nil && recv == nil {
 		for i, n := range sizes {

@@ -103,15 +103,22 @@ func (e *Endpoint) protoFor(p *peer, r *request) proto {
 	}
 }
 
-func (e *Endpoint) newRequest(p *peer, buf []byte, send bool) *request {
-	var r *request
-	if k := len(e.free); k > 0 {
-		r = e.free[k-1]
-		e.free = e.free[:k-1]
-		*r = request{}
-	} else {
-		r = new(request)
+// reuse takes the last released object off free, or makes one when free
+// is empty; the caller clears it. Requests and early messages are recycled
+// so that a rank with the collector off does not grow its heap per message.
+func reuse[T any](free *[]*T) *T {
+	k := len(*free)
+	if k == 0 {
+		return new(T)
 	}
+	x := (*free)[k-1]
+	*free = (*free)[:k-1]
+	return x
+}
+
+func (e *Endpoint) newRequest(p *peer, buf []byte, send bool) *request {
+	r := reuse(&e.free)
+	*r = request{}
 	r.ep, r.peer, r.buf, r.isSend = e, p, buf, send
 	return r
 }

@@ -93,33 +93,8 @@ func TestMpirunKillsHungRanks(t *testing.T) {
 	testutil.SkipUnless(t, "openmpi", err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := c.Mpirun(ctx, "-np", "2", "--map-by", "node", "sh", "-c", `echo ready $(hostname) $$; exec sleep 3600`)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	hosts := map[string]bool{}
-	sc := bufio.NewScanner(stdout)
-	for len(pids) < 2 && sc.Scan() {
-		var host string
-		var pid int
-		if _, err := fmt.Sscanf(sc.Text(), "ready %s %d", &host, &pid); err != nil {
-			t.Fatalf("rank: %q: %v", sc.Text(), err)
-		}
-		pids = append(pids, pid)
-		hosts[host] = true
-	}
-	if len(pids) < 2 {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("ranks never ready: %s", stderr.String())
-	}
+	cmd := c.Mpirun(ctx, "-np", "2", "--map-by", "node", "sh", "-c", hangScript)
+	pids, hosts, _ := startHung(t, cmd, 2, "rank")
 	if !hosts[c.Hosts[0].Name] || !hosts[c.Hosts[1].Name] {
 		t.Errorf("ranks on %v, want both hosts", hosts)
 	}
@@ -134,4 +109,43 @@ func TestMpirunKillsHungRanks(t *testing.T) {
 			t.Errorf("rank %d still runs after mpirun got SIGTERM", pid)
 		}
 	}
+}
+
+// hangScript makes each task say "ready HOST PID", then hang (exec: the
+// same PID).
+const hangScript = `echo ready $(hostname) $$; exec sleep 3600`
+
+// startHung starts cmd, whose n tasks (what: "rank", "task") run
+// hangScript, and returns their PIDs, the hosts they run on and what cmd
+// writes to stderr. It kills cmd and fails the test when they never all
+// say they are ready.
+func startHung(t *testing.T, cmd *exec.Cmd, n int, what string) ([]int, map[string]bool, *strings.Builder) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	hosts := map[string]bool{}
+	sc := bufio.NewScanner(stdout)
+	for len(pids) < n && sc.Scan() {
+		var host string
+		var pid int
+		if _, err := fmt.Sscanf(sc.Text(), "ready %s %d", &host, &pid); err != nil {
+			t.Fatalf("%s: %q: %v", what, sc.Text(), err)
+		}
+		pids = append(pids, pid)
+		hosts[host] = true
+	}
+	if len(pids) < n {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%ss never ready: %s", what, stderr.String())
+	}
+	return pids, hosts, stderr
 }

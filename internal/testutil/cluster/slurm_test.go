@@ -1,13 +1,11 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,35 +69,8 @@ func TestSlurm(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		name := fmt.Sprintf("gotune-hang-%d", os.Getpid())
-		// Each task says where it runs and its PID, then hangs (exec: the
-		// same PID).
-		srun := s.Srun(ctx, "-N2", "-n2", "-J", name, "sh", "-c", `echo ready $(hostname) $$; exec sleep 3600`)
-		stdout, err := srun.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr strings.Builder
-		srun.Stderr = &stderr
-		if err := srun.Start(); err != nil {
-			t.Fatal(err)
-		}
-		var pids []int
-		hosts := map[string]bool{}
-		sc := bufio.NewScanner(stdout)
-		for len(pids) < 2 && sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) != 3 || f[0] != "ready" {
-				t.Fatalf("task: %q", sc.Text())
-			}
-			pid, _ := strconv.Atoi(f[2])
-			pids = append(pids, pid)
-			hosts[f[1]] = true
-		}
-		if len(pids) < 2 {
-			srun.Process.Kill()
-			srun.Wait()
-			t.Fatalf("tasks never ready: %s", stderr.String())
-		}
+		srun := s.Srun(ctx, "-N2", "-n2", "-J", name, "sh", "-c", hangScript)
+		pids, hosts, stderr := startHung(t, srun, 2, "task")
 		if !hosts[h1] || !hosts[h2] {
 			t.Errorf("tasks on %v, want %s and %s", hosts, h1, h2)
 		}
