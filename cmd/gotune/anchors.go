@@ -77,26 +77,15 @@ plain lines say so every 15 s; --quiet shows neither. The tables print at the en
 			out := io.MultiWriter(&tables, &text)
 			fmt.Fprintf(&text, "# gotune %s\n# command: gotune %s\n", hostinfo.GotuneVersion(), strings.Join(os.Args[1:], " "))
 			var all []bench.Result
-			for _, pc := range []struct {
-				pattern bench.Pattern
-				sizes   string
-				settle  int
-			}{{bench.Latency, latSizes, 0}, {bench.Bandwidth, bwSizes, settle}} {
-				sizes, err := bench.ParseSizes(pc.sizes)
-				if err != nil {
-					return err
-				}
-				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, Options: o, CPUs: bench.DefaultCPUs(2)}
-				res, err := mpistack.Interleave(ctx, cs, spec, rounds, pc.settle, block, m)
-				if err != nil {
-					return err
-				}
+			ladders := interleaved{latSizes: latSizes, bwSizes: bwSizes, settle: settle, rounds: rounds, block: block, opts: o}
+			err = ladders.run(ctx, cs, m, func(p bench.Pattern, res []bench.Result) error {
 				ours, theirs := mpistack.Split(cs, res)
-				fmt.Fprintf(out, "\n## %s, medians of %d interleaved repetitions (%s)\n", pc.pattern, rounds, pc.pattern.Unit())
-				if err := mpistack.Compare(out, ours, theirs); err != nil {
-					return err
-				}
+				fmt.Fprintf(out, "\n## %s, medians of %d interleaved repetitions (%s)\n", p, rounds, p.Unit())
 				all = append(all, res...)
+				return mpistack.Compare(out, ours, theirs)
+			})
+			if err != nil {
+				return err
 			}
 			if err := flush(); err != nil {
 				return err
@@ -143,14 +132,54 @@ func runsMeter(w io.Writer, quiet bool) (m mpistack.Meter, stderr io.Writer, clo
 	return pm, pm.Writer(), pm.Close
 }
 
-func contenders(anchorBin string, stderr io.Writer) []mpistack.Contender {
-	gotune := func(transport string) mpistack.Contender {
-		return mpistack.Contender{Label: "gotune " + transport, Ours: true,
-			Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
-				s.Transport = transport
-				return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
-			}}
+// interleaved is the latency and the bandwidth ladder that anchors and
+// stacks measure, every configuration once per round.
+type interleaved struct {
+	latSizes, bwSizes string
+	settle            int // bytes of the discarded point opening every bandwidth run
+	rounds, block     int
+	opts              transports.Options
+}
+
+// run measures cs over the latency ladder, then the bandwidth one, and
+// hands each pattern's results to each.
+func (l interleaved) run(ctx context.Context, cs []mpistack.Contender, m mpistack.Meter, each func(bench.Pattern, []bench.Result) error) error {
+	for _, pc := range []struct {
+		pattern bench.Pattern
+		sizes   string
+		settle  int
+	}{{bench.Latency, l.latSizes, 0}, {bench.Bandwidth, l.bwSizes, l.settle}} {
+		sizes, err := bench.ParseSizes(pc.sizes)
+		if err != nil {
+			return err
+		}
+		spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, Options: l.opts, CPUs: bench.DefaultCPUs(2)}
+		res, err := mpistack.Interleave(ctx, cs, spec, l.rounds, pc.settle, l.block, m)
+		if err != nil {
+			return err
+		}
+		if err := each(pc.pattern, res); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// gotuneContender is gotune's own runtime over transport, with opts
+// (nil: the spec's own), its ranks' stderr going to stderr.
+func gotuneContender(transport string, opts transports.Options, stderr io.Writer) mpistack.Contender {
+	return mpistack.Contender{Label: "gotune " + transport, Ours: true,
+		Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
+			s.Transport = transport
+			if opts != nil {
+				s.Options = opts
+			}
+			return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
+		}}
+}
+
+func contenders(anchorBin string, stderr io.Writer) []mpistack.Contender {
+	gotune := func(transport string) mpistack.Contender { return gotuneContender(transport, nil, stderr) }
 	ompi := func(single string) mpistack.Contender {
 		st := mpistack.OpenMPIVader(single)
 		return mpistack.Contender{Label: st.Name,

@@ -18,7 +18,6 @@ import (
 	"github.com/gotune/gotune/bench/compare"
 	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/internal/hostinfo"
-	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
@@ -98,23 +97,15 @@ every 15 s; --quiet shows neither.`,
 				return err
 			}
 			results := map[string][]bench.Result{}
-			for _, pc := range []struct {
-				pattern bench.Pattern
-				sizes   string
-				settle  int
-			}{{bench.Latency, latSizes, 0}, {bench.Bandwidth, bwSizes, settle}} {
-				sizes, err := bench.ParseSizes(pc.sizes)
-				if err != nil {
-					return err
-				}
-				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, CPUs: bench.DefaultCPUs(2)}
-				res, err := mpistack.Interleave(ctx, cs, spec, rounds, pc.settle, 0, m)
-				if err != nil {
-					return err
-				}
+			ladders := interleaved{latSizes: latSizes, bwSizes: bwSizes, settle: settle, rounds: rounds}
+			err = ladders.run(ctx, cs, m, func(_ bench.Pattern, res []bench.Result) error {
 				for _, r := range res {
 					results[r.Label] = append(results[r.Label], r)
 				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 			closeMeter() // before the comparison prints: it would tear the bars
 			var sides []compare.Side
@@ -165,16 +156,10 @@ var newStackContenders = stackContenders
 // where prof has values for it, with those loaded as its file. A stack
 // that is not installed is left out, with a note on stderr.
 func stackContenders(ctx context.Context, dir string, names []string, prof *profile.Profile, stderr io.Writer) ([]mpistack.Contender, error) {
-	gotune := func(transport string, opts transports.Options) mpistack.Contender {
-		return mpistack.Contender{Label: "gotune " + transport, Ours: true, Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
-			s.Transport, s.Options = transport, opts
-			return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
-		}}
-	}
-	cs := []mpistack.Contender{gotune("sm", nil)}
+	cs := []mpistack.Contender{gotuneContender("sm", nil, stderr)}
 	var tuned map[string]profile.Stack
 	if prof != nil {
-		cs = append(cs, gotune("auto", auto.LaunchOptions(prof.Path(), prof)))
+		cs = append(cs, gotuneContender("auto", auto.LaunchOptions(prof.Path(), prof), stderr))
 		tuned = prof.Stacks
 	}
 	for _, name := range names {
