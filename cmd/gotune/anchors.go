@@ -23,11 +23,11 @@ import (
 
 func newAnchors() *cobra.Command {
 	var (
-		latSizes, bwSizes, outDir, settleSize string
-		rounds, block                         int
-		quiet                                 bool
-		opts                                  []string
-		timeout                               time.Duration
+		ladders interleaved
+		outDir  string
+		quiet   bool
+		opts    []string
+		timeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "anchors",
@@ -48,10 +48,10 @@ plain lines say so every 15 s; --quiet shows neither. The tables print at the en
 			if err != nil {
 				return err
 			}
-			settle, err := transports.ParseSize(settleSize)
-			if err != nil {
-				return fmt.Errorf("--settle: %w", err)
+			if err := ladders.parseSettle(); err != nil {
+				return err
 			}
+			ladders.opts = o
 			ctx, cancel := jobContext(timeout)
 			defer cancel()
 			tmp, err := os.MkdirTemp("", "gotune-anchor-")
@@ -77,10 +77,9 @@ plain lines say so every 15 s; --quiet shows neither. The tables print at the en
 			out := io.MultiWriter(&tables, &text)
 			fmt.Fprintf(&text, "# gotune %s\n# command: gotune %s\n", hostinfo.GotuneVersion(), strings.Join(os.Args[1:], " "))
 			var all []bench.Result
-			ladders := interleaved{latSizes: latSizes, bwSizes: bwSizes, settle: settle, rounds: rounds, block: block, opts: o}
 			err = ladders.run(ctx, cs, m, func(p bench.Pattern, res []bench.Result) error {
 				ours, theirs := mpistack.Split(cs, res)
-				fmt.Fprintf(out, "\n## %s, medians of %d interleaved repetitions (%s)\n", p, rounds, p.Unit())
+				fmt.Fprintf(out, "\n## %s, medians of %d interleaved repetitions (%s)\n", p, ladders.rounds, p.Unit())
 				all = append(all, res...)
 				return mpistack.Compare(out, ours, theirs)
 			})
@@ -90,18 +89,13 @@ plain lines say so every 15 s; --quiet shows neither. The tables print at the en
 			if err := flush(); err != nil {
 				return err
 			}
-			if outDir == "" {
-				return nil
-			}
 			return saveComparison(outDir, "", text.Bytes(), all)
 		},
 	}
+	ladders.flags(cmd, bench.DefaultReps, "size of one discarded bandwidth point that opens every bw run of every configuration, so that no measured size pays for the ranks' first milliseconds (0: none)",
+		"interleaved repetitions of every configuration")
 	fl := cmd.Flags()
-	fl.StringVar(&latSizes, "latency-sizes", "8", "latency message sizes")
-	fl.StringVar(&bwSizes, "bw-sizes", "4K:16M", "bandwidth message sizes")
-	fl.StringVar(&settleSize, "settle", "4M", "size of one discarded bandwidth point that opens every bw run of every configuration, so that no measured size pays for the ranks' first milliseconds (0: none)")
-	fl.IntVar(&rounds, "reps", bench.DefaultReps, "interleaved repetitions of every configuration")
-	fl.IntVar(&block, "block", 0, "sizes per run: each round measures this many sizes with every configuration before the next ones (0: the whole ladder per run)")
+	fl.IntVar(&ladders.block, "block", 0, "sizes per run: each round measures this many sizes with every configuration before the next ones (0: the whole ladder per run)")
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/<host>-<time>.txt (tables) and .jsonl (every run)")
 	fl.StringArrayVar(&opts, "opt", nil, "gotune transport option KEY=VALUE (repeatable)")
 	fl.DurationVar(&timeout, "timeout", time.Hour, "give up after this long")
@@ -135,10 +129,28 @@ func runsMeter(w io.Writer, quiet bool) (m mpistack.Meter, stderr io.Writer, clo
 // interleaved is the latency and the bandwidth ladder that anchors and
 // stacks measure, every configuration once per round.
 type interleaved struct {
-	latSizes, bwSizes string
-	settle            int // bytes of the discarded point opening every bandwidth run
-	rounds, block     int
-	opts              transports.Options
+	latSizes, bwSizes, settleSize string
+	settle                        int // settleSize parsed: the discarded point opening every bandwidth run
+	rounds, block                 int
+	opts                          transports.Options
+}
+
+// flags registers the ladders' flags on cmd, --reps defaulting to reps.
+func (l *interleaved) flags(cmd *cobra.Command, reps int, settleUsage, repsUsage string) {
+	fl := cmd.Flags()
+	fl.StringVar(&l.latSizes, "latency-sizes", "8", "latency message sizes")
+	fl.StringVar(&l.bwSizes, "bw-sizes", "4K:16M", "bandwidth message sizes")
+	fl.StringVar(&l.settleSize, "settle", "4M", settleUsage)
+	fl.IntVar(&l.rounds, "reps", reps, repsUsage)
+}
+
+// parseSettle sets settle from --settle.
+func (l *interleaved) parseSettle() error {
+	var err error
+	if l.settle, err = transports.ParseSize(l.settleSize); err != nil {
+		return fmt.Errorf("--settle: %w", err)
+	}
+	return nil
 }
 
 // run measures cs over the latency ladder, then the bandwidth one, and
@@ -192,8 +204,12 @@ func contenders(anchorBin string, stderr io.Writer) []mpistack.Contender {
 }
 
 // saveComparison writes DIR/PREFIX<host>-<time>.txt (the tables as
-// printed) and .jsonl (every run as JSON lines) for anchors and stacks.
+// printed) and .jsonl (every run as JSON lines) for anchors and stacks;
+// with no dir, nothing.
 func saveComparison(dir, prefix string, tables []byte, results []bench.Result) error {
+	if dir == "" {
+		return nil
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}

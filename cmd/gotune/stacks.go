@@ -20,7 +20,6 @@ import (
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/profile"
-	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/auto"
 	"github.com/gotune/gotune/tuner/stack"
 )
@@ -31,11 +30,11 @@ var stacksMeasured = []string{"openmpi", "mpich", "ucx"}
 
 func newStacks() *cobra.Command {
 	var (
-		latSizes, bwSizes, settleSize, profilePath, format, outDir string
-		only                                                       []string
-		rounds                                                     int
-		quiet                                                      bool
-		timeout                                                    time.Duration
+		ladders                     interleaved
+		profilePath, format, outDir string
+		only                        []string
+		quiet                       bool
+		timeout                     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "stacks",
@@ -69,9 +68,8 @@ every 15 s; --quiet shows neither.`,
 			if len(only) == 0 {
 				only = stacksMeasured
 			}
-			settle, err := transports.ParseSize(settleSize)
-			if err != nil {
-				return fmt.Errorf("--settle: %w", err)
+			if err := ladders.parseSettle(); err != nil {
+				return err
 			}
 			var prof *profile.Profile
 			if profilePath != "" {
@@ -97,7 +95,6 @@ every 15 s; --quiet shows neither.`,
 				return err
 			}
 			results := map[string][]bench.Result{}
-			ladders := interleaved{latSizes: latSizes, bwSizes: bwSizes, settle: settle, rounds: rounds}
 			err = ladders.run(ctx, cs, m, func(_ bench.Pattern, res []bench.Result) error {
 				for _, r := range res {
 					results[r.Label] = append(results[r.Label], r)
@@ -120,24 +117,18 @@ every 15 s; --quiet shows neither.`,
 			}
 			var text bytes.Buffer
 			fmt.Fprintf(&text, "# gotune %s stacks, %d interleaved rounds, medians; reference gotune sm\n# command: gotune %s\n",
-				hostinfo.GotuneVersion(), rounds, strings.Join(os.Args[1:], " "))
+				hostinfo.GotuneVersion(), ladders.rounds, strings.Join(os.Args[1:], " "))
 			if err := compare.Write(&text, format, tables); err != nil {
 				return err
 			}
 			if _, err := cmd.OutOrStdout().Write(text.Bytes()); err != nil {
 				return err
 			}
-			if outDir == "" {
-				return nil
-			}
 			return saveComparison(outDir, "stacks-", text.Bytes(), all)
 		},
 	}
+	ladders.flags(cmd, 8, "size of one discarded bandwidth point opening every bw run (0: none)", "interleaved rounds: each configuration once per round")
 	fl := cmd.Flags()
-	fl.StringVar(&latSizes, "latency-sizes", "8", "latency message sizes")
-	fl.StringVar(&bwSizes, "bw-sizes", "4K:16M", "bandwidth message sizes")
-	fl.StringVar(&settleSize, "settle", "4M", "size of one discarded bandwidth point opening every bw run (0: none)")
-	fl.IntVar(&rounds, "reps", 8, "interleaved rounds: each configuration once per round")
 	fl.StringVar(&profilePath, "profile", "", "also measure each stack with the tuned values of this profile's stacks: section")
 	fl.StringSliceVar(&only, "stack", nil, "stacks to measure ("+strings.Join(stacksMeasured, ",")+"; default all installed)")
 	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(compare.Formats, "|"))
