@@ -25,9 +25,7 @@ func newAnchors() *cobra.Command {
 	var (
 		ladders interleaved
 		outDir  string
-		quiet   bool
 		opts    []string
-		timeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "anchors",
@@ -52,14 +50,12 @@ plain lines say so every 15 s; --quiet shows neither. The tables print at the en
 				return err
 			}
 			ladders.opts = o
-			ctx, cancel := jobContext(timeout)
-			defer cancel()
-			tmp, err := os.MkdirTemp("", "gotune-anchor-")
+			ctx, tmp, end, err := ladders.begin("gotune-anchor-")
 			if err != nil {
 				return err
 			}
-			defer os.RemoveAll(tmp)
-			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), quiet)
+			defer end()
+			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), ladders.quiet)
 			// The tables wait for the bars to end: they would tear them.
 			var tables bytes.Buffer
 			flush := func() error {
@@ -98,8 +94,6 @@ plain lines say so every 15 s; --quiet shows neither. The tables print at the en
 	fl.IntVar(&ladders.block, "block", 0, "sizes per run: each round measures this many sizes with every configuration before the next ones (0: the whole ladder per run)")
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/<host>-<time>.txt (tables) and .jsonl (every run)")
 	fl.StringArrayVar(&opts, "opt", nil, "gotune transport option KEY=VALUE (repeatable)")
-	fl.DurationVar(&timeout, "timeout", time.Hour, "give up after this long")
-	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress (bars on a terminal, lines elsewhere) on stderr")
 	return cmd
 }
 
@@ -133,15 +127,34 @@ type interleaved struct {
 	settle                        int // settleSize parsed: the discarded point opening every bandwidth run
 	rounds, block                 int
 	opts                          transports.Options
+	quiet                         bool
+	timeout                       time.Duration
 }
 
-// flags registers the ladders' flags on cmd, --reps defaulting to reps.
+// flags registers the ladders' flags on cmd, and --timeout and --quiet,
+// --reps defaulting to reps.
 func (l *interleaved) flags(cmd *cobra.Command, reps int, settleUsage, repsUsage string) {
 	fl := cmd.Flags()
 	fl.StringVar(&l.latSizes, "latency-sizes", "8", "latency message sizes")
 	fl.StringVar(&l.bwSizes, "bw-sizes", "4K:16M", "bandwidth message sizes")
 	fl.StringVar(&l.settleSize, "settle", "4M", settleUsage)
 	fl.IntVar(&l.rounds, "reps", reps, repsUsage)
+	fl.DurationVar(&l.timeout, "timeout", time.Hour, "give up after this long")
+	fl.BoolVarP(&l.quiet, "quiet", "q", false, "no progress (bars on a terminal, lines elsewhere) on stderr")
+}
+
+// begin bounds the run by --timeout and makes it a scratch folder named
+// from prefix; end removes the folder and releases the bound.
+func (l *interleaved) begin(prefix string) (ctx context.Context, dir string, end func(), err error) {
+	ctx, cancel := jobContext(l.timeout)
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		cancel()
+		return nil, "", nil, err
+	}
+	return ctx, dir, func() {
+		os.RemoveAll(dir)
+		cancel()
+	}, nil
 }
 
 // parseSettle sets settle from --settle.
@@ -155,7 +168,7 @@ func (l *interleaved) parseSettle() error {
 
 // run measures cs over the latency ladder, then the bandwidth one, and
 // hands each pattern's results to each.
-func (l interleaved) run(ctx context.Context, cs []mpistack.Contender, m mpistack.Meter, each func(bench.Pattern, []bench.Result) error) error {
+func (l *interleaved) run(ctx context.Context, cs []mpistack.Contender, m mpistack.Meter, each func(bench.Pattern, []bench.Result) error) error {
 	for _, pc := range []struct {
 		pattern bench.Pattern
 		sizes   string

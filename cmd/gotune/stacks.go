@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,8 +32,6 @@ func newStacks() *cobra.Command {
 		ladders                     interleaved
 		profilePath, format, outDir string
 		only                        []string
-		quiet                       bool
-		timeout                     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "stacks",
@@ -81,14 +78,12 @@ every 15 s; --quiet shows neither.`,
 					return err
 				}
 			}
-			ctx, cancel := jobContext(timeout)
-			defer cancel()
-			dir, err := os.MkdirTemp("", "gotune-stacks-")
+			ctx, dir, end, err := ladders.begin("gotune-stacks-")
 			if err != nil {
 				return err
 			}
-			defer os.RemoveAll(dir)
-			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), quiet)
+			defer end()
+			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), ladders.quiet)
 			defer closeMeter()
 			cs, err := newStackContenders(ctx, dir, only, prof, stderr)
 			if err != nil {
@@ -133,8 +128,6 @@ every 15 s; --quiet shows neither.`,
 	fl.StringSliceVar(&only, "stack", nil, "stacks to measure ("+strings.Join(stacksMeasured, ",")+"; default all installed)")
 	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(compare.Formats, "|"))
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/stacks-<host>-<time>.txt (the comparison) and .jsonl (every run)")
-	fl.DurationVar(&timeout, "timeout", time.Hour, "give up after this long")
-	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress (bars on a terminal, lines elsewhere) on stderr")
 	return cmd
 }
 
