@@ -74,14 +74,20 @@ func rankMain(r *launch.Rank) (any, error) {
 	out.Points, out.Warnings, err = measureAll(t, r.ID, spec, a, r.Beat, st)
 	st.start("closing transport %s", spec.Transport)
 	unhook()
-	if cerr := t.Close(); err == nil {
-		err = cerr
-	}
+	keepFirst(&err, t.Close())
 	if g != nil {
 		info := g.info(r.ID)
 		out.Rank = &info
 	}
 	return out, err
+}
+
+// keepFirst sets *err to next unless it already holds an error: of a run
+// and the releases after it, the first failure is the one reported.
+func keepFirst(err *error, next error) {
+	if *err == nil {
+		*err = next
+	}
 }
 
 // RankEnv is the environment a transport starts with in rank r: what the
