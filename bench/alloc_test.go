@@ -1,12 +1,10 @@
 package bench_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/hostmem"
 	"github.com/gotune/gotune/transports/sm"
@@ -30,10 +28,7 @@ func TestAllocPatternAcrossProcesses(t *testing.T) {
 				}
 				spec := bench.Spec{Transport: tr, Options: o, Pattern: bench.AllocChurn, Sizes: sizes,
 					Reps: 2, Iters: 4, Warmup: 1, Window: 4, Validate: true}
-				res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := mustRun(t, spec)
 				checkPoints(t, spec, res.Points)
 			})
 		}

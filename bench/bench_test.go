@@ -226,10 +226,7 @@ func TestRunAcrossProcesses(t *testing.T) {
 		for _, pat := range bench.Patterns {
 			t.Run(tr+"/"+string(pat), func(t *testing.T) {
 				spec := bench.Spec{Transport: tr, Pattern: pat, Sizes: []int{8, 8192, 1 << 20}, Reps: 2, Iters: 5, Warmup: 1, Window: 4, Validate: true}
-				res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := mustRun(t, spec)
 				checkPoints(t, spec, res.Points)
 				for _, p := range res.Points { // 2 reps: both ranks warn about the interval; one warning each
 					if len(p.Warnings) == 0 || len(slices.Compact(slices.Sorted(slices.Values(p.Warnings)))) != len(p.Warnings) {
@@ -296,14 +293,21 @@ func TestParseSizes(t *testing.T) {
 		"1:4611686018427387904": fmt.Sprint(ladder(1, 1<<62)),
 		"1:9999999999G":         "error",
 	}
+	checkParses(t, "ParseSizes", bench.ParseSizes, cases)
+}
+
+// checkParses checks what parse, called name, makes of each input: its
+// result as fmt.Sprint writes it, or "error".
+func checkParses[T any](t *testing.T, name string, parse func(string) (T, error), cases map[string]string) {
+	t.Helper()
 	for in, want := range cases {
-		got, err := bench.ParseSizes(in)
+		got, err := parse(in)
 		s := fmt.Sprint(got)
 		if err != nil {
 			s = "error"
 		}
 		if s != want {
-			t.Errorf("ParseSizes(%q) = %s (%v), want %s", in, s, err, want)
+			t.Errorf("%s(%q) = %s (%v), want %s", name, in, s, err, want)
 		}
 	}
 }
@@ -509,4 +513,14 @@ func TestSettlingPassIsNotReported(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustRun runs spec on this host, failing the test on an error.
+func mustRun(t *testing.T, spec bench.Spec) bench.Result {
+	t.Helper()
+	res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

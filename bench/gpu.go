@@ -323,9 +323,7 @@ func (g *rankGPU) close() error {
 		return nil
 	}
 	err := g.load.close()
-	if cerr := g.dev.Close(); err == nil {
-		err = cerr
-	}
+	keepFirst(&err, g.dev.Close())
 	runtime.UnlockOSThread()
 	return err
 }
@@ -386,9 +384,7 @@ func (st *stager) close() error {
 		return nil
 	}
 	err := st.s.Destroy()
-	if ferr := st.buf.Free(); err == nil {
-		err = ferr
-	}
+	keepFirst(&err, st.buf.Free())
 	return err
 }
 

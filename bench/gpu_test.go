@@ -66,19 +66,13 @@ func TestParseMem(t *testing.T) {
 }
 
 func TestParseGPUs(t *testing.T) {
-	for in, want := range map[string]string{
+	cases := map[string]string{
 		"": "[]", "  ": "[]", "0": "[0]", "0,1": "[0 1]", " 1, 0 ": "[1 0]", "3,3,2": "[3 3 2]",
 		"x": "error", "0,,1": "error", "-1": "error", "1,": "error", "0.5": "error",
-	} {
-		got, err := bench.ParseGPUs(in)
-		s := fmt.Sprint(got)
-		if err != nil {
-			s = "error"
-		}
-		if s != want {
-			t.Errorf("ParseGPUs(%q) = %s (%v), want %s", in, s, err, want)
-		}
-		if err == nil && len(got) > 0 {
+	}
+	checkParses(t, "ParseGPUs", bench.ParseGPUs, cases)
+	for in := range cases {
+		if got, err := bench.ParseGPUs(in); err == nil && len(got) > 0 {
 			if back, _ := bench.ParseGPUs(bench.FormatGPUs(got)); !reflect.DeepEqual(back, got) {
 				t.Errorf("FormatGPUs(%v) = %q does not read back", got, bench.FormatGPUs(got))
 			}
@@ -266,6 +260,15 @@ func needGPU(t *testing.T) {
 	testutil.SkipUnless(t, "cuda", cuda.Load())
 }
 
+// needCUDAIPC skips the test without a GPU or without cudaipc built in.
+func needCUDAIPC(t *testing.T) {
+	t.Helper()
+	needGPU(t)
+	if _, err := transports.Lookup("cudaipc"); err != nil {
+		t.Skip(err)
+	}
+}
+
 func checkGPURun(t *testing.T, spec bench.Spec, res bench.Result) {
 	t.Helper()
 	checkPoints(t, spec, res.Points)
@@ -307,10 +310,7 @@ func TestGPUHostVisibleBuffersAcrossProcesses(t *testing.T) {
 				if c.mem[0] == H && c.mem[1] == H {
 					spec.GPUs = []int{0}
 				}
-				res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := mustRun(t, spec)
 				checkGPURun(t, spec, res)
 				if res.Spec.GPULoad != c.load {
 					t.Errorf("recorded load %v, want %v", res.Spec.GPULoad, c.load)
@@ -327,10 +327,7 @@ func TestGPUHostVisibleBuffersAcrossProcesses(t *testing.T) {
 // and closes the oldest; and single copies completed by stream
 // synchronization instead of IPC events.
 func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
-	needGPU(t)
-	if _, err := transports.Lookup("cudaipc"); err != nil {
-		t.Skip(err)
-	}
+	needCUDAIPC(t)
 	smCopy := transports.Options{cudaipc.KeyCopy: "sm"}
 	syncDone := transports.Options{cudaipc.KeyCompletion: "sync"}
 	for _, c := range []struct {
@@ -368,10 +365,7 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 				}
 				spec := bench.Spec{Transport: "cudaipc", Options: c.opts, Pattern: pat, Sizes: sizes, Reps: 2, Iters: 10, Warmup: 1, Window: 4,
 					Validate: true, Buffers: c.buffers, Mem: c.mem, GPULoad: c.load}
-				res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := mustRun(t, spec)
 				checkGPURun(t, spec, res)
 			})
 		}
@@ -382,10 +376,7 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 // entries), taken in turn and validated: the oldest entries are
 // overwritten and their allocations exported again when they come round.
 func TestGPUHandleRingWraps(t *testing.T) {
-	needGPU(t)
-	if _, err := transports.Lookup("cudaipc"); err != nil {
-		t.Skip(err)
-	}
+	needCUDAIPC(t)
 	// Message k of a pass takes buffer k mod 300: a latency pass of 300
 	// iterations, or a bandwidth pass of 100 windows of 4, uses all 300.
 	for _, c := range []struct {
@@ -395,10 +386,7 @@ func TestGPUHandleRingWraps(t *testing.T) {
 		t.Run(string(c.pat), func(t *testing.T) {
 			spec := bench.Spec{Transport: "cudaipc", Pattern: c.pat, Sizes: []int{8, 64 << 10}, Reps: 2, Iters: c.iters, Warmup: 1, Window: 4,
 				Validate: true, Buffers: 300, Mem: []cuda.MemKind{D, D}}
-			res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := mustRun(t, spec)
 			checkGPURun(t, spec, res)
 		})
 	}
@@ -411,10 +399,7 @@ func TestGPUHandleRingWraps(t *testing.T) {
 // (which needs a free SM) must wait for the kernel to end; the copy
 // engines, reached from a non-blocking stream, must not.
 func TestGPUFullLoadMarksStalledPaths(t *testing.T) {
-	needGPU(t)
-	if _, err := transports.Lookup("cudaipc"); err != nil {
-		t.Skip(err)
-	}
+	needCUDAIPC(t)
 	for _, c := range []struct {
 		name   string
 		mem    []cuda.MemKind
@@ -431,10 +416,7 @@ func TestGPUFullLoadMarksStalledPaths(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			spec := bench.Spec{Transport: "cudaipc", Options: c.opts, Pattern: bench.Latency, Sizes: []int{8, 1 << 20},
 				Reps: 2, Iters: 10, Warmup: 1, Mem: c.mem, GPULoad: 1, GPULoadBound: time.Second}
-			res, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := mustRun(t, spec)
 			for _, p := range res.Points {
 				t.Logf("%s %d B: median %.1f us, longest step %v, stalled %v, passes late %d of %d",
 					c.name, p.Size, p.Median, p.LoadWait, p.Stalled(), p.LoadLate, len(p.Samples)+1)

@@ -161,13 +161,9 @@ func (a *arena) free() error {
 	}
 	var err error
 	for _, b := range a.gpuBufs {
-		if ferr := b.Free(); err == nil {
-			err = ferr
-		}
+		keepFirst(&err, b.Free())
 	}
-	if serr := a.stage.close(); err == nil {
-		err = serr
-	}
+	keepFirst(&err, a.stage.close())
 	return err
 }
 

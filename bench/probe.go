@@ -27,7 +27,7 @@ func probeMain(r *launch.Rank) (any, error) {
 	if err := r.Params(&p); err != nil {
 		return nil, err
 	}
-	t, err := open(r, p.Transport, p.Options)
+	t, err := Open(r, p.Transport, p.Options)
 	if err != nil {
 		return nil, err
 	}

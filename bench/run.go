@@ -51,7 +51,7 @@ func rankMain(r *launch.Rank) (any, error) {
 	}
 	defer g.close()
 	st.start("starting transport %s", spec.Transport)
-	t, err := open(r, spec.Transport, spec.Options)
+	t, err := Open(r, spec.Transport, spec.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -74,9 +74,7 @@ func rankMain(r *launch.Rank) (any, error) {
 	out.Points, out.Warnings, err = measureAll(t, r.ID, spec, a, r.Beat, st)
 	st.start("closing transport %s", spec.Transport)
 	unhook()
-	if cerr := t.Close(); err == nil {
-		err = cerr
-	}
+	keepFirst(&err, t.Close())
 	if g != nil {
 		info := g.info(r.ID)
 		out.Rank = &info
@@ -84,17 +82,35 @@ func rankMain(r *launch.Rank) (any, error) {
 	return out, err
 }
 
-// open starts a transport in a rank and proves it works between the ranks.
-func open(r *launch.Rank, name string, opts transports.Options) (transports.Transport, error) {
+// keepFirst sets *err to next unless it already holds an error: of a run
+// and the releases after it, the first failure is the one reported.
+func keepFirst(err *error, next error) {
+	if *err == nil {
+		*err = next
+	}
+}
+
+// RankEnv is the environment a transport starts with in rank r: what the
+// launcher told the rank, and opts.
+func RankEnv(r *launch.Rank, opts transports.Options) transports.Env {
+	return transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: opts, Token: r.Token,
+		AllGather: r.AllGather, Hosts: r.Hosts, Addr: r.Addr}
+}
+
+// Open starts the named transport in rank r and proves it works between
+// the ranks (its driver's Check, where it has one).
+func Open(r *launch.Rank, name string, opts transports.Options) (transports.Transport, error) {
 	d, err := transports.Lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: opts, Token: r.Token,
-		AllGather: r.AllGather, Hosts: r.Hosts, Addr: r.Addr}
+	env := RankEnv(r, opts)
 	t, err := d.New(env)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	if d.Check == nil {
+		return t, nil
 	}
 	if err := d.Check(t, env); err != nil {
 		return nil, err

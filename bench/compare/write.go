@@ -1,7 +1,6 @@
 package compare
 
 import (
-	"bufio"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -13,40 +12,31 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"github.com/gotune/gotune/bench/output"
 	"github.com/gotune/gotune/transports"
 )
 
 // errFormat is returned by Write for an unknown format.
 var errFormat = errors.New("unknown format")
 
+// formats are Write's renderers.
+var formats = []output.Format[[]Table]{
+	{Name: "table", Write: writeTable}, {Name: "markdown", Write: writeMarkdown},
+	{Name: "csv", Write: writeCSV}, {Name: "bench", Write: writeBench},
+}
+
 // Formats lists Write's formats.
-var Formats = []string{"table", "markdown", "csv", "bench"}
+var Formats = output.FormatNames(formats)
 
 // Write renders tables in format: "table" (aligned text), "markdown"
 // (GitHub pipe tables), "csv" (a row per size and side) or "bench" (the Go
 // benchmark format, a line per sample, for benchstat).
 func Write(w io.Writer, format string, tables []Table) error {
-	var render func(io.Writer, []Table) error
-	switch format {
-	case "table":
-		render = writeTable
-	case "markdown":
-		render = writeMarkdown
-	case "csv":
-		render = writeCSV
-	case "bench":
-		render = writeBench
-	default:
+	found, err := output.Render(w, formats, format, tables)
+	switch {
+	case !found:
 		return fmt.Errorf("compare: %w %q (want one of %s)", errFormat, format, strings.Join(Formats, ", "))
-	}
-	// bufio keeps the first write error and Flush reports it, so renderers
-	// may ignore the errors of single writes.
-	bw := bufio.NewWriter(w)
-	err := render(bw, tables)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("compare: %s: %w", format, err)
 	}
 	return nil

@@ -72,12 +72,9 @@ func init() {
 
 // detectIMB looks for IMB's banner or a table IMB alone heads this way.
 func detectIMB(lines []string) bool {
-	for _, l := range lines {
-		if imbVersionRE.MatchString(l) || strings.HasPrefix(l, "# Benchmarking ") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(lines, func(l string) bool {
+		return imbVersionRE.MatchString(l) || strings.HasPrefix(l, "# Benchmarking ")
+	})
 }
 
 // imbTable is one benchmark's table being read.
@@ -114,12 +111,7 @@ func parseIMB(name string, lines []string) ([]bench.Result, error) {
 		t = nil
 		return nil
 	}
-	for i, l := range lines {
-		n := i + 1
-		s := strings.TrimSpace(l)
-		if s == "" {
-			continue
-		}
+	for n, s := range nonBlank(lines) {
 		if finished {
 			return nil, lineErrorf(name, n, "IMB output goes on after %q", imbFinalize)
 		}
@@ -131,7 +123,7 @@ func parseIMB(name string, lines []string) ([]bench.Result, error) {
 			finished = true
 			continue
 		case strings.HasPrefix(s, "#") && !strings.HasPrefix(s, "#bytes") && !strings.HasPrefix(s, "#repetitions"):
-			if m := imbVersionRE.FindStringSubmatch(l); m != nil {
+			if m := imbVersionRE.FindStringSubmatch(lines[n-1]); m != nil {
 				version, part = m[1], m[2]
 				if part != "MPI-1" {
 					return nil, lineErrorf(name, n, "IMB %s part: only IMB-MPI1 output is supported", part)

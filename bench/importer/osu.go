@@ -126,12 +126,9 @@ func init() {
 
 // detectOSU looks for an OMB MPI title line.
 func detectOSU(lines []string) bool {
-	for _, l := range lines {
-		if strings.HasPrefix(l, "# OSU MPI") && strings.Contains(l, " Test") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(lines, func(l string) bool {
+		return strings.HasPrefix(l, "# OSU MPI") && strings.Contains(l, " Test")
+	})
 }
 
 // osuColumn is one column of a header after the size.
@@ -200,12 +197,7 @@ func parseOSU(name string, lines []string) ([]bench.Result, error) {
 		b = nil
 		return nil
 	}
-	for i, l := range lines {
-		n := i + 1
-		t := strings.TrimSpace(l)
-		if t == "" {
-			continue
-		}
+	for n, t := range nonBlank(lines) {
 		if m := osuTitleRE.FindStringSubmatch(t); m != nil {
 			if err := finish(); err != nil {
 				return nil, err

@@ -3,8 +3,10 @@ package importer
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/hostinfo"
@@ -17,6 +19,18 @@ import (
 // file name.
 func lineErrorf(name string, line int, format string, args ...any) error {
 	return &LineError{File: name, Line: line, Err: fmt.Errorf(format, args...)}
+}
+
+// nonBlank yields each line that is not blank, trimmed, with its number
+// (1-based).
+func nonBlank(lines []string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		for i, l := range lines {
+			if s := strings.TrimSpace(l); s != "" && !yield(i+1, s) {
+				return
+			}
+		}
+	}
 }
 
 // parseBytes reads a message size in bytes: a decimal integer, 0 or more,

@@ -79,15 +79,9 @@ func init() {
 }
 
 func detectPerftest(lines []string) bool {
-	for _, l := range lines {
-		if ptBWHdr.MatchString(l) || ptLatHdr.MatchString(l) || ptDurHdr.MatchString(l) {
-			return true
-		}
-		if ptTitle.MatchString(l) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(lines, func(l string) bool {
+		return ptBWHdr.MatchString(l) || ptLatHdr.MatchString(l) || ptDurHdr.MatchString(l) || ptTitle.MatchString(l)
+	})
 }
 
 // ptTable is an open results table: its kind and what precedes it.

@@ -95,15 +95,13 @@ func init() {
 }
 
 func detectUCXPerftest(lines []string) bool {
-	for _, l := range lines {
+	return slices.ContainsFunc(lines, func(l string) bool {
 		if ucxStageHdr.MatchString(l) || ucxKindHdr.MatchString(l) || ucxCSVHeader.MatchString(l) {
 			return true
 		}
-		if m := ucxBoxLine.FindStringSubmatch(l); m != nil && m[1] == "API" {
-			return true
-		}
-	}
-	return false
+		m := ucxBoxLine.FindStringSubmatch(l)
+		return m != nil && m[1] == "API"
+	})
 }
 
 // ucxContext is what is known of the next run before its result.

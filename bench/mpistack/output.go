@@ -110,10 +110,7 @@ func (p *parser) sizeLine(f []string) error {
 
 // repLine: rep SIZE REP VALUE.
 func (p *parser) repLine(f []string) error {
-	if len(f) != 4 {
-		return fmt.Errorf("rep record wants 3 fields, has %d", len(f)-1)
-	}
-	cur, err := p.current(f[1])
+	cur, err := p.record(f, 3)
 	if err != nil {
 		return err
 	}
@@ -124,31 +121,37 @@ func (p *parser) repLine(f []string) error {
 	if rep != len(cur.reps) || rep >= p.reps {
 		return fmt.Errorf("repetition %d out of order (next is %d of %d)", rep, len(cur.reps), p.reps)
 	}
-	v, err := measurement(f[3])
-	if err != nil {
-		return err
-	}
-	cur.reps = append(cur.reps, v)
-	return nil
+	return appendMeasurement(&cur.reps, f[3])
 }
 
 // iterLine: iter SIZE VALUE.
 func (p *parser) iterLine(f []string) error {
-	if len(f) != 3 {
-		return fmt.Errorf("iter record wants 2 fields, has %d", len(f)-1)
-	}
-	cur, err := p.current(f[1])
+	cur, err := p.record(f, 2)
 	if err != nil {
 		return err
 	}
 	if len(cur.perIter) == cur.iters {
 		return fmt.Errorf("more than %d iterations", cur.iters)
 	}
-	v, err := measurement(f[2])
+	return appendMeasurement(&cur.perIter, f[2])
+}
+
+// record checks that the record f has fields fields after its name, and
+// returns the size being read, which its first field must name.
+func (p *parser) record(f []string, fields int) (*sizeOutput, error) {
+	if len(f) != fields+1 {
+		return nil, fmt.Errorf("%s record wants %d fields, has %d", f[0], fields, len(f)-1)
+	}
+	return p.current(f[1])
+}
+
+// appendMeasurement appends the measurement in field to values.
+func appendMeasurement(values *[]float64, field string) error {
+	v, err := measurement(field)
 	if err != nil {
 		return err
 	}
-	cur.perIter = append(cur.perIter, v)
+	*values = append(*values, v)
 	return nil
 }
 

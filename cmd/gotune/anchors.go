@@ -23,11 +23,9 @@ import (
 
 func newAnchors() *cobra.Command {
 	var (
-		latSizes, bwSizes, outDir, settleSize string
-		rounds, block                         int
-		quiet                                 bool
-		opts                                  []string
-		timeout                               time.Duration
+		ladders interleaved
+		outDir  string
+		opts    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "anchors",
@@ -48,18 +46,16 @@ plain lines say so every 15 s; --quiet shows neither. The tables print at the en
 			if err != nil {
 				return err
 			}
-			settle, err := transports.ParseSize(settleSize)
-			if err != nil {
-				return fmt.Errorf("--settle: %w", err)
+			if err := ladders.parseSettle(); err != nil {
+				return err
 			}
-			ctx, cancel := jobContext(timeout)
-			defer cancel()
-			tmp, err := os.MkdirTemp("", "gotune-anchor-")
+			ladders.opts = o
+			ctx, tmp, end, err := ladders.begin("gotune-anchor-")
 			if err != nil {
 				return err
 			}
-			defer os.RemoveAll(tmp)
-			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), quiet)
+			defer end()
+			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), ladders.quiet)
 			// The tables wait for the bars to end: they would tear them.
 			var tables bytes.Buffer
 			flush := func() error {
@@ -77,46 +73,27 @@ plain lines say so every 15 s; --quiet shows neither. The tables print at the en
 			out := io.MultiWriter(&tables, &text)
 			fmt.Fprintf(&text, "# gotune %s\n# command: gotune %s\n", hostinfo.GotuneVersion(), strings.Join(os.Args[1:], " "))
 			var all []bench.Result
-			for _, pc := range []struct {
-				pattern bench.Pattern
-				sizes   string
-				settle  int
-			}{{bench.Latency, latSizes, 0}, {bench.Bandwidth, bwSizes, settle}} {
-				sizes, err := bench.ParseSizes(pc.sizes)
-				if err != nil {
-					return err
-				}
-				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, Options: o, CPUs: bench.DefaultCPUs(2)}
-				res, err := mpistack.Interleave(ctx, cs, spec, rounds, pc.settle, block, m)
-				if err != nil {
-					return err
-				}
+			err = ladders.run(ctx, cs, m, func(p bench.Pattern, res []bench.Result) error {
 				ours, theirs := mpistack.Split(cs, res)
-				fmt.Fprintf(out, "\n## %s, medians of %d interleaved repetitions (%s)\n", pc.pattern, rounds, pc.pattern.Unit())
-				if err := mpistack.Compare(out, ours, theirs); err != nil {
-					return err
-				}
+				fmt.Fprintf(out, "\n## %s, medians of %d interleaved repetitions (%s)\n", p, ladders.rounds, p.Unit())
 				all = append(all, res...)
+				return mpistack.Compare(out, ours, theirs)
+			})
+			if err != nil {
+				return err
 			}
 			if err := flush(); err != nil {
 				return err
 			}
-			if outDir == "" {
-				return nil
-			}
 			return saveComparison(outDir, "", text.Bytes(), all)
 		},
 	}
+	ladders.flags(cmd, bench.DefaultReps, "size of one discarded bandwidth point that opens every bw run of every configuration, so that no measured size pays for the ranks' first milliseconds (0: none)",
+		"interleaved repetitions of every configuration")
 	fl := cmd.Flags()
-	fl.StringVar(&latSizes, "latency-sizes", "8", "latency message sizes")
-	fl.StringVar(&bwSizes, "bw-sizes", "4K:16M", "bandwidth message sizes")
-	fl.StringVar(&settleSize, "settle", "4M", "size of one discarded bandwidth point that opens every bw run of every configuration, so that no measured size pays for the ranks' first milliseconds (0: none)")
-	fl.IntVar(&rounds, "reps", bench.DefaultReps, "interleaved repetitions of every configuration")
-	fl.IntVar(&block, "block", 0, "sizes per run: each round measures this many sizes with every configuration before the next ones (0: the whole ladder per run)")
+	fl.IntVar(&ladders.block, "block", 0, "sizes per run: each round measures this many sizes with every configuration before the next ones (0: the whole ladder per run)")
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/<host>-<time>.txt (tables) and .jsonl (every run)")
 	fl.StringArrayVar(&opts, "opt", nil, "gotune transport option KEY=VALUE (repeatable)")
-	fl.DurationVar(&timeout, "timeout", time.Hour, "give up after this long")
-	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress (bars on a terminal, lines elsewhere) on stderr")
 	return cmd
 }
 
@@ -143,14 +120,91 @@ func runsMeter(w io.Writer, quiet bool) (m mpistack.Meter, stderr io.Writer, clo
 	return pm, pm.Writer(), pm.Close
 }
 
-func contenders(anchorBin string, stderr io.Writer) []mpistack.Contender {
-	gotune := func(transport string) mpistack.Contender {
-		return mpistack.Contender{Label: "gotune " + transport, Ours: true,
-			Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
-				s.Transport = transport
-				return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
-			}}
+// interleaved is the latency and the bandwidth ladder that anchors and
+// stacks measure, every configuration once per round.
+type interleaved struct {
+	latSizes, bwSizes, settleSize string
+	settle                        int // settleSize parsed: the discarded point opening every bandwidth run
+	rounds, block                 int
+	opts                          transports.Options
+	quiet                         bool
+	timeout                       time.Duration
+}
+
+// flags registers the ladders' flags on cmd, and --timeout and --quiet,
+// --reps defaulting to reps.
+func (l *interleaved) flags(cmd *cobra.Command, reps int, settleUsage, repsUsage string) {
+	fl := cmd.Flags()
+	fl.StringVar(&l.latSizes, "latency-sizes", "8", "latency message sizes")
+	fl.StringVar(&l.bwSizes, "bw-sizes", "4K:16M", "bandwidth message sizes")
+	fl.StringVar(&l.settleSize, "settle", "4M", settleUsage)
+	fl.IntVar(&l.rounds, "reps", reps, repsUsage)
+	fl.DurationVar(&l.timeout, "timeout", time.Hour, "give up after this long")
+	fl.BoolVarP(&l.quiet, "quiet", "q", false, "no progress (bars on a terminal, lines elsewhere) on stderr")
+}
+
+// begin bounds the run by --timeout and makes it a scratch folder named
+// from prefix; end removes the folder and releases the bound.
+func (l *interleaved) begin(prefix string) (ctx context.Context, dir string, end func(), err error) {
+	ctx, cancel := jobContext(l.timeout)
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		cancel()
+		return nil, "", nil, err
 	}
+	return ctx, dir, func() {
+		os.RemoveAll(dir)
+		cancel()
+	}, nil
+}
+
+// parseSettle sets settle from --settle.
+func (l *interleaved) parseSettle() error {
+	var err error
+	if l.settle, err = transports.ParseSize(l.settleSize); err != nil {
+		return fmt.Errorf("--settle: %w", err)
+	}
+	return nil
+}
+
+// run measures cs over the latency ladder, then the bandwidth one, and
+// hands each pattern's results to each.
+func (l *interleaved) run(ctx context.Context, cs []mpistack.Contender, m mpistack.Meter, each func(bench.Pattern, []bench.Result) error) error {
+	for _, pc := range []struct {
+		pattern bench.Pattern
+		sizes   string
+		settle  int
+	}{{bench.Latency, l.latSizes, 0}, {bench.Bandwidth, l.bwSizes, l.settle}} {
+		sizes, err := bench.ParseSizes(pc.sizes)
+		if err != nil {
+			return err
+		}
+		spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, Options: l.opts, CPUs: bench.DefaultCPUs(2)}
+		res, err := mpistack.Interleave(ctx, cs, spec, l.rounds, pc.settle, l.block, m)
+		if err != nil {
+			return err
+		}
+		if err := each(pc.pattern, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gotuneContender is gotune's own runtime over transport, with opts
+// (nil: the spec's own), its ranks' stderr going to stderr.
+func gotuneContender(transport string, opts transports.Options, stderr io.Writer) mpistack.Contender {
+	return mpistack.Contender{Label: "gotune " + transport, Ours: true,
+		Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
+			s.Transport = transport
+			if opts != nil {
+				s.Options = opts
+			}
+			return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
+		}}
+}
+
+func contenders(anchorBin string, stderr io.Writer) []mpistack.Contender {
+	gotune := func(transport string) mpistack.Contender { return gotuneContender(transport, nil, stderr) }
 	ompi := func(single string) mpistack.Contender {
 		st := mpistack.OpenMPIVader(single)
 		return mpistack.Contender{Label: st.Name,
@@ -163,8 +217,12 @@ func contenders(anchorBin string, stderr io.Writer) []mpistack.Contender {
 }
 
 // saveComparison writes DIR/PREFIX<host>-<time>.txt (the tables as
-// printed) and .jsonl (every run as JSON lines) for anchors and stacks.
+// printed) and .jsonl (every run as JSON lines) for anchors and stacks;
+// with no dir, nothing.
 func saveComparison(dir, prefix string, tables []byte, results []bench.Result) error {
+	if dir == "" {
+		return nil
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/payload"
@@ -181,20 +182,9 @@ func selftestRank(r *launch.Rank) (any, error) {
 	if err := r.Params(&p); err != nil {
 		return nil, err
 	}
-	d, err := transports.Lookup(p.Transport)
+	t, err := bench.Open(r, p.Transport, p.Options)
 	if err != nil {
 		return nil, err
-	}
-	env := transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: p.Options, Token: r.Token,
-		AllGather: r.AllGather, Hosts: r.Hosts, Addr: r.Addr}
-	t, err := d.New(env)
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", p.Transport, err)
-	}
-	if d.Check != nil {
-		if err := d.Check(t, env); err != nil {
-			return nil, err
-		}
 	}
 	cfg := hostmem.DefaultConfig()
 	cfg.Purge = hostmem.Immediate

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,10 +17,8 @@ import (
 	"github.com/gotune/gotune/bench/compare"
 	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/internal/hostinfo"
-	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/profile"
-	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/auto"
 	"github.com/gotune/gotune/tuner/stack"
 )
@@ -32,11 +29,9 @@ var stacksMeasured = []string{"openmpi", "mpich", "ucx"}
 
 func newStacks() *cobra.Command {
 	var (
-		latSizes, bwSizes, settleSize, profilePath, format, outDir string
-		only                                                       []string
-		rounds                                                     int
-		quiet                                                      bool
-		timeout                                                    time.Duration
+		ladders                     interleaved
+		profilePath, format, outDir string
+		only                        []string
 	)
 	cmd := &cobra.Command{
 		Use:   "stacks",
@@ -70,9 +65,8 @@ every 15 s; --quiet shows neither.`,
 			if len(only) == 0 {
 				only = stacksMeasured
 			}
-			settle, err := transports.ParseSize(settleSize)
-			if err != nil {
-				return fmt.Errorf("--settle: %w", err)
+			if err := ladders.parseSettle(); err != nil {
+				return err
 			}
 			var prof *profile.Profile
 			if profilePath != "" {
@@ -84,37 +78,26 @@ every 15 s; --quiet shows neither.`,
 					return err
 				}
 			}
-			ctx, cancel := jobContext(timeout)
-			defer cancel()
-			dir, err := os.MkdirTemp("", "gotune-stacks-")
+			ctx, dir, end, err := ladders.begin("gotune-stacks-")
 			if err != nil {
 				return err
 			}
-			defer os.RemoveAll(dir)
-			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), quiet)
+			defer end()
+			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), ladders.quiet)
 			defer closeMeter()
 			cs, err := newStackContenders(ctx, dir, only, prof, stderr)
 			if err != nil {
 				return err
 			}
 			results := map[string][]bench.Result{}
-			for _, pc := range []struct {
-				pattern bench.Pattern
-				sizes   string
-				settle  int
-			}{{bench.Latency, latSizes, 0}, {bench.Bandwidth, bwSizes, settle}} {
-				sizes, err := bench.ParseSizes(pc.sizes)
-				if err != nil {
-					return err
-				}
-				spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, CPUs: bench.DefaultCPUs(2)}
-				res, err := mpistack.Interleave(ctx, cs, spec, rounds, pc.settle, 0, m)
-				if err != nil {
-					return err
-				}
+			err = ladders.run(ctx, cs, m, func(_ bench.Pattern, res []bench.Result) error {
 				for _, r := range res {
 					results[r.Label] = append(results[r.Label], r)
 				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 			closeMeter() // before the comparison prints: it would tear the bars
 			var sides []compare.Side
@@ -129,30 +112,22 @@ every 15 s; --quiet shows neither.`,
 			}
 			var text bytes.Buffer
 			fmt.Fprintf(&text, "# gotune %s stacks, %d interleaved rounds, medians; reference gotune sm\n# command: gotune %s\n",
-				hostinfo.GotuneVersion(), rounds, strings.Join(os.Args[1:], " "))
+				hostinfo.GotuneVersion(), ladders.rounds, strings.Join(os.Args[1:], " "))
 			if err := compare.Write(&text, format, tables); err != nil {
 				return err
 			}
 			if _, err := cmd.OutOrStdout().Write(text.Bytes()); err != nil {
 				return err
 			}
-			if outDir == "" {
-				return nil
-			}
 			return saveComparison(outDir, "stacks-", text.Bytes(), all)
 		},
 	}
+	ladders.flags(cmd, 8, "size of one discarded bandwidth point opening every bw run (0: none)", "interleaved rounds: each configuration once per round")
 	fl := cmd.Flags()
-	fl.StringVar(&latSizes, "latency-sizes", "8", "latency message sizes")
-	fl.StringVar(&bwSizes, "bw-sizes", "4K:16M", "bandwidth message sizes")
-	fl.StringVar(&settleSize, "settle", "4M", "size of one discarded bandwidth point opening every bw run (0: none)")
-	fl.IntVar(&rounds, "reps", 8, "interleaved rounds: each configuration once per round")
 	fl.StringVar(&profilePath, "profile", "", "also measure each stack with the tuned values of this profile's stacks: section")
 	fl.StringSliceVar(&only, "stack", nil, "stacks to measure ("+strings.Join(stacksMeasured, ",")+"; default all installed)")
 	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(compare.Formats, "|"))
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/stacks-<host>-<time>.txt (the comparison) and .jsonl (every run)")
-	fl.DurationVar(&timeout, "timeout", time.Hour, "give up after this long")
-	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress (bars on a terminal, lines elsewhere) on stderr")
 	return cmd
 }
 
@@ -165,16 +140,10 @@ var newStackContenders = stackContenders
 // where prof has values for it, with those loaded as its file. A stack
 // that is not installed is left out, with a note on stderr.
 func stackContenders(ctx context.Context, dir string, names []string, prof *profile.Profile, stderr io.Writer) ([]mpistack.Contender, error) {
-	gotune := func(transport string, opts transports.Options) mpistack.Contender {
-		return mpistack.Contender{Label: "gotune " + transport, Ours: true, Run: func(ctx context.Context, s bench.Spec) (bench.Result, error) {
-			s.Transport, s.Options = transport, opts
-			return bench.Run(ctx, s, 0, launch.Hooks{Stderr: stderr})
-		}}
-	}
-	cs := []mpistack.Contender{gotune("sm", nil)}
+	cs := []mpistack.Contender{gotuneContender("sm", nil, stderr)}
 	var tuned map[string]profile.Stack
 	if prof != nil {
-		cs = append(cs, gotune("auto", auto.LaunchOptions(prof.Path(), prof)))
+		cs = append(cs, gotuneContender("auto", auto.LaunchOptions(prof.Path(), prof), stderr))
 		tuned = prof.Stacks
 	}
 	for _, name := range names {

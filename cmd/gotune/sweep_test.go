@@ -97,13 +97,12 @@ func TestSweepKilledThenResumed(t *testing.T) {
 		t.Fatalf("no run directory in %v", runs)
 	}
 	keys := func() map[string]bool {
-		s, err := store.Open(filepath.Join(runDir, sweep.MeasurementsFile))
+		recs, err := store.Read(filepath.Join(runDir, sweep.MeasurementsFile))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.Close()
 		m := map[string]bool{}
-		for _, r := range s.Records() {
+		for _, r := range recs {
 			if m[r.Key] {
 				t.Fatalf("record %s stored twice", r.Key)
 			}

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -13,31 +12,13 @@ import (
 // iterations as the FIFO is deep, and the verdict says so; a configuration
 // that carries the leak is caught through RunWith too.
 func TestH3SafePassesLeakHangsByDepth(t *testing.T) {
-	p, ctx := lookupProbe(t, "H3", 2*time.Minute)
-	if v := p.Run(ctx, false, time.Second); v.Outcome != Passed {
-		t.Fatalf("safe H3: %s", v.Line())
-	}
-	cases := []struct {
-		name string
-		v    Verdict
-	}{
-		{"unsafe", p.Run(ctx, true, 500*time.Millisecond)},
-		{"leaky configuration", RunWith(ctx, p, false, 500*time.Millisecond, transports.Options{sm.KeyPersist: "leak"})},
-	}
-	for _, c := range cases {
-		if c.v.Outcome != HazardDetected {
-			t.Fatalf("%s: %s", c.name, c.v.Line())
-		}
-		for _, want := range []string{"hang after 1 iteration(s) at depth 1", "hang after 2 iteration(s) at depth 2", "grows with the FIFO depth"} {
-			if !strings.Contains(c.v.Detail, want) {
-				t.Errorf("%s: verdict %q does not say %q", c.name, c.v.Detail, want)
-			}
-		}
-		for r, s := range c.v.Stacks {
-			if !strings.Contains(s, "(*Endpoint).waitOne") {
-				t.Errorf("%s: rank %d's stacks do not show it waiting in the engine:\n%s", c.name, r, s)
-			}
-		}
+	p, ctx := passesSafe(t, "H3", time.Second)
+	for name, v := range map[string]Verdict{
+		"unsafe":              p.Run(ctx, true, 500*time.Millisecond),
+		"leaky configuration": RunWith(ctx, p, false, 500*time.Millisecond, transports.Options{sm.KeyPersist: "leak"}),
+	} {
+		caught(t, name, v, "hang after 1 iteration(s) at depth 1", "hang after 2 iteration(s) at depth 2", "grows with the FIFO depth")
+		stacksShow(t, name, v, "(*Endpoint).waitOne")
 	}
 }
 

@@ -130,19 +130,11 @@ func h4Side(r *launch.Rank, par h4Params, tr *cudaipc.Transport) (any, error) {
 	if err := cuda.Memset(buf.Ptr(), 0, 8); err != nil {
 		return nil, err
 	}
-	k, err := gpuload.Load(dev)
+	blocking, stop, err := spinKernel(dev, buf.Ptr(), par.Spin)
 	if err != nil {
 		return nil, err
 	}
-	defer k.Close()
-	blocking, err := cuda.NewStream(cuda.StreamBlocking)
-	if err != nil {
-		return nil, err
-	}
-	defer blocking.Destroy()
-	if err := k.Launch(blocking, gpuload.Spec{Fraction: gpuload.Partial, Duration: par.Spin, Flag: buf.Ptr()}); err != nil {
-		return nil, err
-	}
+	defer stop()
 	start := time.Now()
 	if err := tr.Send(0, make([]byte, 1)); err != nil {
 		return nil, err

@@ -158,16 +158,6 @@ func h2Run(r *launch.Rank, par h2Params, dev *cuda.Device) (res h2Result, err er
 		return res, err
 	}
 
-	k, err := gpuload.Load(dev)
-	if err != nil {
-		return res, err
-	}
-	defer k.Close()
-	blocking, err := cuda.NewStream(cuda.StreamBlocking)
-	if err != nil {
-		return res, err
-	}
-	defer blocking.Destroy()
 	flagBuf, err := dev.Alloc(cuda.MemPinned, 8)
 	if err != nil {
 		return res, err
@@ -175,9 +165,11 @@ func h2Run(r *launch.Rank, par h2Params, dev *cuda.Device) (res h2Result, err er
 	defer flagBuf.Free()
 	flag := (*uint32)(unsafe.Pointer(unsafe.SliceData(flagBuf.Bytes())))
 	atomic.StoreUint32(flag, 0)
-	if err := k.Launch(blocking, gpuload.Spec{Fraction: gpuload.Partial, Duration: par.Spin, Flag: flagBuf.Ptr()}); err != nil {
+	blocking, stop, err := spinKernel(dev, flagBuf.Ptr(), par.Spin)
+	if err != nil {
 		return res, err
 	}
+	defer stop()
 	// Whatever happens below, the kernel is released before the deferred
 	// frees run.
 	defer func() {
@@ -209,4 +201,28 @@ func h2Run(r *launch.Rank, par h2Params, dev *cuda.Device) (res h2Result, err er
 		return res, fmt.Errorf("%s: the frees ended only when the kernel's %v bound ran out (%v)", couplingMarker, par.Spin, res.Released)
 	}
 	return res, nil
+}
+
+// spinKernel launches gpuload's kernel on dev, on a new blocking stream as
+// an application's compute kernel runs, spinning until the word at flag
+// turns non-zero or spin runs out. stop, once the kernel has ended,
+// destroys the stream and unloads the kernel.
+func spinKernel(dev *cuda.Device, flag uintptr, spin time.Duration) (blocking *cuda.Stream, stop func(), err error) {
+	k, err := gpuload.Load(dev)
+	if err != nil {
+		return nil, nil, err
+	}
+	if blocking, err = cuda.NewStream(cuda.StreamBlocking); err != nil {
+		k.Close()
+		return nil, nil, err
+	}
+	stop = func() {
+		blocking.Destroy()
+		k.Close()
+	}
+	if err := k.Launch(blocking, gpuload.Spec{Fraction: gpuload.Partial, Duration: spin, Flag: flag}); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return blocking, stop, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/transports"
 )
@@ -178,7 +179,4 @@ func runRanks[R any](ctx context.Context, job launch.Job, setting string, v *Ver
 }
 
 // rankEnv is the transport environment of a probe's rank.
-func rankEnv(r *launch.Rank, opts transports.Options) transports.Env {
-	return transports.Env{Rank: r.ID, Size: r.Size, PIDs: r.PIDs, Segment: r.Segment, Options: opts, Token: r.Token,
-		AllGather: r.AllGather, Hosts: r.Hosts, Addr: r.Addr}
-}
+var rankEnv = bench.RankEnv

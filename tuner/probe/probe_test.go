@@ -27,6 +27,55 @@ func lookupProbe(t *testing.T, id string, within time.Duration) (*Probe, context
 	return p, ctx
 }
 
+// passesSafe looks probe id up and fails the test unless its safe form,
+// run with deadline, passes with a detail that says each of says. Its
+// other runs get the context returned (2 minutes in all).
+func passesSafe(t *testing.T, id string, deadline time.Duration, says ...string) (*Probe, context.Context) {
+	t.Helper()
+	p, ctx := lookupProbe(t, id, 2*time.Minute)
+	v := p.Run(ctx, false, deadline)
+	if v.Outcome != Passed {
+		t.Fatalf("safe %s: %s", p.ID, v.Line())
+	}
+	verdictSays(t, "safe "+p.ID, v, says...)
+	return p, ctx
+}
+
+// caught fails the test unless v, the verdict of the run called name,
+// detected the hazard with a detail that says each of says.
+func caught(t *testing.T, name string, v Verdict, says ...string) {
+	t.Helper()
+	if v.Outcome != HazardDetected {
+		t.Fatalf("%s: %s", name, v.Line())
+	}
+	verdictSays(t, name, v, says...)
+}
+
+func verdictSays(t *testing.T, name string, v Verdict, says ...string) {
+	t.Helper()
+	for _, want := range says {
+		if !strings.Contains(v.Detail, want) {
+			t.Fatalf("%s: verdict %q does not say %q", name, v.Detail, want)
+		}
+	}
+}
+
+// stacksShow fails the test unless v has stacks and every rank's show
+// each of frames.
+func stacksShow(t *testing.T, name string, v Verdict, frames ...string) {
+	t.Helper()
+	if len(v.Stacks) == 0 {
+		t.Fatalf("%s: no stacks", name)
+	}
+	for r, s := range v.Stacks {
+		for _, frame := range frames {
+			if !strings.Contains(s, frame) {
+				t.Errorf("%s: rank %d's stacks lack %s:\n%s", name, r, frame, s)
+			}
+		}
+	}
+}
+
 func TestMain(m *testing.M) {
 	launch.MaybeRunRank()
 	os.Exit(m.Run())
@@ -35,22 +84,10 @@ func TestMain(m *testing.M) {
 // The safe form passes; the unsafe form is caught by the watchdog (not by
 // an outer timeout), with stacks from the deadlocked ranks.
 func TestH5SafePassesUnsafeIsCaught(t *testing.T) {
-	p, ctx := lookupProbe(t, "h5", 2*time.Minute)
-	if v := p.Run(ctx, false, time.Second); v.Outcome != Passed {
-		t.Fatalf("safe H5: %s", v.Line())
-	}
+	p, ctx := passesSafe(t, "h5", time.Second)
 	v := p.Run(ctx, true, 500*time.Millisecond)
-	if v.Outcome != HazardDetected || !strings.Contains(v.Detail, "hang") {
-		t.Fatalf("unsafe H5: %s", v.Line())
-	}
-	if len(v.Stacks) == 0 {
-		t.Fatal("unsafe H5: no stacks")
-	}
-	for r, s := range v.Stacks {
-		if !strings.Contains(s, "(*Endpoint).waitOne") {
-			t.Errorf("rank %d's stacks do not show it waiting in the engine:\n%s", r, s)
-		}
-	}
+	caught(t, "unsafe H5", v, "hang")
+	stacksShow(t, "unsafe H5", v, "(*Endpoint).waitOne")
 }
 
 // The flood on its own: three ranks, unsafe, deadlock too.

@@ -123,10 +123,7 @@ func runH8(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 // h8Rank: rank 0 sends, rank 1 receives and computes.
 func h8Rank(r *launch.Rank) (any, error) {
 	var par h8Params
-	if err := r.Params(&par); err != nil {
-		return nil, err
-	}
-	t, err := cma.New(rankEnv(r, par.Options))
+	t, err := cmaRank(r, &par, &par.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -190,4 +187,13 @@ func compute(d time.Duration, beat func()) uint64 {
 		beat()
 	}
 	return x
+}
+
+// cmaRank reads the rank's parameters into par, then opens cma with the
+// options that par holds at *opts.
+func cmaRank(r *launch.Rank, par any, opts *transports.Options) (transports.Transport, error) {
+	if err := r.Params(par); err != nil {
+		return nil, err
+	}
+	return cma.New(rankEnv(r, *opts))
 }

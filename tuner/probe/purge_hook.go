@@ -86,18 +86,8 @@ func runH1(ctx context.Context, unsafe bool, deadline time.Duration, opts transp
 	if err == nil {
 		_, err = hostmem.ParseEntryStorage(o)
 	}
-	var sp sm.Params
-	if err == nil {
-		sp, err = sm.ParseParams(o)
-	}
-	if err != nil {
-		v.Outcome, v.Detail = ProbeFailed, err.Error()
-		return v
-	}
-	params, _ := json.Marshal(h1Params{Options: o, Iterations: h1Iterations, Window: h1Window}) // plain data always encodes
 	setting := fmt.Sprintf("regcache.entries=%s, alloc.purge=%s", o[hostmem.KeyEntries], cfg.Purge)
-	reports, ok := runRanks[h1Report](ctx, launch.Job{Kind: h1Kind, Size: 2, SegmentBytes: sp.SegmentBytes(2),
-		Params: params, Stall: max(deadline, h1MinStall)}, setting, &v)
+	reports, ok := runH1Ranks[h1Report](ctx, h1Kind, o, err, deadline, setting, &v)
 	if !ok {
 		return v
 	}
@@ -113,6 +103,23 @@ func runH1(ctx context.Context, unsafe bool, deadline time.Duration, opts transp
 		setting, h1Iterations, h1Window, reports[1].Messages,
 		reports[0].Reg.Misses, pinned, reports[0].Alloc.Purges, reports[0].Reg.Invalidations, reports[0].Reg.Grows)
 	return v
+}
+
+// runH1Ranks runs H1's two ranks of kind over options o, unless o's
+// check found err (then the probe fails without running); ok says whether
+// the ranks passed (v says why not).
+func runH1Ranks[R any](ctx context.Context, kind string, o transports.Options, err error, deadline time.Duration, setting string, v *Verdict) (reports []R, ok bool) {
+	var sp sm.Params
+	if err == nil {
+		sp, err = sm.ParseParams(o)
+	}
+	if err != nil {
+		v.Outcome, v.Detail = ProbeFailed, err.Error()
+		return nil, false
+	}
+	params, _ := json.Marshal(h1Params{Options: o, Iterations: h1Iterations, Window: h1Window}) // plain data always encodes
+	return runRanks[R](ctx, launch.Job{Kind: kind, Size: 2, SegmentBytes: sp.SegmentBytes(2),
+		Params: params, Stall: max(deadline, h1MinStall)}, setting, v)
 }
 
 // h1Rank: rank 0 sends, rank 1 receives. Both allocate, register and free

@@ -3,7 +3,6 @@ package probe
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,25 +18,10 @@ import (
 // stalled rank's stacks showing the hook blocked on the cache lock inside
 // the table's growth.
 func TestH1SafePassesUnsafeIsCaught(t *testing.T) {
-	p, ctx := lookupProbe(t, "h1", 2*time.Minute)
-	safe := p.Run(ctx, false, time.Second) // stretched to h1MinStall
-	if safe.Outcome != Passed || !strings.Contains(safe.Detail, "regcache.entries=heap, alloc.purge=immediate") {
-		t.Fatalf("safe H1: %s", safe.Line())
-	}
+	p, ctx := passesSafe(t, "h1", time.Second, "regcache.entries=heap, alloc.purge=immediate") // the deadline stretched to h1MinStall
 	v := p.Run(ctx, true, 500*time.Millisecond)
-	if v.Outcome != HazardDetected || !strings.Contains(v.Detail, "hang") || !strings.Contains(v.Detail, "regcache.entries=hooked") {
-		t.Fatalf("unsafe H1: %s", v.Line())
-	}
-	if len(v.Stacks) == 0 {
-		t.Fatal("unsafe H1: no stacks")
-	}
-	for r, s := range v.Stacks {
-		for _, frame := range []string{"sync.(*Mutex).Lock", "hostmem.(*RegCache).invalidateNow", "hostmem.(*Allocator).Free", "hostmem.(*RegCache).growLocked"} {
-			if !strings.Contains(s, frame) {
-				t.Errorf("rank %d's stacks lack %s:\n%s", r, frame, s)
-			}
-		}
-	}
+	caught(t, "unsafe H1", v, "hang", "regcache.entries=hooked")
+	stacksShow(t, "unsafe H1", v, "sync.(*Mutex).Lock", "hostmem.(*RegCache).invalidateNow", "hostmem.(*Allocator).Free", "hostmem.(*RegCache).growLocked")
 }
 
 // The same unsafe cache with an allocator that never purges (and a cache

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/hostmem"
-	"github.com/gotune/gotune/transports/sm"
 	"github.com/gotune/gotune/transports/xpmem"
 )
 
@@ -61,25 +59,15 @@ type h1xReport struct {
 func runH1X(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
 	o := h1xOptions(opts, unsafe)
 	_, err := hostmem.ParseConfig(o)
-	var sp sm.Params
-	if err == nil {
-		sp, err = sm.ParseParams(o)
-	}
 	if err == nil {
 		_, err = xpmem.Probe(o)
 	}
-	if err != nil {
-		v.Outcome, v.Detail = ProbeFailed, err.Error()
-		return v
-	}
-	params, _ := json.Marshal(h1Params{Options: o, Iterations: h1Iterations, Window: h1Window}) // plain data always encodes
 	dev := o[xpmem.KeyDevice]
 	if dev == "" {
 		dev = "/dev/xpmem"
 	}
 	setting := fmt.Sprintf("xpmem.hook=%s, alloc.purge=immediate, device %s", o[xpmem.KeyHook], dev)
-	reps, ok := runRanks[h1xReport](ctx, launch.Job{Kind: h1xKind, Size: 2, SegmentBytes: sp.SegmentBytes(2),
-		Params: params, Stall: max(deadline, h1MinStall)}, setting, &v)
+	reps, ok := runH1Ranks[h1xReport](ctx, h1xKind, o, err, deadline, setting, &v)
 	if !ok {
 		return v
 	}

@@ -149,10 +149,7 @@ func shortReason(s string) string {
 
 func h6Rank(r *launch.Rank) (any, error) {
 	var par h6Params
-	if err := r.Params(&par); err != nil {
-		return nil, err
-	}
-	t, err := cma.New(rankEnv(r, par.Options))
+	t, err := cmaRank(r, &par, &par.Options)
 	if err != nil {
 		return nil, err
 	}

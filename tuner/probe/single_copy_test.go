@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -14,22 +13,10 @@ import (
 // gone; the unsafe form (errors ignored) delivers wrong bytes, and
 // validation says so.
 func TestH6SafePassesUnsafeCorrupts(t *testing.T) {
-	p, ctx := lookupProbe(t, "H6", 2*time.Minute)
-	v := p.Run(ctx, false, 2*time.Second)
-	if v.Outcome != Passed {
-		t.Fatalf("safe H6: %s", v.Line())
-	}
-	for _, want := range []string{"fell back", "pull and push", "has exited"} {
-		if !strings.Contains(v.Detail, want) {
-			t.Errorf("safe H6: verdict %q does not say %q", v.Detail, want)
-		}
-	}
-	v = p.Run(ctx, true, 2*time.Second)
-	if v.Outcome != HazardDetected || !strings.Contains(v.Detail, "corrupted data") {
-		t.Fatalf("unsafe H6: %s", v.Line())
-	}
+	p, ctx := passesSafe(t, "H6", 2*time.Second, "fell back", "pull and push", "has exited")
+	caught(t, "unsafe H6", p.Run(ctx, true, 2*time.Second), "corrupted data")
 	// A candidate configuration: its own chunking and progress mode.
-	v = RunWith(ctx, p, false, 2*time.Second, transports.Options{cma.KeyChunk: "64K", sm.KeyProgress: "thread", sm.KeyFrags: "4"})
+	v := RunWith(ctx, p, false, 2*time.Second, transports.Options{cma.KeyChunk: "64K", sm.KeyProgress: "thread", sm.KeyFrags: "4"})
 	if v.Outcome != Passed {
 		t.Errorf("H6 on a configuration: %s", v.Line())
 	}

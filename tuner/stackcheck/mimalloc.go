@@ -76,14 +76,7 @@ func checkMimalloc(ctx context.Context, p *Parsed, env []string) (*Report, error
 	if err != nil {
 		return nil, err
 	}
-	set := map[string]bool{}
-	var fileEnv []string
-	if p != nil {
-		for _, s := range p.Settings {
-			fileEnv = append(fileEnv, s.Name+"="+s.Value)
-			set[s.Name] = true
-		}
-	}
+	fileEnv, set := settingsEnv(p)
 	run := func(base []string, extra ...string) (mimallocOptions, error) {
 		e := withEnv(base, func(k string) bool { return k == "LD_PRELOAD" || k == "MIMALLOC_VERBOSE" },
 			append([]string{"LD_PRELOAD=" + mimallocLib, "MIMALLOC_VERBOSE=1"}, extra...)...)
@@ -98,16 +91,17 @@ func checkMimalloc(ctx context.Context, p *Parsed, env []string) (*Report, error
 	}
 	// Without the file: the caller's own MIMALLOC_ variables but the
 	// file's names stay.
-	without, err := run(withEnv(env, func(k string) bool { return set[k] }))
-	if err != nil {
-		return nil, err
-	}
-	if p == nil {
-		return judgeMimalloc(nil, without, without, envMap(env)), nil
-	}
+	return withAndWithout(p, env, judgeMimalloc,
+		func() (mimallocOptions, error) { return run(withEnv(env, func(k string) bool { return set[k] })) },
+		func() (mimallocOptions, error) { return mimallocWith(p, env, set, fileEnv, run) })
+}
+
+// mimallocWith is what mimalloc takes with the file's lines (fileEnv, of
+// the names in set) added to env, run listing it.
+func mimallocWith(p *Parsed, env []string, set map[string]bool, fileEnv []string, run func([]string, ...string) (mimallocOptions, error)) (mimallocOptions, error) {
 	with, err := run(env, fileEnv...)
 	if err != nil {
-		return nil, fmt.Errorf("with %s: %w", p.Path, err)
+		return with, fmt.Errorf("with %s: %w", p.Path, err)
 	}
 	// mimalloc reads a deprecated name, and warns, only when the new one is
 	// unset: ask again with just the names it did not take.
@@ -120,13 +114,13 @@ func checkMimalloc(ctx context.Context, p *Parsed, env []string) (*Report, error
 	if len(probe) > 0 {
 		alone, err := run(withEnv(env, func(k string) bool { return set[k] }), probe...)
 		if err != nil {
-			return nil, fmt.Errorf("with %s's unknown names alone: %w", p.Path, err)
+			return with, fmt.Errorf("with %s's unknown names alone: %w", p.Path, err)
 		}
 		for old, to := range alone.Deprecated {
 			with.Deprecated[old] = to
 		}
 	}
-	return judgeMimalloc(p, with, without, envMap(env)), nil
+	return with, nil
 }
 
 // judgeMimalloc compares the file (nil: none) with the options mimalloc
@@ -137,38 +131,31 @@ func checkMimalloc(ctx context.Context, p *Parsed, env []string) (*Report, error
 func judgeMimalloc(p *Parsed, with, without mimallocOptions, env map[string]string) *Report {
 	r := &Report{Stack: "mimalloc", Version: mimallocLib}
 	if p == nil {
-		for _, name := range mimallocTuned {
-			if v, ok := with.Options[name]; ok {
-				src := "default"
-				if _, ok := env["MIMALLOC_"+strings.ToUpper(name)]; ok {
-					src = "environment"
-				}
-				r.Rows = append(r.Rows, Row{Name: "MIMALLOC_" + strings.ToUpper(name), Used: v, Source: src})
+		return r.builtin(mimallocTuned, func(name string) (Row, bool) {
+			v, ok := with.Options[name]
+			row := Row{Name: "MIMALLOC_" + strings.ToUpper(name), Used: v, Source: "default"}
+			if hasKey(env, row.Name) {
+				row.Source = "environment"
 			}
-		}
-		return r
+			return row, ok
+		})
 	}
-	r.File = p.Path
-	r.Loaded = "FILE's lines in the environment of a process that preloads " + mimallocLib
-	lost := duplicates(r, p.Settings, true)
+	lost := r.load(p, "FILE's lines in the environment of a process that preloads "+mimallocLib)
 	for _, s := range p.Settings {
 		row := Row{Name: s.Name, Line: s.Line, File: s.Value}
 		opt := optionName(s.Name)
 		if to, ok := with.Deprecated[s.Name]; ok {
 			opt = optionName(to)
 			if i := slices.IndexFunc(p.Settings, func(o Setting) bool { return o.Name == to }); i >= 0 {
-				row.Status, row.Used, row.Source = Overridden, with.Options[opt], "file "+r.at(p.Settings[i].Line)
-				r.Rows = append(r.Rows, row)
-				r.warnf("%s: %s is a deprecated name of %s, which line %d sets: mimalloc reads the deprecated one only when the new one is unset", r.at(s.Line), s.Name, to, p.Settings[i].Line)
+				row.Used, row.Source = with.Options[opt], "file "+r.at(p.Settings[i].Line)
+				r.refuse(row, Overridden, "%s: %s is a deprecated name of %s, which line %d sets: mimalloc reads the deprecated one only when the new one is unset", r.at(s.Line), s.Name, to, p.Settings[i].Line)
 				continue
 			}
 			r.notef("%s: %s is deprecated: mimalloc takes it as %s", r.at(s.Line), s.Name, to)
 		}
 		v, known := with.Options[opt]
 		if !known {
-			row.Status = Unknown
-			r.Rows = append(r.Rows, row)
-			r.warnf("%s: %s: %s has no option %s and ignores the variable without a word", r.at(s.Line), s.Name, mimallocLib, opt)
+			r.refuse(row, Unknown, "%s: %s: %s has no option %s and ignores the variable without a word", r.at(s.Line), s.Name, mimallocLib, opt)
 			continue
 		}
 		row.Used, row.Source = v, "file "+r.at(s.Line)

@@ -103,26 +103,16 @@ func checkMPICH(ctx context.Context, p *Parsed, env []string) (*Report, error) {
 		}
 		return parseCvars(strings.NewReader(out.stdout))
 	}
-	var fileEnv []string
-	set := map[string]bool{}
-	if p != nil {
-		for _, s := range p.Settings {
-			fileEnv = append(fileEnv, s.Name+"="+s.Value)
-			set[s.Name] = true
-		}
-	}
-	without, err := list(withEnv(env, func(k string) bool { return set[k] }))
-	if err != nil {
-		return nil, err
-	}
-	if p == nil {
-		return judgeMPICH(nil, without, without, envMap(env)), nil
-	}
-	with, err := list(withEnv(env, nil, fileEnv...))
-	if err != nil {
-		return nil, fmt.Errorf("with %s: %w", p.Path, err)
-	}
-	return judgeMPICH(p, with, without, envMap(env)), nil
+	fileEnv, set := settingsEnv(p)
+	return withAndWithout(p, env, judgeMPICH,
+		func() (cvarList, error) { return list(withEnv(env, func(k string) bool { return set[k] })) },
+		func() (cvarList, error) {
+			with, err := list(withEnv(env, nil, fileEnv...))
+			if err != nil {
+				return with, fmt.Errorf("with %s: %w", p.Path, err)
+			}
+			return with, nil
+		})
 }
 
 // judgeMPICH compares the file (nil: none) with MPICH's CVARs read with
@@ -133,23 +123,17 @@ func checkMPICH(ctx context.Context, p *Parsed, env []string) (*Report, error) {
 func judgeMPICH(p *Parsed, with, without cvarList, env map[string]string) *Report {
 	r := &Report{Stack: "mpich", Version: with.Version}
 	if p == nil {
-		for _, name := range mpichTuned {
-			if v, ok := with.Vars[name]; ok {
-				r.Rows = append(r.Rows, Row{Name: name, Used: v.Value, Source: mpichSource(name, env)})
-			}
-		}
-		return r
+		return r.builtin(mpichTuned, func(name string) (Row, bool) {
+			v, ok := with.Vars[name]
+			return Row{Name: name, Used: v.Value, Source: mpichSource(name, env)}, ok
+		})
 	}
-	r.File = p.Path
-	r.Loaded = "FILE's lines in the environment, as `set -a; . FILE; set +a` puts them there"
-	lost := duplicates(r, p.Settings, true)
+	lost := r.load(p, "FILE's lines in the environment, as `set -a; . FILE; set +a` puts them there")
 	for _, s := range p.Settings {
 		row := Row{Name: s.Name, Line: s.Line, File: s.Value}
 		v, known := with.Vars[s.Name]
 		if !known {
-			row.Status = Unknown
-			r.Rows = append(r.Rows, row)
-			r.warnf("%s: %s: %s has no such control variable and ignores it without a word", r.at(s.Line), s.Name, with.Version)
+			r.refuse(row, Unknown, "%s: %s: %s has no such control variable and ignores it without a word", r.at(s.Line), s.Name, with.Version)
 			continue
 		}
 		row.Used, row.Source = v.Value, "file "+r.at(s.Line)

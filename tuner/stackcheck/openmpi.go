@@ -118,20 +118,12 @@ func checkOpenMPI(ctx context.Context, p *Parsed, env []string) (*Report, error)
 		}
 		return info, nil
 	}
-	without, err := run(env)
-	if err != nil {
-		return nil, err
-	}
-	if p == nil {
-		return judgeOpenMPI(nil, without, without, envMap(env)), nil
-	}
-	with, err := run(withEnv(env, func(k string) bool {
-		return k == "OMPI_MCA_"+ompiParamFiles || k == "OMPI_MCA_mca_param_files"
-	}, "OMPI_MCA_"+ompiParamFiles+"="+p.Path))
-	if err != nil {
-		return nil, err
-	}
-	return judgeOpenMPI(p, with, without, envMap(env)), nil
+	return withAndWithout(p, env, judgeOpenMPI, func() (ompiInfo, error) { return run(env) },
+		func() (ompiInfo, error) {
+			return run(withEnv(env, func(k string) bool {
+				return k == "OMPI_MCA_"+ompiParamFiles || k == "OMPI_MCA_mca_param_files"
+			}, "OMPI_MCA_"+ompiParamFiles+"="+p.Path))
+		})
 }
 
 // judgeOpenMPI compares the file (nil: none) with ompi_info's account with
@@ -143,23 +135,17 @@ func checkOpenMPI(ctx context.Context, p *Parsed, env []string) (*Report, error)
 func judgeOpenMPI(p *Parsed, with, without ompiInfo, env map[string]string) *Report {
 	r := &Report{Stack: "openmpi", Version: with.Version}
 	if p == nil {
-		for _, name := range openMPITuned {
-			if prm, ok := with.Params[name]; ok {
-				r.Rows = append(r.Rows, Row{Name: name, Used: prm.Value, Source: prm.Source})
-			}
-		}
-		return r
+		return r.builtin(openMPITuned, func(name string) (Row, bool) {
+			prm, ok := with.Params[name]
+			return Row{Name: name, Used: prm.Value, Source: prm.Source}, ok
+		})
 	}
-	r.File = p.Path
-	r.Loaded = "OMPI_MCA_" + ompiParamFiles + "=" + p.Path + " (in place of Open MPI's list of params files)"
-	lost := duplicates(r, p.Settings, true)
+	lost := r.load(p, "OMPI_MCA_"+ompiParamFiles+"="+p.Path+" (in place of Open MPI's list of params files)")
 	for _, s := range p.Settings {
 		row := Row{Name: s.Name, Line: s.Line, File: s.Value}
 		prm, known := with.Params[s.Name]
 		if !known {
-			row.Status = Unknown
-			r.Rows = append(r.Rows, row)
-			r.warnf("%s: %s: %s has no such parameter and ignores the line without a word", r.at(s.Line), s.Name, with.Version)
+			r.refuse(row, Unknown, "%s: %s: %s has no such parameter and ignores the line without a word", r.at(s.Line), s.Name, with.Version)
 			continue
 		}
 		row.Used, row.Source = prm.Value, prm.Source

@@ -94,6 +94,31 @@ func (r *Report) notef(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
+// builtin fills r, the report of a check without a file, with a row for
+// each tuned name that row knows, in tuned's order.
+func (r *Report) builtin(tuned []string, row func(name string) (Row, bool)) *Report {
+	for _, name := range tuned {
+		if rw, ok := row(name); ok {
+			r.Rows = append(r.Rows, rw)
+		}
+	}
+	return r
+}
+
+// load records that p is checked as loaded says, and returns the lines
+// that a later line of the same name overrides.
+func (r *Report) load(p *Parsed, loaded string) (lost map[int]bool) {
+	r.File, r.Loaded = p.Path, loaded
+	return duplicates(r, p.Settings, true)
+}
+
+// refuse adds row with status, and a warning saying why.
+func (r *Report) refuse(row Row, status Status, format string, args ...any) {
+	row.Status = status
+	r.Rows = append(r.Rows, row)
+	r.warnf(format, args...)
+}
+
 // at names a line of the checked file, as an error would.
 func (r *Report) at(line int) string { return r.File + ":" + strconv.Itoa(line) }
 
@@ -193,4 +218,34 @@ func duplicates(r *Report, settings []Setting, laterWins bool) map[int]bool {
 		seen[s.Name] = winner
 	}
 	return lost
+}
+
+// withAndWithout lists the stack's values without the file, then with it,
+// and judges; without a file (p nil) the one listing serves as both.
+func withAndWithout[L any](p *Parsed, env []string, judge func(p *Parsed, with, without L, env map[string]string) *Report, without, with func() (L, error)) (*Report, error) {
+	wo, err := without()
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return judge(nil, wo, wo, envMap(env)), nil
+	}
+	w, err := with()
+	if err != nil {
+		return nil, err
+	}
+	return judge(p, w, wo, envMap(env)), nil
+}
+
+// settingsEnv is p's lines as environment entries, and the set of their
+// names (none without a file).
+func settingsEnv(p *Parsed) (fileEnv []string, names map[string]bool) {
+	names = map[string]bool{}
+	if p != nil {
+		for _, s := range p.Settings {
+			fileEnv = append(fileEnv, s.Name+"="+s.Value)
+			names[s.Name] = true
+		}
+	}
+	return fileEnv, names
 }

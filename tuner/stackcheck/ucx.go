@@ -178,28 +178,22 @@ func checkUCX(ctx context.Context, p *Parsed, env []string) (*Report, error) {
 func judgeUCX(p *Parsed, with, without ucxConfig, unused map[string]bool, env map[string]string, others map[string]Parsed) *Report {
 	r := &Report{Stack: "ucx", Version: with.Version}
 	if p == nil {
-		for _, name := range ucxTuned {
-			if v, ok := with.Vars[name]; ok {
-				src := "default or a config file"
-				if _, ok := env[name]; ok {
-					src = "environment"
-				}
-				r.Rows = append(r.Rows, Row{Name: name, Used: v, Source: src})
+		return r.builtin(ucxTuned, func(name string) (Row, bool) {
+			v, ok := with.Vars[name]
+			row := Row{Name: name, Used: v, Source: "default or a config file"}
+			if hasKey(env, name) {
+				row.Source = "environment"
 			}
-		}
-		return r
+			return row, ok
+		})
 	}
-	r.File = p.Path
-	r.Loaded = "as ./ucx.conf, the config file UCX reads last"
-	lost := duplicates(r, p.Settings, true)
+	lost := r.load(p, "as ./ucx.conf, the config file UCX reads last")
 	rejected, unmatched := ucxRejected(p.Settings, with.Errors)
 	for _, s := range p.Settings {
 		row := Row{Name: s.Name, Line: s.Line, File: s.Value}
 		if msg, ok := rejected[s.Line]; ok {
 			// ucx_info stops listing the table at the value it rejects.
-			row.Status = NotTaken
-			r.Rows = append(r.Rows, row)
-			r.warnf("%s: %s=%s: UCX rejects the value: %s", r.at(s.Line), s.Name, s.Value, msg)
+			r.refuse(row, NotTaken, "%s: %s=%s: UCX rejects the value: %s", r.at(s.Line), s.Name, s.Value, msg)
 			continue
 		}
 		used, listed := ucxValue(with.Vars, s.Name)
@@ -208,9 +202,7 @@ func judgeUCX(p *Parsed, with, without ucxConfig, unused map[string]bool, env ma
 			known = !unused[s.Name]
 		}
 		if !known {
-			row.Status = Unknown
-			r.Rows = append(r.Rows, row)
-			r.warnf("%s: %s: %s has no such variable and ignores it without a word in a config file (in the environment it warns: unused env variable)", r.at(s.Line), s.Name, with.Version)
+			r.refuse(row, Unknown, "%s: %s: %s has no such variable and ignores it without a word in a config file (in the environment it warns: unused env variable)", r.at(s.Line), s.Name, with.Version)
 			continue
 		}
 		row.Used, row.Source = used, "file "+r.at(s.Line)

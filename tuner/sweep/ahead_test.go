@@ -1,14 +1,11 @@
 package sweep
 
 import (
-	"encoding/json"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/gotune/gotune/bench"
-	"github.com/gotune/gotune/tuner/store"
 )
 
 func TestTrialWork(t *testing.T) {
@@ -80,25 +77,13 @@ func TestRequiredAfterFollowsPace(t *testing.T) {
 // the sizes it measured them, at least as many times.
 func plannedCovers(t *testing.T, dir string, plan Plan) {
 	t.Helper()
-	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	type kind struct {
 		stage   string
 		pattern bench.Pattern
 	}
 	ran := map[kind]int{}
 	sizes := map[kind][]int{}
-	for _, rec := range s.Records() {
-		if rec.Kind != "trial" {
-			continue
-		}
-		var tr Trial
-		if err := json.Unmarshal(rec.Data, &tr); err != nil {
-			t.Fatal(err)
-		}
+	for _, tr := range storedTrials(t, dir) {
 		if tr.Round != 1 || tr.Stage == "transport-replicate" { // a stage of the stored runs, gone since
 			continue
 		}

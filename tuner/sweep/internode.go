@@ -96,12 +96,10 @@ func (r *Runner) internodeStages(out *Outcome) error {
 		}
 		cands = append(cands, internodeCandidate(t, t, nil, int64(i)))
 	}
-	if err := r.measure(stageInterTransport, cands, internodePatterns, sizes, r.plan.Rounds); err != nil {
+	chosen, err := r.internodeStage(out, stageInterTransport, cands, sizes)
+	if err != nil {
 		return err
 	}
-	d := pickCheapest(r.trials, stageInterTransport, internodePatterns, cands)
-	out.Stages = append(out.Stages, d)
-	chosen := find(cands, d.Chosen)
 	if chosen == nil {
 		r.notes = append(r.notes, "internode: no inter-node transport ran between the nodes; no inter-node decisions")
 		return nil
@@ -120,16 +118,11 @@ func (r *Runner) internodeStages(out *Outcome) error {
 		cands = append(cands, internodeCandidate(fmt.Sprintf("%s-eager-%s", t, transports.FormatSize(int(e))), t,
 			transports.Options{t + ".eager": transports.FormatSize(int(e))}, int64(i)))
 	}
-	if len(cands) > 0 {
-		if err := r.measure(stageInterEager, cands, internodePatterns, sizes, r.plan.Rounds); err != nil {
-			return err
-		}
-		d = pickCheapest(r.trials, stageInterEager, internodePatterns, cands)
-		out.Stages = append(out.Stages, d)
-		if c := find(cands, d.Chosen); c != nil {
-			params.Options = c.opts.With(nil)
-			params.Eager, _ = transports.ParseSize(c.opts[t+".eager"])
-		}
+	if err := r.internodeOptions(out, stageInterEager, cands, sizes, &params); err != nil {
+		return err
+	}
+	if e, ok := params.Options[t+".eager"]; ok {
+		params.Eager, _ = transports.ParseSize(e)
 	}
 
 	// The protocol knob of the chosen transport.
@@ -146,30 +139,44 @@ func (r *Runner) internodeStages(out *Outcome) error {
 				params.Options.With(transports.Options{ib.KeyRndv: m}), int64(i)))
 		}
 	}
-	if len(cands) > 0 {
-		if err := r.measure(stageInterProtocol, cands, internodePatterns, sizes, r.plan.Rounds); err != nil {
-			return err
-		}
-		d = pickCheapest(r.trials, stageInterProtocol, internodePatterns, cands)
-		out.Stages = append(out.Stages, d)
-		if c := find(cands, d.Chosen); c != nil {
-			params.Options = c.opts
-		}
+	if err := r.internodeOptions(out, stageInterProtocol, cands, sizes, &params); err != nil {
+		return err
 	}
 
 	// Buffering: what the transport keeps per peer.
 	cands = queueCandidates(ip, t, params.Options)
-	if len(cands) > 0 {
-		if err := r.measure(stageInterQueue, cands, internodePatterns, sizes, r.plan.Rounds); err != nil {
-			return err
-		}
-		d = pickCheapest(r.trials, stageInterQueue, internodePatterns, cands)
-		out.Stages = append(out.Stages, d)
-		if c := find(cands, d.Chosen); c != nil {
-			params.Options = c.opts
-		}
+	if err := r.internodeOptions(out, stageInterQueue, cands, sizes, &params); err != nil {
+		return err
 	}
 	out.Internode = &params
+	return nil
+}
+
+// internodeStage measures cands as stage over the inter-node patterns,
+// records the decision in out and returns the chosen candidate (nil: none
+// ran).
+func (r *Runner) internodeStage(out *Outcome, stage string, cands []candidate, sizes []int) (*candidate, error) {
+	if err := r.measure(stage, cands, internodePatterns, sizes, r.plan.Rounds); err != nil {
+		return nil, err
+	}
+	d := pickCheapest(r.trials, stage, internodePatterns, cands)
+	out.Stages = append(out.Stages, d)
+	return find(cands, d.Chosen), nil
+}
+
+// internodeOptions is a stage among option candidates (none: no stage):
+// a copy of the chosen one's options becomes params'.
+func (r *Runner) internodeOptions(out *Outcome, stage string, cands []candidate, sizes []int, params *InternodeParams) error {
+	if len(cands) == 0 {
+		return nil
+	}
+	c, err := r.internodeStage(out, stage, cands, sizes)
+	if err != nil {
+		return err
+	}
+	if c != nil {
+		params.Options = c.opts.With(nil)
+	}
 	return nil
 }
 

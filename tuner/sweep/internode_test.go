@@ -93,16 +93,21 @@ func TestInternodeStagesDecideBetweenNodes(t *testing.T) {
 	}
 }
 
-// storedTrials reads a run directory's trials.
-func storedTrials(t *testing.T, dir string) []Trial {
+// storedRecords reads a run directory's store.
+func storedRecords(t *testing.T, dir string) []store.Record {
 	t.Helper()
-	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
+	recs, err := store.Read(filepath.Join(dir, MeasurementsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	return recs
+}
+
+// storedTrials reads a run directory's trials.
+func storedTrials(t *testing.T, dir string) []Trial {
+	t.Helper()
 	var out []Trial
-	for _, r := range s.Records() {
+	for _, r := range storedRecords(t, dir) {
 		if r.Kind != "trial" {
 			continue
 		}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/profile"
-	"github.com/gotune/gotune/tuner/store"
 
 	_ "github.com/gotune/gotune/transports/all"
 )
@@ -50,20 +49,8 @@ func tinyPlan() Plan {
 // sizes it asked for: the settling point each trial opened with is gone.
 func settledTrials(t *testing.T, dir string, settle int) {
 	t.Helper()
-	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	n := 0
-	for _, r := range s.Records() {
-		if r.Kind != "trial" {
-			continue
-		}
-		var tr Trial
-		if err := json.Unmarshal(r.Data, &tr); err != nil {
-			t.Fatal(err)
-		}
+	for _, tr := range storedTrials(t, dir) {
 		if tr.Failed != "" {
 			continue
 		}
@@ -85,13 +72,8 @@ func settledTrials(t *testing.T, dir string, settle int) {
 // duplicate: a trial measured twice.
 func storedKeys(t *testing.T, dir string) map[string]bool {
 	t.Helper()
-	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	keys := map[string]bool{}
-	for _, r := range s.Records() {
+	for _, r := range storedRecords(t, dir) {
 		if keys[r.Key] {
 			t.Fatalf("record %s stored twice: a finished trial was measured again", r.Key)
 		}
