@@ -37,7 +37,7 @@ func TestDeviceBuffersValidateThroughStaging(t *testing.T) {
 	spec := Spec{Transport: "cudaipc", Pattern: Bandwidth, Sizes: []int{0, 1, 4096, 1 << 20}, Window: 3, Validate: true,
 		Mem: []cuda.MemKind{cuda.MemDevice}}
 	g := openTestGPU(t, &spec)
-	a, err := newArena(spec, g)
+	a, err := newArena(spec, 0, g)
 	if err != nil {
 		t.Fatal(err)
 	}

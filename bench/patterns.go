@@ -15,6 +15,9 @@ import (
 type loop struct {
 	t             transports.Transport
 	rank, peer    int
+	lead          bool   // starts each exchange with peer: sends first, times the pair (rank 0 of a pair)
+	ranks         int    // of the job: 2 for a pair, Spec.Ranks for a multi-rank pattern
+	multi         bool   // a multi-rank pattern: every rank times, and passes line up at a barrier
 	pattern       Pattern
 	size          int
 	iters, warmup int
@@ -53,18 +56,12 @@ type arena struct {
 	load       *gpuLoad           // the rank's GPU load kernel, if any (owned by its rankGPU)
 }
 
-func newArena(spec Spec, g *rankGPU) (*arena, error) {
+func newArena(spec Spec, rank int, g *rankGPU) (*arena, error) {
 	if spec.Pattern == AllocChurn {
 		return newChurnArena(spec)
 	}
 	largest := max(slices.Max(spec.Sizes), spec.Settle)
-	slots := 1
-	switch {
-	case spec.Buffers > 0:
-		slots = spec.Buffers
-	case spec.Validate && spec.Pattern != Latency:
-		slots = max(spec.Window, 1)
-	}
+	sendSlots, recvSlots := spec.bufferSlots(rank)
 	a := &arena{}
 	alloc := func(n int, c byte) ([]byte, error) {
 		b, err := a.alloc(n)
@@ -95,11 +92,15 @@ func newArena(spec Spec, g *rankGPU) (*arena, error) {
 			}
 		}
 	}
-	for range slots {
+	for k := range max(sendSlots, recvSlots) {
 		for _, buf := range []struct {
-			list *[][]byte
-			fill byte
-		}{{&a.send, SendFill}, {&a.recv, RecvFill}} {
+			list  *[][]byte
+			fill  byte
+			slots int
+		}{{&a.send, SendFill, sendSlots}, {&a.recv, RecvFill, recvSlots}} {
+			if k >= buf.slots {
+				continue
+			}
 			b, err := alloc(largest, buf.fill)
 			if err != nil {
 				a.free()
@@ -168,9 +169,10 @@ func (a *arena) free() error {
 }
 
 func newLoop(t transports.Transport, rank int, spec Spec, size int, a *arena) *loop {
-	l := &loop{t: t, rank: rank, peer: 1 - rank, pattern: spec.Pattern, size: size,
+	l := &loop{t: t, rank: rank, pattern: spec.Pattern, size: size, ranks: spec.RankCount(), multi: spec.Pattern.MultiRank(),
 		iters: spec.Iters, warmup: spec.Warmup, window: spec.Window, validate: spec.Validate, ack: a.ack,
 		stage: a.stage, load: a.load, steps: a.load != nil && rank == 0}
+	l.peer, l.lead = spec.partner(rank)
 	di, dw := DefaultIters(spec.Pattern, size)
 	if l.iters <= 0 {
 		l.iters = di
@@ -178,20 +180,22 @@ func newLoop(t transports.Transport, rank int, spec Spec, size int, a *arena) *l
 	if l.warmup <= 0 {
 		l.warmup = dw
 	}
-	if l.pattern == Latency || l.window < 1 {
+	if !l.pattern.windowed() || l.window < 1 {
 		l.window = 1
 	}
 	if spec.RepBytes > 0 && spec.Iters <= 0 {
 		l.iters, l.warmup = CapIterations(spec.RepBytes, size, l.window, l.iters, l.warmup)
 	}
-	for k := range a.send {
-		l.sbuf = append(l.sbuf, a.send[k][:size])
-		l.rbuf = append(l.rbuf, a.recv[k][:size])
+	for _, b := range a.send {
+		l.sbuf = append(l.sbuf, b[:size])
+	}
+	for _, b := range a.recv {
+		l.rbuf = append(l.rbuf, b[:size])
 	}
 	if a.heap != nil {
 		l.churn = &churn{heap: a.heap}
 	}
-	l.reqs = make([]transports.Request, 0, 2*l.window)
+	l.reqs = make([]transports.Request, 0, 2*l.window*max(l.ranks-1, 1))
 	l.iterNS = make([]int64, l.iters)
 	return l
 }
@@ -225,8 +229,8 @@ func Free(b []byte) {
 // messages take the buffers in turn.
 func (l *loop) slot(bufs [][]byte, i, w int) []byte { return bufs[(i*l.window+w)%len(bufs)] }
 
-// run executes warm-up plus timed iterations and returns rank 0's elapsed
-// time of the timed part in nanoseconds (0 on rank 1).
+// run executes warm-up plus timed iterations and returns the rank's elapsed
+// time of the timed part in nanoseconds.
 //
 // Beside a GPU load kernel every iteration, warm-up included, is a step
 // whose length goes into longestWait: a path that waits for the kernel to
@@ -244,8 +248,12 @@ func (l *loop) run() (int64, error) {
 		}
 		var err error
 		switch l.pattern {
-		case Latency:
+		case Latency, MultiLatency:
 			err = l.pingPong(i)
+		case Incast:
+			err = l.incastWindow(i)
+		case AllToAll:
+			err = l.exchangeAll(i)
 		case BiBandwidth:
 			err = l.exchangeWindows(i)
 		case AllocChurn:
@@ -272,8 +280,8 @@ func (l *loop) run() (int64, error) {
 
 func (l *loop) pingPong(i int) error {
 	s, r := l.slot(l.sbuf, i, 0), l.slot(l.rbuf, i, 0)
-	if l.rank == 0 {
-		if err := l.fill(s, i, 0, 0); err != nil {
+	if l.lead {
+		if err := l.fill(s, i, l.rank, 0); err != nil {
 			return err
 		}
 		if err := l.t.Send(l.peer, s); err != nil {
@@ -282,29 +290,30 @@ func (l *loop) pingPong(i int) error {
 		if _, err := l.t.Recv(l.peer, r); err != nil {
 			return err
 		}
-		return l.check(r, i, 1, 0)
+		return l.check(r, i, l.peer, 0)
 	}
 	if _, err := l.t.Recv(l.peer, r); err != nil {
 		return err
 	}
-	if err := l.check(r, i, 0, 0); err != nil {
+	if err := l.check(r, i, l.peer, 0); err != nil {
 		return err
 	}
-	if err := l.fill(s, i, 1, 0); err != nil {
+	if err := l.fill(s, i, l.rank, 0); err != nil {
 		return err
 	}
 	return l.t.Send(l.peer, s)
 }
 
-// streamWindow: rank 0 sends a window, rank 1 receives it and acknowledges.
+// streamWindow: the lead (rank 0 of a pair) sends a window, its peer
+// receives it and acknowledges.
 func (l *loop) streamWindow(i int) error {
 	l.reqs = l.reqs[:0]
 	for w := range l.window {
 		var q transports.Request
 		var err error
-		if l.rank == 0 {
+		if l.lead {
 			b := l.slot(l.sbuf, i, w)
-			if err := l.fill(b, i, 0, w); err != nil {
+			if err := l.fill(b, i, l.rank, w); err != nil {
 				return err
 			}
 			q, err = l.t.Isend(l.peer, b)
@@ -319,12 +328,12 @@ func (l *loop) streamWindow(i int) error {
 	if err := l.t.Wait(l.reqs...); err != nil {
 		return err
 	}
-	if l.rank == 0 {
+	if l.lead {
 		_, err := l.t.Recv(l.peer, l.ack)
 		return err
 	}
 	for w := range l.window {
-		if err := l.check(l.slot(l.rbuf, i, w), i, 0, w); err != nil {
+		if err := l.check(l.slot(l.rbuf, i, w), i, l.peer, w); err != nil {
 			return err
 		}
 	}
@@ -363,10 +372,14 @@ func (l *loop) exchangeWindows(i int) error {
 	return nil
 }
 
-// sync lines the two ranks up with a zero-byte exchange.
+// sync lines the two ranks up with a zero-byte exchange (all the ranks of
+// a multi-rank pattern: a barrier).
 func (l *loop) sync() error {
+	if l.multi {
+		return l.barrier()
+	}
 	z := l.ack[:0]
-	if l.rank == 0 {
+	if l.lead {
 		if err := l.t.Send(l.peer, z); err != nil {
 			return err
 		}
@@ -470,7 +483,10 @@ func Measure(t transports.Transport, rank int, spec Spec, beat func()) ([]Point,
 		return nil, err
 	}
 	defer g.close()
-	a, err := newArena(spec, g)
+	if spec.Pattern.MultiRank() {
+		return nil, fmt.Errorf("pattern %s: Measure runs a pair's patterns; the multi-rank ones need Run", spec.Pattern)
+	}
+	a, err := newArena(spec, rank, g)
 	if err != nil {
 		return nil, err
 	}
@@ -490,32 +506,47 @@ func measureAll(t transports.Transport, rank int, spec Spec, a *arena, beat func
 		beat = func() {}
 	}
 	cost := clockCost()
-	if spec.Settle > 0 {
-		st.start("running the unreported settling pass of %s at %s", spec.Pattern, transports.FormatSize(spec.Settle))
-		beat()
-		if err := newLoop(t, rank, spec, spec.Settle, a).settle(); err != nil {
-			return nil, nil, fmt.Errorf("settling pass of %d bytes: %w", spec.Settle, err)
-		}
-	}
 	var points []Point
 	warnings := make([][]string, 0, len(spec.Sizes))
 	some := false
-	for i, size := range spec.Sizes {
-		st.measure(spec, i)
-		p, err := newLoop(t, rank, spec, size, a).measure(spec.Reps, cost, beat)
+	err := eachSize(t, rank, spec, a, beat, st, func(l *loop) error {
+		p, err := l.measure(spec.Reps, cost, beat)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		if rank == 0 {
 			points = append(points, p)
 		}
 		warnings = append(warnings, p.Warnings)
 		some = some || len(p.Warnings) > 0
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	if rank == 0 || !some {
 		warnings = nil
 	}
 	return points, warnings, nil
+}
+
+// eachSize runs the settling pass, if the spec has one, then f with the
+// loop of each size in turn, announcing each on st.
+func eachSize(t transports.Transport, rank int, spec Spec, a *arena, beat func(), st *stepper, f func(*loop) error) error {
+	if spec.Settle > 0 {
+		st.start("running the unreported settling pass of %s at %s", spec.Pattern, transports.FormatSize(spec.Settle))
+		beat()
+		if err := newLoop(t, rank, spec, spec.Settle, a).settle(); err != nil {
+			return fmt.Errorf("settling pass of %d bytes: %w", spec.Settle, err)
+		}
+	}
+	for i, size := range spec.Sizes {
+		st.measure(spec, i)
+		if err := f(newLoop(t, rank, spec, size, a)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // timedPass is one timed pass (repetition or distribution pass) with the
@@ -553,21 +584,34 @@ func (l *loop) settle() error {
 	return err
 }
 
-func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
-	late := l.load.lateCount()
-	samples := make([]float64, 0, reps)
+// passes runs reps timed repetitions and returns each one's elapsed
+// nanoseconds, then the distribution pass, whose per-iteration times it
+// leaves in l.iterNS.
+func (l *loop) passes(reps int, beat func()) ([]int64, error) {
+	elapsed := make([]int64, 0, reps)
 	for range reps {
 		beat()
 		ns, err := l.timedPass()
 		if err != nil {
-			return Point{}, err
+			return nil, err
 		}
-		samples = append(samples, l.value(ns, l.iters))
+		elapsed = append(elapsed, ns)
 	}
 	beat()
 	l.timeIterations = true
-	if _, err := l.timedPass(); err != nil {
+	_, err := l.timedPass()
+	return elapsed, err
+}
+
+func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
+	late := l.load.lateCount()
+	elapsed, err := l.passes(reps, beat)
+	if err != nil {
 		return Point{}, err
+	}
+	samples := make([]float64, 0, reps)
+	for _, ns := range elapsed {
+		samples = append(samples, l.value(ns, l.iters))
 	}
 	var perIter []float64
 	if l.rank == 0 {

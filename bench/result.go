@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,28 +20,37 @@ const (
 	BiBandwidth Pattern = "bibw"    // windows in both directions at once
 	MsgRate     Pattern = "msgrate" // messages per second through a window
 	AllocChurn  Pattern = "alloc"   // bw with every buffer allocated and freed per message (alloc.go)
+
+	// The multi-rank patterns (multirank.go), of Spec.Ranks ranks.
+	MultiBandwidth Pattern = "mbw_mr"    // osu_mbw_mr: N/2 pairs stream windows at once
+	MultiLatency   Pattern = "multi_lat" // osu_multi_lat: N/2 pairs ping-pong at once
+	Incast         Pattern = "incast"    // ranks 1..N-1 stream windows to rank 0
+	AllToAll       Pattern = "alltoall"  // pairwise exchange, every rank with every other
 )
 
-// Patterns lists every pattern.
+// Patterns lists every pattern of a pair of ranks.
 var Patterns = []Pattern{Latency, Bandwidth, BiBandwidth, MsgRate, AllocChurn}
+
+// MultiPatterns lists the patterns of Spec.Ranks ranks.
+var MultiPatterns = []Pattern{MultiBandwidth, MultiLatency, Incast, AllToAll}
 
 // ParsePattern checks a pattern name.
 func ParsePattern(s string) (Pattern, error) {
 	if s == "lat" { // osu_latency's name, as people shorten it
 		return Latency, nil
 	}
-	for _, p := range Patterns {
+	for _, p := range append(slices.Clip(Patterns), MultiPatterns...) {
 		if string(p) == s {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("unknown pattern %q (want latency (or lat), bw, bibw, msgrate or alloc)", s)
+	return "", fmt.Errorf("unknown pattern %q (want latency (or lat), bw, bibw, msgrate, alloc, mbw_mr, multi_lat, incast or alltoall)", s)
 }
 
 // Unit is the unit of a pattern's primary metric.
 func (p Pattern) Unit() string {
 	switch p {
-	case Latency:
+	case Latency, MultiLatency, AllToAll:
 		return "us"
 	case MsgRate:
 		return "msg/s"
@@ -50,7 +60,7 @@ func (p Pattern) Unit() string {
 }
 
 // HigherIsBetter tells how to compare two values of the pattern's metric.
-func (p Pattern) HigherIsBetter() bool { return p != Latency }
+func (p Pattern) HigherIsBetter() bool { return p.Unit() != "us" }
 
 // Spec is one benchmark run: what every rank needs to know.
 type Spec struct {
@@ -101,6 +111,10 @@ type Spec struct {
 	// inter-node pair (ranks started by mpirun or srun, gotune --launcher);
 	// 0 or 1, a pair on one node.
 	Nodes int `json:"nodes,omitempty"`
+	// Ranks is how many rank processes run the pattern (0: 2, a pair; kept
+	// 0 for 2 so that a pair's spec reads as before). Only the multi-rank
+	// patterns take more than 2 (multirank.go).
+	Ranks int `json:"ranks,omitempty"`
 }
 
 // InterNode reports whether the spec measures a pair on two nodes.
@@ -133,6 +147,15 @@ type Point struct {
 	// more: the path waited for the kernel to end.
 	LoadWait    time.Duration `json:"load_wait,omitempty"`
 	LoadStalled bool          `json:"load_stalled,omitempty"`
+	// MsgRate is the messages per second of all senders, the median over
+	// repetitions, of the patterns that report it beside their MB/s
+	// (mbw_mr, incast).
+	MsgRate float64 `json:"msg_rate,omitempty"`
+	// RankMin and RankMax are alltoall's fastest and slowest rank: its
+	// time per exchange (µs), each rank's median over repetitions, as
+	// OSU's collectives print Min and Max Latency beside the average.
+	RankMin float64 `json:"rank_min,omitempty"`
+	RankMax float64 `json:"rank_max,omitempty"`
 }
 
 // Stalled reports whether the point's path waited for the load kernel to
@@ -164,10 +187,14 @@ const (
 func DefaultIters(p Pattern, size int) (iters, warmup int) {
 	large := size > LargeMessageSize
 	switch {
-	case p == Latency && large:
+	case (p == Latency || p == MultiLatency) && large:
 		return 1000, 10
-	case p == Latency:
+	case p == Latency || p == MultiLatency:
 		return 10000, 100
+	case p == AllToAll && large: // OMB's collectives (osu_util.h)
+		return 100, 10
+	case p == AllToAll:
+		return 1000, 200
 	case large:
 		return 20, 2
 	default:

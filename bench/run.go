@@ -30,6 +30,7 @@ type rankOutput struct {
 	Points   []Point            `json:"points,omitempty"`   // rank 0's
 	Warnings [][]string         `json:"warnings,omitempty"` // rank 1's, one list per size
 	Rank     *hostinfo.RankInfo `json:"rank,omitempty"`     // with a GPU: its buffers and device
+	Times    []rankTimes        `json:"times,omitempty"`    // a multi-rank pattern's: every rank's, one per size
 }
 
 // rankMain is the body of each benchmark rank. It runs on the rank's
@@ -56,7 +57,7 @@ func rankMain(r *launch.Rank) (any, error) {
 		return nil, err
 	}
 	st.start("allocating %s", buffersWhat(spec, r.ID))
-	a, err := newArena(spec, g)
+	a, err := newArena(spec, r.ID, g)
 	if err != nil {
 		t.Close()
 		return nil, err
@@ -71,7 +72,11 @@ func rankMain(r *launch.Rank) (any, error) {
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(rankMemoryLimit)
 	var out rankOutput
-	out.Points, out.Warnings, err = measureAll(t, r.ID, spec, a, r.Beat, st)
+	if spec.Pattern.MultiRank() {
+		out.Times, err = measureMulti(t, r.ID, spec, a, r.Beat, st)
+	} else {
+		out.Points, out.Warnings, err = measureAll(t, r.ID, spec, a, r.Beat, st)
+	}
 	st.start("closing transport %s", spec.Transport)
 	unhook()
 	keepFirst(&err, t.Close())
@@ -149,7 +154,7 @@ func (s *Spec) Normalize() error {
 		return fmt.Errorf("buffers=%d: must not be negative", s.Buffers)
 	case s.Settle < 0:
 		return fmt.Errorf("settle=%d: must not be negative", s.Settle)
-	case s.Buffers > 0 && s.Validate && s.Pattern != Latency && s.Buffers < s.Window:
+	case s.Buffers > 0 && s.Validate && s.Pattern.windowed() && s.Buffers < s.Window:
 		return fmt.Errorf("buffers=%d with validate: need at least window=%d, one per message in flight", s.Buffers, s.Window)
 	}
 	for _, n := range s.Sizes {
@@ -162,6 +167,9 @@ func (s *Spec) Normalize() error {
 	}
 	if d, _ := transports.Lookup(s.Transport); s.InterNode() && d.NodeLocal {
 		return fmt.Errorf("transport %s moves data within a node: an inter-node pair needs %s", s.Transport, strings.Join(transports.InterNodeNames(), " or "))
+	}
+	if err := s.normalizeRanks(); err != nil {
+		return err
 	}
 	return s.normalizeGPU()
 }
@@ -195,7 +203,8 @@ func underLauncher() bool {
 // repetition before the watchdog takes its stacks and kills the run.
 const DefaultStall = 2 * time.Minute
 
-// Run measures spec between two fresh rank processes. A rank that completes
+// Run measures spec between two fresh rank processes (Spec.Ranks of them
+// for a multi-rank pattern). A rank that completes
 // no repetition for stall (0: DefaultStall) is reported as a
 // *launch.StallError with its stacks.
 //
@@ -213,7 +222,8 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 	if err := spec.Normalize(); err != nil {
 		return Result{}, err
 	}
-	tr := newTracker(ctx, o.progress, 2)
+	ranks := spec.RankCount()
+	tr := newTracker(ctx, o.progress, ranks)
 	tr.onChange, tr.meter = o.onChange, o.meter
 	tr.plan(spec)
 	if spec.UsesGPU() {
@@ -223,7 +233,6 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 		return Result{}, tr.explain(err)
 	}
 	d, _ := transports.Lookup(spec.Transport)
-	const ranks = 2
 	seg, err := d.SharedBytes(ranks, spec.Options)
 	if err != nil {
 		return Result{}, err
@@ -240,7 +249,8 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 		return Result{}, tr.explain(err)
 	}
 	res := Result{Label: "gotune " + spec.Transport, Provenance: hostinfo.Collect("/"), Spec: spec}
-	var outs [ranks]rankOutput
+	outs := make([]rankOutput, ranks)
+	times := make([][]rankTimes, ranks)
 	for r := range outs {
 		if err := json.Unmarshal(out[r], &outs[r]); err != nil {
 			return Result{}, fmt.Errorf("decode rank %d results: %w", r, err)
@@ -248,6 +258,14 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 		if outs[r].Rank != nil {
 			res.Provenance.Ranks = append(res.Provenance.Ranks, *outs[r].Rank)
 		}
+		times[r] = outs[r].Times
+	}
+	if spec.Pattern.MultiRank() {
+		if res.Points, err = multiPoints(spec, times); err != nil {
+			return Result{}, err
+		}
+		tr.measuredAll(len(res.Points))
+		return res, nil
 	}
 	res.Points = outs[0].Points
 	tr.measuredAll(len(res.Points))
