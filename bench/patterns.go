@@ -15,9 +15,9 @@ import (
 type loop struct {
 	t             transports.Transport
 	rank, peer    int
-	lead          bool   // starts each exchange with peer: sends first, times the pair (rank 0 of a pair)
-	ranks         int    // of the job: 2 for a pair, Spec.Ranks for a multi-rank pattern
-	multi         bool   // a multi-rank pattern: every rank times, and passes line up at a barrier
+	lead          bool // starts each exchange with peer: sends first, times the pair (rank 0 of a pair)
+	ranks         int  // of the job: 2 for a pair, Spec.Ranks for a multi-rank pattern
+	multi         bool // a multi-rank pattern: every rank times, and passes line up at a barrier
 	pattern       Pattern
 	size          int
 	iters, warmup int
