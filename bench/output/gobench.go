@@ -52,8 +52,8 @@ func writeBench(w io.Writer, results []bench.Result) error {
 		}
 		for _, p := range r.Points {
 			for _, s := range p.Samples {
-				fmt.Fprintf(w, "Benchmark%s/transport=%s%s/size=%d %d%s\n",
-					name.gobench, r.Spec.Transport, gpuKeys(r.Spec), p.Size, p.Iters, benchMetrics(r.Spec.Pattern, p.Size, s))
+				fmt.Fprintf(w, "Benchmark%s/transport=%s%s%s/size=%d %d%s\n",
+					name.gobench, r.Spec.Transport, gpuKeys(r.Spec), ranksKey(r.Spec), p.Size, p.Iters, benchMetrics(r.Spec.Pattern, p.Size, s))
 			}
 		}
 	}
@@ -95,10 +95,10 @@ func benchConfig(r bench.Result) [][2]string {
 // measurements: the time per message (for latency the one-way time) as
 // ns/op, then, for rates, the sample itself.
 func benchMetrics(p bench.Pattern, size int, v float64) string {
-	switch p {
-	case bench.Latency:
+	switch p.Unit() {
+	case "us":
 		return metric(v*1e3, "ns/op")
-	case bench.MsgRate:
+	case "msg/s":
 		return metric(1e9/v, "ns/op") + metric(v, "msg/s")
 	default: // MB/s: size bytes take size/(v*1e6) seconds
 		return metric(float64(size)*1e3/v, "ns/op") + metric(v, "MB/s")

@@ -20,7 +20,7 @@ const (
 )
 
 // writeOSU writes one block per result in the layout of osu_latency,
-// osu_bw, osu_bibw and osu_mbw_mr: "#" header lines, then a row per size
+// osu_bw, osu_bibw and osu_mbw_mr (the multi-rank patterns: osuMulti): "#" header lines, then a row per size
 // with the median. Blocks are separated by a blank line. A GPU run's title
 // names its memory kinds, GPUs and load, and a line names the sizes that
 // stalled behind the load kernel: rows have no room for either.
@@ -32,6 +32,10 @@ func writeOSU(w io.Writer, results []bench.Result) error {
 		}
 		if i > 0 {
 			fmt.Fprintln(w)
+		}
+		if r.Spec.Pattern.MultiRank() {
+			osuMulti(w, r, name.osu)
+			continue
 		}
 		fmt.Fprintf(w, "# gotune %s: %s", name.osu, r.Label)
 		if g := gpuSetup(r.Spec); g != "" {

@@ -68,4 +68,9 @@ var names = map[bench.Pattern]struct{ osu, gobench string }{
 	bench.BiBandwidth: {"Bi-Directional Bandwidth Test", "BiBW"},
 	bench.MsgRate:     {"Multiple Bandwidth / Message Rate Test", "MsgRate"},
 	bench.AllocChurn:  {"Bandwidth Test, buffers allocated per message", "AllocBW"},
+	// The multi-rank patterns: OSU's titles where OSU has the benchmark.
+	bench.MultiBandwidth: {"Multiple Bandwidth / Message Rate Test", "MultiBW"},
+	bench.MultiLatency:   {"Multi Latency Test", "MultiLatency"},
+	bench.Incast:         {"Incast Test", "Incast"},
+	bench.AllToAll:       {"All-to-All Personalized Exchange Latency Test", "AllToAll"},
 }

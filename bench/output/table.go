@@ -22,6 +22,9 @@ func writeTable(w io.Writer, results []bench.Result) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintln(w, title(r))
+		if pl := r.Spec.Placement(); pl != "" {
+			fmt.Fprintln(w, "placement: "+pl)
+		}
 		if err := table(w, r); err != nil {
 			return fmt.Errorf("result %q: %w", r.Label, err)
 		}
@@ -94,6 +97,7 @@ func table(w io.Writer, r bench.Result) error {
 	if loaded {
 		header = append(header, "Beside kernel")
 	}
+	header = append(header, multiHeader(r.Spec.Pattern)...)
 	t.Header(header...)
 	// Microseconds and MB/s with 2 decimals; messages per second whole.
 	decimals := 2
@@ -107,6 +111,7 @@ func table(w io.Writer, r bench.Result) error {
 		if loaded {
 			row = append(row, loadCell(p))
 		}
+		row = append(row, multiCells(r.Spec.Pattern, p)...)
 		err := t.Append(row...)
 		if err != nil {
 			return err
