@@ -73,6 +73,7 @@ func newVersion() *cobra.Command {
 type benchFlags struct {
 	transport, pattern, sizes, cpus, format, out, segment string
 	profile, settle                                       string
+	ranks                                                 string // N or node
 	mem, gpus, kernel                                     string
 	kernelBound                                           time.Duration
 	transportSet                                          bool // --transport given explicitly
@@ -87,7 +88,8 @@ type benchFlags struct {
 func (f *benchFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.transport, "transport", "t", "sm", "transport: "+strings.Join(transports.Names(), "|"))
-	fl.StringVarP(&f.pattern, "pattern", "p", "latency", "pattern: latency|bw|bibw|msgrate|alloc (bw, allocating every buffer per message: --opt alloc.*)")
+	fl.StringVarP(&f.pattern, "pattern", "p", "latency", "pattern: latency|bw|bibw|msgrate|alloc (bw, allocating every buffer per message: --opt alloc.*); with --ranks: mbw_mr|multi_lat|incast|alltoall")
+	fl.StringVar(&f.ranks, "ranks", "2", "rank processes: N, or node for one per core of the cpuset (more than 2: --pattern mbw_mr, multi_lat, incast or alltoall)")
 	fl.StringVarP(&f.sizes, "sizes", "s", "1:4M", "message sizes: a power-of-two ladder MIN:MAX or a list (K/M/G suffixes)")
 	fl.IntVar(&f.reps, "reps", bench.DefaultReps, "repetitions of every point")
 	fl.IntVar(&f.iters, "iters", 0, "timed iterations per repetition (0: OSU's default for the size)")
@@ -121,7 +123,7 @@ func (f *benchFlags) join(ctx context.Context, cmd *cobra.Command, spec *bench.S
 	}
 	if !cmd.Flags().Changed("nodes") {
 		spec.Nodes = 1
-		if d, err := transports.Lookup(spec.Transport); err == nil && !d.NodeLocal && j.nodes() > 1 {
+		if d, err := transports.Lookup(spec.Transport); err == nil && !d.NodeLocal && j.nodes() > 1 && !spec.Pattern.MultiRank() {
 			spec.Nodes = 2
 		}
 	}
@@ -149,9 +151,18 @@ func (f *benchFlags) spec(notes io.Writer) (bench.Spec, error) {
 	if err != nil {
 		return bench.Spec{}, fmt.Errorf("--settle: %w", err)
 	}
+	ranks, err := parseRanks(f.ranks, pattern)
+	if err != nil {
+		return bench.Spec{}, err
+	}
 	cpus, err := parseCPUs(f.cpus)
 	if err != nil {
 		return bench.Spec{}, err
+	}
+	if pattern.MultiRank() {
+		if cpus, err = multiRankCPUs(f.cpus, cpus, ranks); err != nil {
+			return bench.Spec{}, err
+		}
 	}
 	mem, gpus, load, err := f.gpuSpec()
 	if err != nil {
@@ -195,7 +206,7 @@ func (f *benchFlags) spec(notes io.Writer) (bench.Spec, error) {
 	}
 	s := bench.Spec{Transport: transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
 		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, Buffers: f.buffers, CPUs: cpus, Backend: f.segment,
-		Mem: mem, GPUs: gpus, GPULoad: load, GPULoadBound: f.kernelBound, Settle: settle, Nodes: f.nodes}
+		Mem: mem, GPUs: gpus, GPULoad: load, GPULoadBound: f.kernelBound, Settle: settle, Nodes: f.nodes, Ranks: ranks}
 	if err := s.Normalize(); err != nil {
 		return s, err
 	}
