@@ -14,7 +14,8 @@ import (
 // checked, over the node-local transports and tcp. Few iterations: the
 // ranks may outnumber the cores.
 func TestMultiRankPatternsValidated(t *testing.T) {
-	for _, tr := range []string{"sm", "cma", "tcp"} {
+	over := []string{"sm", "cma", "tcp"}
+	for _, tr := range over {
 		for _, pat := range bench.MultiPatterns {
 			t.Run(tr+"/"+string(pat), func(t *testing.T) {
 				spec := bench.Spec{Transport: tr, Pattern: pat, Ranks: 4, Sizes: []int{8, 70000}, Reps: 2, Iters: 3, Warmup: 1,

@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,7 +78,7 @@ func placementCores(n int) []int {
 func firstThreads(root string, cpus []int) []int {
 	var cores []int
 	for _, c := range cpus {
-		b, err := os.ReadFile(filepath.Join(root, "sys/devices/system/cpu", "cpu"+strconv.Itoa(c), "topology/thread_siblings_list"))
+		b, err := os.ReadFile(fmt.Sprintf("%s/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", root, c))
 		if err != nil {
 			cores = append(cores, c)
 			continue
