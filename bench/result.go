@@ -67,6 +67,7 @@ type Spec struct {
 	Transport string             `json:"transport"`
 	Options   transports.Options `json:"options,omitempty"`
 	Pattern   Pattern            `json:"pattern"`
+	Ranks     int                `json:"ranks,omitempty"` // rank processes; 0: 2, as a pair's spec always read (multirank.go)
 	Sizes     []int              `json:"sizes"`
 	Reps      int                `json:"reps"`
 	Iters     int                `json:"iters,omitempty"`  // 0: OSU's default for the size
@@ -111,10 +112,6 @@ type Spec struct {
 	// inter-node pair (ranks started by mpirun or srun, gotune --launcher);
 	// 0 or 1, a pair on one node.
 	Nodes int `json:"nodes,omitempty"`
-	// Ranks is how many rank processes run the pattern (0: 2, a pair; kept
-	// 0 for 2 so that a pair's spec reads as before). Only the multi-rank
-	// patterns take more than 2 (multirank.go).
-	Ranks int `json:"ranks,omitempty"`
 }
 
 // InterNode reports whether the spec measures a pair on two nodes.
@@ -147,13 +144,13 @@ type Point struct {
 	// more: the path waited for the kernel to end.
 	LoadWait    time.Duration `json:"load_wait,omitempty"`
 	LoadStalled bool          `json:"load_stalled,omitempty"`
-	// MsgRate is the messages per second of all senders, the median over
-	// repetitions, of the patterns that report it beside their MB/s
-	// (mbw_mr, incast).
+
+	// Side values of the multi-rank patterns: MsgRate, mbw_mr's and
+	// incast's messages/s of all senders (the median over repetitions,
+	// beside their MB/s); RankMin and RankMax, alltoall's fastest and
+	// slowest rank, each rank's median time per exchange (µs), as OSU's
+	// collectives print Min and Max Latency beside the average.
 	MsgRate float64 `json:"msg_rate,omitempty"`
-	// RankMin and RankMax are alltoall's fastest and slowest rank: its
-	// time per exchange (µs), each rank's median over repetitions, as
-	// OSU's collectives print Min and Max Latency beside the average.
 	RankMin float64 `json:"rank_min,omitempty"`
 	RankMax float64 `json:"rank_max,omitempty"`
 }
