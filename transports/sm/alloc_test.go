@@ -24,28 +24,8 @@ func TestMessagePathsAllocateNothing(t *testing.T) {
 			_, err := c.Recv(0, sc)
 			return err
 		}},
-		{"irecv-isend-wait", func(a, c *sm.Endpoint, sa, sc []byte) error {
-			rq, err := c.Irecv(0, sc)
-			if err != nil {
-				return err
-			}
-			sq, err := a.Isend(1, sa)
-			if err != nil {
-				return err
-			}
-			return waitBoth(a, c, sq, rq)
-		}},
-		{"isend-irecv-wait", func(a, c *sm.Endpoint, sa, sc []byte) error {
-			sq, err := a.Isend(1, sa)
-			if err != nil {
-				return err
-			}
-			rq, err := c.Irecv(0, sc)
-			if err != nil {
-				return err
-			}
-			return waitBoth(a, c, sq, rq)
-		}},
+		{"irecv-isend-wait", nonBlocking(false)},
+		{"isend-irecv-wait", nonBlocking(true)},
 		{"early", func(a, c *sm.Endpoint, sa, sc []byte) error {
 			if err := a.Send(1, sa); err != nil {
 				return err
@@ -81,9 +61,25 @@ func TestMessagePathsAllocateNothing(t *testing.T) {
 	}
 }
 
-func waitBoth(a, c *sm.Endpoint, sq, rq transports.Request) error {
-	if err := a.Wait(sq); err != nil {
-		return err
+// nonBlocking is one message by Isend, Irecv and Wait, the send posted
+// first or the receive.
+func nonBlocking(sendFirst bool) func(a, c *sm.Endpoint, sa, sc []byte) error {
+	return func(a, c *sm.Endpoint, sa, sc []byte) error {
+		var sq, rq transports.Request
+		var err error
+		for _, send := range []bool{sendFirst, !sendFirst} {
+			if send {
+				sq, err = a.Isend(1, sa)
+			} else {
+				rq, err = c.Irecv(0, sc)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err := a.Wait(sq); err != nil {
+			return err
+		}
+		return c.Wait(rq)
 	}
-	return c.Wait(rq)
 }
