@@ -2,8 +2,6 @@
 
 package sys
 
-import "sync/atomic"
-
 // StoreRelaxed stores v at *p with a plain MOV: ordered after the caller's
 // earlier loads and stores (x86 is TSO) but, unlike atomic.StoreUint32
 // (XCHG), without a full fence, so a later load may pass it. Pair it with
@@ -22,11 +20,3 @@ func StoreRelaxed(p *uint32, v uint32) { *p = v }
 // Why: sm's cell sequence words and consumer counters are published once
 // per message, and the fence costs more than moving the cache line.
 func StoreRelease64(p *uint64, v uint64) { *p = v }
-
-// Touch loads *p (a plain MOV: an atomic load, so that the compiler keeps
-// it in a polling loop): a way to have a line another core is writing
-// fetched while the caller polls a word in a neighbouring line, so that
-// the two transfers overlap. What it returns is only good for keeping
-// the load. Under the race detector it loads nothing (the load races with
-// the writer by design).
-func Touch(p *uint64) uint64 { return atomic.LoadUint64(p) }

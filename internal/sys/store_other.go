@@ -12,7 +12,3 @@ func StoreRelaxed(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
 // release) where no plain-store version exists, and under the race
 // detector.
 func StoreRelease64(p *uint64, v uint64) { atomic.StoreUint64(p, v) }
-
-// Touch loads nothing where the plain load is not wired up, and under the
-// race detector, to which its load would be a race.
-func Touch(p *uint64) uint64 { return 0 }

@@ -343,18 +343,6 @@ type consumer struct {
 	head     ring
 	fragHead fragPos
 	curNext  fragPos // after the fragment curFrag placed, for releaseFrag
-	touched  uint64  // what polls of a cell's second line loaded (secondLine): kept, never read
-}
-
-// secondLine is a word of the current cell's second cache line when an
-// eager message of up to n bytes reaches it (nil otherwise): a receiver
-// polling the header loads it too, so that the line the producer wrote
-// first is fetched while the header's line is, not after.
-func (c *consumer) secondLine(n int) *uint64 {
-	if n <= lineRoom || c.cellSize <= cacheLine {
-		return nil
-	}
-	return (*uint64)(unsafe.Pointer(&c.cells[c.head.off+cacheLine]))
 }
 
 // peek returns the next published cell, or nil.

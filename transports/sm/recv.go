@@ -43,21 +43,16 @@ func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 
 // recvEager waits for p's next message and takes it straight from the
 // ring when it is an eager one that fits buf (ok); anything else is left
-// for the general path (ok false). It polls p's ring alone for pollSpins
-// (for a message that may reach the cell's second cache line, it loads
-// that line too, so that both lines travel at once), then backs off
-// (idle). Unless p is the only peer and nothing else is owed (alone), a
+// for the general path (ok false). It polls p's ring alone for pollSpins,
+// then backs off (idle). Unless p is the only peer and nothing else is owed (alone), a
 // progress pass runs at the first poll and between the later ones, as
 // every wait does: what this rank owes moves and other channels keep
 // draining (hazard H5). A pass parks p's message when nothing else moves;
 // the general path then finds it early.
 func (e *Endpoint) recvEager(p *peer, buf []byte) (int, bool, error) {
 	alone := e.alone(p)
-	second := p.rx.secondLine(len(buf))
-	var touched uint64
 	for spin := 0; ; spin++ {
 		if h := p.rx.peek(); h != nil {
-			p.rx.touched = touched
 			if h.kind != kindEager || int(h.length) > len(buf) {
 				return 0, false, nil
 			}
@@ -65,9 +60,6 @@ func (e *Endpoint) recvEager(p *peer, buf []byte) (int, bool, error) {
 			p.rx.release()
 			e.await(p)
 			return n, true, nil
-		}
-		if second != nil {
-			touched += sys.Touch(second)
 		}
 		if spin < pollSpins && (alone || spin > 0) {
 			continue
