@@ -44,7 +44,7 @@ func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 // recvEager waits for p's next message and takes it straight from the
 // ring when it is an eager one that fits buf (ok); anything else is left
 // for the general path (ok false). It polls p's ring alone for pollSpins,
-// then backs off (idle). Unless p is the only peer and nothing else is owed (alone), a
+// a load fence between polls and no pause, then backs off (idle). Unless p is the only peer and nothing else is owed (alone), a
 // progress pass runs at the first poll and between the later ones, as
 // every wait does: what this rank owes moves and other channels keep
 // draining (hazard H5). A pass parks p's message when nothing else moves;
@@ -62,6 +62,7 @@ func (e *Endpoint) recvEager(p *peer, buf []byte) (int, bool, error) {
 			return n, true, nil
 		}
 		if spin < pollSpins && (alone || spin > 0) {
+			sys.PollFence()
 			continue
 		}
 		if !alone && e.progress() && p.unexp.Len() > 0 {
