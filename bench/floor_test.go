@@ -30,8 +30,8 @@ func TestLineFloorMeasures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Runs) != 3 || f.Trips != 100 || f.Median <= 0 {
-		t.Errorf("floor %+v: want 3 runs of 100 round trips and a positive median", f)
+	if len(f.Runs) != 6 || f.Trips != 100 || f.Median <= 0 {
+		t.Errorf("floor %+v: want 3 runs of each way of 100 round trips and a positive median", f)
 	}
 }
 
