@@ -226,8 +226,14 @@ func Free(b []byte) {
 }
 
 // slot is the buffer of message w of iteration i's window: the run's
-// messages take the buffers in turn.
-func (l *loop) slot(bufs [][]byte, i, w int) []byte { return bufs[(i*l.window+w)%len(bufs)] }
+// messages take the buffers in turn. One buffer (OSU's case) costs no
+// division: a latency loop's slots are on the timed path.
+func (l *loop) slot(bufs [][]byte, i, w int) []byte {
+	if len(bufs) == 1 {
+		return bufs[0]
+	}
+	return bufs[(i*l.window+w)%len(bufs)]
+}
 
 // run executes warm-up plus timed iterations and returns the rank's elapsed
 // time of the timed part in nanoseconds.

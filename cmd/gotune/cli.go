@@ -300,6 +300,7 @@ func jobContext(timeout time.Duration) (context.Context, context.CancelFunc) {
 
 func newBench() *cobra.Command {
 	var f benchFlags
+	var floor floorFlag
 	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -316,6 +317,9 @@ func newBench() *cobra.Command {
 			f.transportSet = cmd.Flags().Changed("transport")
 			spec, err := f.spec(cmd.ErrOrStderr())
 			if err != nil {
+				return err
+			}
+			if err := floor.check(spec, f.format); err != nil {
 				return err
 			}
 			ctx, cancel := jobContext(f.timeout)
@@ -349,10 +353,15 @@ func newBench() *cobra.Command {
 				closeOut()
 				return err
 			}
+			if err := floor.write(w, f.format, res); err != nil {
+				closeOut()
+				return err
+			}
 			return closeOut()
 		},
 	}
 	f.register(cmd)
+	floor.register(cmd)
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr (lines saying what the run is doing, at most one a second, none for a run under half a second; on a terminal also a bar of the sizes measured)")
 	return cmd
 }

@@ -107,6 +107,9 @@ func TestBadInputNamesTheCulprit(t *testing.T) {
 		{[]string{"bench", "--kernel", "full"}, "--kernel full: the load kernel runs on the ranks' GPUs, and with --mem host on both ranks and no --gpus"},
 		{[]string{"bench", "--kernel", "30%", "--mem", "host,host"}, "--kernel 30%"},
 		{[]string{"bench", "--gpus", "0,1", "--opt", "cudaipc.gpus=1,0"}, "--gpus 0,1 disagrees with --opt cudaipc.gpus=1,0"},
+		{[]string{"bench", "-p", "bw", "--floor"}, "--floor: the floor is a one-way latency"},
+		{[]string{"bench", "-f", "csv", "--floor"}, "--floor: prints with --format table, osu, bench"},
+		{[]string{"bench", "--cpus", "none", "--floor"}, "--floor: needs the ranks pinned"},
 	}
 	for _, c := range cases {
 		_, e, code := run(t, c.args...)

@@ -4,3 +4,8 @@
 TEXT ·CPURelax(SB),NOSPLIT,$0-0
 	PAUSE
 	RET
+
+// func PollFence()
+TEXT ·PollFence(SB),NOSPLIT,$0-0
+	LFENCE
+	RET

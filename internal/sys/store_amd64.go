@@ -12,3 +12,11 @@ package sys
 // through an ABI wrapper each time, and sm's progress-thread hand-off
 // stores on every engine call.
 func StoreRelaxed(p *uint32, v uint32) { *p = v }
+
+// StoreRelease64 publishes v at *p with a plain MOV, which x86 (TSO) makes
+// a release store: every load and store the caller made before it is
+// visible to a reader that sees v. Unlike atomic.StoreUint64 (XCHG) it
+// does not wait for the store buffer to drain. Readers load *p atomically.
+// Why: sm's cell sequence words and consumer counters are published once
+// per message, and the fence costs more than moving the cache line.
+func StoreRelease64(p *uint64, v uint64) { *p = v }

@@ -7,3 +7,8 @@ import "sync/atomic"
 // StoreRelaxed is an atomic store where no plain-store version exists (and
 // under the race detector, which must see it).
 func StoreRelaxed(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
+
+// StoreRelease64 is an atomic store (sequentially consistent, so at least
+// release) where no plain-store version exists, and under the race
+// detector.
+func StoreRelease64(p *uint64, v uint64) { atomic.StoreUint64(p, v) }

@@ -16,6 +16,12 @@
 // (EventCopy: CUDA IPC) sends the completion cell as soon as the copy is
 // queued, naming an event both sides poll (completion.go).
 //
+// A blocking receive with nothing from its peer ahead of it polls that
+// peer's ring alone, flat out, and takes an eager message straight from
+// the cell; the sender writes a cell's first line (header, sequence word
+// last) after the rest, so the polled line changes hands once (recv.go,
+// layout.go). It runs progress passes too when anything else is owed.
+//
 // A rank waiting for anything (a send blocked on a full ring included) keeps
 // draining every incoming channel into posted receives or the unexpected
 // queue, so head-to-head sends cannot deadlock on ring space. A message no

@@ -11,7 +11,9 @@ import (
 
 // BenchmarkPingPong is the engine's round trip between two goroutines of
 // one process (no pinning, so it shows engine overhead, not the machine's
-// best latency; use gotune bench for that). ns/op is one round trip.
+// best latency; use gotune bench for that). ns/op is one round trip;
+// allocs/op counts both sides and must stay 0
+// (TestMessagePathsAllocateNothing asserts it).
 func BenchmarkPingPong(b *testing.B) { pingPong(b, sm.DefaultParams()) }
 
 // BenchmarkPingPongProgressThread is BenchmarkPingPong with the progress
@@ -23,8 +25,9 @@ func BenchmarkPingPongProgressThread(b *testing.B) {
 }
 
 func pingPong(b *testing.B, p sm.Params) {
-	for _, n := range []int{8, 4096, 65536} {
+	for _, n := range []int{8, 64, 1024, 4096, 65536} {
 		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
 			a, c := pair(b, p, nil)
 			sa, sc := buffer(b, n), buffer(b, n)
 			done := make(chan error)

@@ -294,12 +294,33 @@ func (p *producer) nextFrag(rest int) []byte {
 	return p.frags[off : off+uint64(n)]
 }
 
-// publish completes the current cell: fields first, then the sequence number.
+// putEager copies an eager payload into the current cell, the part past
+// the cell's first cache line first: the header and the payload's first
+// bytes, written last, then reach the consumer's polled line in one
+// ownership transfer. Why: copying front to back wrote the first line,
+// then the next, then the first again for the header, and the polling
+// consumer took the first line back in between, a transfer more.
+func (p *producer) putEager(buf []byte) {
+	c := p.cell()
+	if len(buf) > lineRoom {
+		copy(c[lineRoom:], buf[lineRoom:])
+		buf = buf[:lineRoom]
+	}
+	copy(c, buf)
+}
+
+// lineRoom is how many payload bytes share a cell's first cache line with
+// its header.
+const lineRoom = cacheLine - headerSize
+
+// publish completes the current cell: fields first, then the sequence
+// number, a release store (no fence: nothing the producer does next
+// needs to wait for the consumer to see it).
 func (p *producer) publish(kind uint8, length int) {
 	h := p.header(p.head.off)
 	h.length = uint32(length)
 	h.kind = kind
-	atomic.StoreUint64(&h.seq, p.head.n+1)
+	sys.StoreRelease64(&h.seq, p.head.n+1)
 	p.head.advance(p.cellSize, uint64(len(p.cells)))
 }
 
@@ -347,11 +368,11 @@ func (c *consumer) curFrag(n int) []byte {
 // release hands the current cell back to the producer.
 func (c *consumer) release() {
 	c.head.advance(c.cellSize, uint64(len(c.cells)))
-	atomic.StoreUint64(c.tail, c.head.n)
+	sys.StoreRelease64(c.tail, c.head.n)
 }
 
 // releaseFrag hands the fragment curFrag returned back to the producer.
 func (c *consumer) releaseFrag() {
 	c.fragHead = c.curNext
-	atomic.StoreUint64(c.fragTail, c.fragHead.n)
+	sys.StoreRelease64(c.fragTail, c.fragHead.n)
 }

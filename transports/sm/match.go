@@ -10,7 +10,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"sync/atomic"
+
+	"github.com/gotune/gotune/internal/sys"
 )
 
 // unexpected is a message that arrived before its receive was posted.
@@ -84,7 +85,7 @@ func (e *Endpoint) postRecv(p *peer, r *request) {
 // await counts one more receive for p's messages and tells the sender.
 func (e *Endpoint) await(p *peer) {
 	p.awaited++
-	atomic.StoreUint64(p.rx.awaited, p.awaited)
+	sys.StoreRelease64(p.rx.awaited, p.awaited)
 }
 
 // startsMessage says whether a cell of this kind and body from p is the

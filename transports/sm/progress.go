@@ -187,6 +187,16 @@ func (e *Endpoint) idle(spin int) error {
 // does not starve a hyper-thread sibling doing the copying.
 const tightSpins = 128
 
+// pollSpins is how long a blocking receive polls its peer's ring with
+// only a load fence between polls (no pause, no progress pass) before the
+// back-off of idle: about a microsecond, longer than a small message's
+// round trip, so that the reply of a ping-pong finds the receiver still
+// in its tight loop. Why: a PAUSE (140 cycles on recent Intel cores)
+// between polls adds its length to the message's latency at random; the
+// fence (sys.PollFence) keeps one load of the line in flight, which on
+// AMD cores lets the sender take the line sooner than a stream of loads.
+const pollSpins = 1024
+
 // livenessMask: a waiter that has made no progress checks every 4096 polls
 // (one system call, when it yields anyway) whether the peer it waits for
 // is still alive.

@@ -28,27 +28,10 @@ func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	// Fast path for two ranks: nothing pending, poll the one channel.
-	if e.mem == nil && len(e.active) == 1 && p.recvq.Len() == 0 && p.unexp.Len() == 0 && len(p.arriving) == 0 && p.sendq.Len() == 0 && p.ctrl.Len() == 0 {
-		for spin := 0; ; spin++ {
-			h := p.rx.peek()
-			if h == nil {
-				if err := e.idle(spin); err != nil {
-					return 0, err
-				}
-				if spin&livenessMask == livenessMask && e.peerExited(p) {
-					break // the general path below reports it
-				}
-				continue
-			}
-			if h.kind == kindEager && int(h.length) <= len(buf) {
-				n := int(h.length)
-				copy(buf, p.rx.body()[:n])
-				p.rx.release()
-				e.await(p)
-				return n, nil
-			}
-			break
+	// Fast path: no receive or early message from p ahead of this one.
+	if e.mem == nil && p.recvq.Len() == 0 && p.unexp.Len() == 0 && len(p.arriving) == 0 {
+		if n, ok, err := e.recvEager(p, buf); ok {
+			return n, err
 		}
 	}
 	r := e.irecv(p, buf)
@@ -56,6 +39,49 @@ func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 	n, err := r.n, r.err
 	e.recycle(r)
 	return n, err
+}
+
+// recvEager waits for p's next message and takes it straight from the
+// ring when it is an eager one that fits buf (ok); anything else is left
+// for the general path (ok false). It polls p's ring alone for pollSpins,
+// a load fence between polls and no pause, then backs off (idle). Unless p is the only peer and nothing else is owed (alone), a
+// progress pass runs at the first poll and between the later ones, as
+// every wait does: what this rank owes moves and other channels keep
+// draining (hazard H5). A pass parks p's message when nothing else moves;
+// the general path then finds it early.
+func (e *Endpoint) recvEager(p *peer, buf []byte) (int, bool, error) {
+	alone := e.alone(p)
+	for spin := 0; ; spin++ {
+		if h := p.rx.peek(); h != nil {
+			if h.kind != kindEager || int(h.length) > len(buf) {
+				return 0, false, nil
+			}
+			n := copy(buf, p.rx.body()[:h.length])
+			p.rx.release()
+			e.await(p)
+			return n, true, nil
+		}
+		if spin < pollSpins && (alone || spin > 0) {
+			sys.PollFence()
+			continue
+		}
+		if !alone && e.progress() && p.unexp.Len() > 0 {
+			return 0, false, nil
+		}
+		if err := e.idle(spin); err != nil {
+			return 0, true, err
+		}
+		if spin&livenessMask == livenessMask && e.peerExited(p) {
+			return 0, false, nil // the general path reports it
+		}
+	}
+}
+
+// alone reports whether p's incoming ring is all a wait for p needs to
+// watch: p is the only peer and nothing is queued or in flight to it.
+func (e *Endpoint) alone(p *peer) bool {
+	return len(e.active) == 1 && p.sendq.Len() == 0 && p.ctrl.Len() == 0 && len(p.streams) == 0 &&
+		p.fallq.Len() == 0 && len(e.inflight) == 0
 }
 
 // Irecv posts a receive.

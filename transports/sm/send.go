@@ -33,7 +33,7 @@ func (e *Endpoint) send(to int, buf []byte) error {
 	}
 	// Fast path: nothing queued ahead and room for an eager cell.
 	if e.mem == nil && len(buf) <= e.params.EagerLimit && p.sendq.Len() == 0 && len(p.streams) == 0 && p.ctrl.Len() == 0 && p.tx.cellFree() {
-		copy(p.tx.cell(), buf)
+		p.tx.putEager(buf)
 		p.tx.publish(kindEager, len(buf))
 		p.msgOut++
 		return nil
@@ -128,7 +128,7 @@ func (e *Endpoint) pushSends(p *peer, posting bool) bool {
 			if r.device() {
 				e.putDevice(r, p.tx.cell(), r.buf)
 			} else {
-				copy(p.tx.cell(), r.buf)
+				p.tx.putEager(r.buf)
 			}
 			p.tx.publish(kindEager, len(r.buf))
 			r.complete(len(r.buf), nil)
