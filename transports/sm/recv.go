@@ -44,8 +44,9 @@ func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 // recvEager waits for p's next message and takes it straight from the
 // ring when it is an eager one that fits buf (ok); anything else is left
 // for the general path (ok false). It polls p's ring alone for pollSpins,
-// a load fence between polls and no pause, then backs off (idle). Unless p is the only peer and nothing else is owed (alone), a
-// progress pass runs at the first poll and between the later ones, as
+// a load fence between polls and no pause, then backs off (idle). Unless
+// p is the only peer and nothing else is owed (alone), a progress pass
+// runs before the tight polls and before every back-off after them, as
 // every wait does: what this rank owes moves and other channels keep
 // draining (hazard H5). A pass parks p's message when nothing else moves;
 // the general path then finds it early.
