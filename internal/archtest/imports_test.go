@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -288,5 +289,37 @@ func TestRawSyscallDetection(t *testing.T) {
 		if got := rawSyscall(f, fset); len(got) != c.want {
 			t.Errorf("%s: %q, want %d findings", c.src, got, c.want)
 		}
+	}
+}
+
+// testHelper reports whether a package exists only for tests: the rank
+// harnesses and fixtures (transporttest, launchtest, cudatest) and
+// internal/testutil.
+func testHelper(pkg string) bool {
+	return strings.HasSuffix(path.Base(pkg), "test") || pkg == "internal/testutil" || strings.HasPrefix(pkg, "internal/testutil/")
+}
+
+// Test helpers are imported by tests, other test helpers and the scripts
+// that drive the test harnesses (scripts/nshosts) only: product code that
+// imports one would carry test fixtures into the binary.
+func TestTestHelpersOnlyInTests(t *testing.T) {
+	root, module := moduleRoot(t)
+	fset := token.NewFileSet()
+	helpers := 0
+	for _, f := range moduleFiles(t, root, fset) {
+		for _, im := range f.ast.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			imp, ok := strings.CutPrefix(p, module+"/")
+			if !ok || !testHelper(imp) {
+				continue
+			}
+			helpers++
+			if !f.test && !testHelper(f.pkg) && !strings.HasPrefix(f.pkg, "scripts/") {
+				t.Errorf("%s: %s imports the test helper %s outside a test", fset.Position(im.Pos()), f.pkg, imp)
+			}
+		}
+	}
+	if helpers == 0 {
+		t.Fatal("no import of a test helper found: the walk is broken")
 	}
 }
