@@ -204,6 +204,14 @@ func brokenCases() []brokenCase {
 				return sealed(t, setRange(2, Range{Min: 1 << 20, Transport: "cma", Protocol: "rendezvous", Mode: "sideways"}))
 			},
 			[]string{`decisions.intranode.host_host.ranges[2].mode: "sideways" is not one of pull|push`}},
+		{"knem copying in two directions",
+			func(t testing.TB, _ string) string {
+				return sealed(t, func(p *Profile) {
+					setRange(1, Range{Min: 4097, Transport: "knem", Protocol: "rendezvous", Mode: "pull"})(p)
+					setRange(2, Range{Min: 1 << 20, Transport: "knem", Protocol: "rendezvous", Mode: "push"})(p)
+				})
+			},
+			[]string{"decisions.intranode.host_host.ranges[2].mode: push after pull for knem: a handle-based transport copies in one direction"}},
 		{"eager beyond the eager limit",
 			func(t testing.TB, _ string) string {
 				return sealed(t, setRange(1, Range{Min: 4097, Transport: "sm", Protocol: "eager"}))

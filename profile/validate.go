@@ -193,7 +193,7 @@ func validateDecision(ps *problems, key string, d Decision) {
 	for i := 1; i < len(d.Ranges); i++ {
 		ordered = ordered && d.Ranges[i].Min > d.Ranges[i-1].Min
 	}
-	modes := map[string]string{} // transport → the first range's copy direction
+	modes := map[string]string{} // handle-based transport → the first range's copy direction
 	for i, r := range d.Ranges {
 		rk := fmt.Sprintf("%s.ranges[%d]", key, i)
 		switch {
@@ -208,10 +208,12 @@ func validateDecision(ps *problems, key string, d Decision) {
 			switch {
 			case r.Protocol != "rendezvous":
 				ps.add(rk+".mode", "%s on a %s range: a copy direction belongs to rendezvous ranges", r.Mode, r.Protocol)
-			case oneOf(ps, rk+".mode", r.Mode, []string{"pull", "push"}) && modes[r.Transport] != "" && modes[r.Transport] != r.Mode:
-				ps.add(rk+".mode", "%s after %s for %s: one copy direction per transport", r.Mode, modes[r.Transport], r.Transport)
+			case oneOf(ps, rk+".mode", r.Mode, []string{"pull", "push"}) && r.Transport == "knem" && modes[r.Transport] != "" && modes[r.Transport] != r.Mode:
+				ps.add(rk+".mode", "%s after %s for %s: a handle-based transport copies in one direction (the sender exports before the receiver routes)", r.Mode, modes[r.Transport], r.Transport)
 			}
-			modes[r.Transport] = cmp.Or(modes[r.Transport], r.Mode)
+			if r.Transport == "knem" {
+				modes[r.Transport] = cmp.Or(modes[r.Transport], r.Mode)
+			}
 		}
 		if knownTransport && knownProtocol {
 			switch {

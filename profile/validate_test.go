@@ -11,6 +11,19 @@ func TestValidateSample(t *testing.T) {
 	}
 }
 
+// cma may pull in one range and push in the next: the receiver routes by
+// size, and nothing is exported ahead of it.
+func TestValidateCMAInBothDirections(t *testing.T) {
+	p := sample()
+	d := p.Decisions["intranode"][HostHost]
+	d.Ranges = []Range{{Min: 0, Transport: "sm", Protocol: "eager"}, {Min: 4097, Transport: "cma", Protocol: "rendezvous", Mode: "pull"},
+		{Min: 256 << 10, Transport: "cma", Protocol: "rendezvous", Mode: "push"}, {Min: 1 << 20, Transport: "sm", Protocol: "pipeline"}}
+	p.Decisions["intranode"][HostHost] = d
+	if err := Validate(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	decision := func(f func(*Decision)) func(*Profile) {
 		return func(p *Profile) {

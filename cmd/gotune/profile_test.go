@@ -240,3 +240,20 @@ func TestProfileFindAndAutoFromTheCatalogue(t *testing.T) {
 		t.Fatalf("bench --transport auto with no match: exit %d\n%s", code, errOut)
 	}
 }
+
+// A profile whose cma ranges pull in the middle and push above it moves
+// validated payloads through both (each range in its own direction).
+func TestAutoCopiesEachRangeInItsDirection(t *testing.T) {
+	path := writeProfile(t, t.TempDir(), "profile.yaml", func(p *profile.Profile) {
+		d := p.Decisions[profile.Intranode][profile.HostHost]
+		d.Ranges = []profile.Range{{Min: 0, Transport: "sm", Protocol: "eager"},
+			{Min: 4097, Transport: "cma", Protocol: "rendezvous", Mode: "pull"},
+			{Min: 256 << 10, Transport: "cma", Protocol: "rendezvous", Mode: "push"}}
+		p.Decisions[profile.Intranode][profile.HostHost] = d
+	})
+	out, errOut, code := run(t, "bench", "--transport", "auto", "--profile", path, "--pattern", "bw", "--sizes", "64K,1M",
+		"--reps", "2", "--iters", "8", "--warmup", "1", "--validate", "--settle", "0", "--format", "csv", "-q")
+	if code != 0 || !strings.Contains(out, "auto,bw,65536,") || !strings.Contains(out, "auto,bw,1048576,") {
+		t.Fatalf("bench --transport auto across a pull and a push range: exit %d\n%s\n%s", code, out, errOut)
+	}
+}

@@ -35,6 +35,7 @@ type Route struct {
 	Locality string
 	mins     []int    // range starts, ascending
 	single   []string // the range's single-copy mechanism (cma, knem, xpmem), "" for sm
+	modes    []string // the range's copy direction (pull, push), "" for the mechanism's own
 	SM       sm.Params
 }
 
@@ -80,6 +81,7 @@ func Load(o transports.Options) (*Route, error) {
 			mech = rg.Transport
 		}
 		r.single = append(r.single, mech)
+		r.modes = append(r.modes, rg.Mode)
 	}
 	r.SM, err = sm.ChannelParams(sm.Channel{Depth: d.FIFODepth, CellSize: d.CellSize, EagerLimit: d.EagerLimit,
 		FragSize: d.FragSize, FragSlots: d.FragSlots, Copy: d.Copy, Progress: d.Progress})
@@ -105,7 +107,8 @@ func (r *Route) Mechanisms() []string {
 }
 
 // CopyModes are the copy directions the ranges give their single-copy
-// transports, as those transports' options (cma.mode=push).
+// transports, as those transports' options (cma.mode=push): each
+// mechanism's own direction, which a range without a mode keeps.
 func (r *Route) CopyModes() transports.Options {
 	o := transports.Options{}
 	for _, rg := range r.Decision.Ranges {
@@ -122,11 +125,24 @@ func (r *Route) Rendezvous(n int) bool { return r.MechanismFor(n) != "" }
 // MechanismFor is the single-copy mechanism of an n-byte message's range
 // ("" for none).
 func (r *Route) MechanismFor(n int) string {
-	i := sort.SearchInts(r.mins, n+1) - 1 // the last range starting at or below n
-	if i < 0 {
-		return ""
+	if i := r.rangeOf(n); i >= 0 {
+		return r.single[i]
 	}
-	return r.single[i]
+	return ""
+}
+
+// ModeFor is the copy direction of an n-byte message's range ("" for the
+// mechanism's own).
+func (r *Route) ModeFor(n int) string {
+	if i := r.rangeOf(n); i >= 0 && i < len(r.modes) {
+		return r.modes[i]
+	}
+	return ""
+}
+
+// rangeOf is the index of the range that carries n bytes, -1 for none.
+func (r *Route) rangeOf(n int) int {
+	return sort.SearchInts(r.mins, n+1) - 1 // the last range starting at or below n
 }
 
 func init() {

@@ -17,13 +17,15 @@ import (
 // message's (truncation) may go by another than the sender's range named:
 // only speed differs. A handle-based one (knem) is chosen by the sender,
 // which exports for it; its handle in the control message then says how
-// the receiver copies. All must copy in one direction (pull or push).
+// the receiver copies. Each range copies in its own direction (the
+// receiver picks it by the message's size), except that a handle-based
+// mechanism keeps one: who exports is decided before the size is known to
+// both sides.
 type routedCopy struct {
 	r       *Route
 	mechs   map[string]sm.SingleCopy
 	byAddr  []sm.SingleCopy // the address-based ones, in the ranges' order
 	export  sm.Exporter     // at most one handle-based mechanism
-	pull    bool
 	closers []io.Closer
 	invs    []transports.Invalidator
 }
@@ -32,7 +34,7 @@ type routedCopy struct {
 func newSingle(env transports.Env, r *Route) (*routedCopy, error) {
 	c := &routedCopy{r: r, mechs: map[string]sm.SingleCopy{}}
 	names := r.Mechanisms()
-	for i, name := range names {
+	for _, name := range names {
 		m, ok := sm.LookupMechanism(name)
 		if !ok || m.Routed == nil {
 			c.close()
@@ -52,17 +54,14 @@ func newSingle(env transports.Env, r *Route) (*routedCopy, error) {
 		if inv, ok := s.(transports.Invalidator); ok {
 			c.invs = append(c.invs, inv)
 		}
-		if i == 0 {
-			c.pull = s.Pull()
-		} else if s.Pull() != c.pull {
-			c.close()
-			return nil, fmt.Errorf("profile %s: ranges name %s and %s, which copy in different directions (pull and push): set their mode alike",
-				r.Profile.Path(), names[0], name)
-		}
 		if x, ok := s.(sm.Exporter); ok {
 			if c.export != nil {
 				c.close()
 				return nil, fmt.Errorf("profile %s: ranges name two handle-based single-copy transports (%s and %s)", r.Profile.Path(), c.export.Name(), name)
+			}
+			if err := oneDirection(r, name, s.Pull()); err != nil {
+				c.close()
+				return nil, err
 			}
 			c.export = x
 		} else {
@@ -88,8 +87,39 @@ func (c *routedCopy) Name() string {
 	return strings.Join(names, "+")
 }
 
-func (c *routedCopy) Pull() bool            { return c.pull }
+// oneDirection checks that every range of the handle-based mechanism name
+// copies in its direction.
+func oneDirection(r *Route, name string, pull bool) error {
+	want := transports.Choice(pull, "pull", "push")
+	for i, mech := range r.single {
+		if mech == name && r.modes[i] != "" && r.modes[i] != want {
+			return fmt.Errorf("profile %s: %s's ranges copy in two directions (%s at %d bytes, %s elsewhere): a handle-based transport keeps one",
+				r.Profile.Path(), name, r.modes[i], r.mins[i], want)
+		}
+	}
+	return nil
+}
+
+// Pull says whether a sender exports its buffer (for the receiver to pull
+// through the handle): only for a handle-based mechanism that pulls.
+func (c *routedCopy) Pull() bool            { return c.export == nil || c.export.Pull() }
 func (c *routedCopy) Rendezvous(n int) bool { return c.r.Rendezvous(n) }
+
+// RouteFor is the direction of an n-byte message's range: its mode, else
+// its mechanism's own.
+func (c *routedCopy) RouteFor(n int, _, _ sm.Place) sm.Route {
+	pull := true
+	if s := c.mechs[c.r.MechanismFor(n)]; s != nil {
+		pull = s.Pull()
+		if _, handles := s.(sm.Exporter); !handles && c.r.ModeFor(n) != "" {
+			pull = c.r.ModeFor(n) == "pull"
+		}
+	}
+	if pull {
+		return sm.RoutePull
+	}
+	return sm.RoutePush
+}
 
 // Copy moves a message that came without a handle: by its range's
 // mechanism when that one is address-based, else by the first that is.

@@ -23,6 +23,7 @@ func routeOf(ranges ...profile.Range) *Route {
 			mech = rg.Transport
 		}
 		r.single = append(r.single, mech)
+		r.modes = append(r.modes, rg.Mode)
 	}
 	return r
 }
@@ -83,13 +84,39 @@ func TestRoutedSingleCopyByRange(t *testing.T) {
 	}
 }
 
-// Mechanisms that copy in different directions cannot share a decision.
+// Each range copies in its own direction: the receiver routes a message
+// by its size's range (its mode, else its mechanism's), and a sender
+// exports only for a handle-based mechanism that pulls. A handle-based
+// mechanism's ranges keep one direction.
 func TestRoutedSingleCopyDirections(t *testing.T) {
-	r := routeOf(profile.Range{Min: 0, Transport: "sm", Protocol: "eager"}, profile.Range{Min: 64 << 10, Transport: "cma", Protocol: "rendezvous"},
-		profile.Range{Min: 1 << 20, Transport: "knem", Protocol: "rendezvous"})
+	r := routeOf(profile.Range{Min: 0, Transport: "sm", Protocol: "eager"},
+		profile.Range{Min: 64 << 10, Transport: "cma", Protocol: "rendezvous", Mode: "pull"},
+		profile.Range{Min: 256 << 10, Transport: "cma", Protocol: "rendezvous", Mode: "push"},
+		profile.Range{Min: 1 << 20, Transport: "knem", Protocol: "rendezvous"},
+		profile.Range{Min: 8 << 20, Transport: "cma", Protocol: "rendezvous"})
 	env := transports.Env{Size: 1, PIDs: []int{os.Getpid()}, Options: transports.Options{"knem.device": knem.Fake, "knem.mode": "push"}}
-	if _, err := newSingle(env, r); err == nil || !strings.Contains(err.Error(), "different directions") {
-		t.Errorf("cma (pull) with knem.mode=push: %v", err)
+	c, err := newSingle(env, r)
+	if err != nil {
+		t.Fatalf("cma pull and push beside knem push: %v", err)
+	}
+	defer c.close()
+	if c.Pull() {
+		t.Error("Pull: true, but the handle-based mechanism (knem) pushes: senders would export for nothing")
+	}
+	for _, tc := range []struct {
+		n    int
+		want sm.Route
+	}{{64 << 10, sm.RoutePull}, {256<<10 - 1, sm.RoutePull}, {256 << 10, sm.RoutePush}, {1 << 20, sm.RoutePush}, {8 << 20, sm.RoutePull}} {
+		if got := c.RouteFor(tc.n, sm.PlaceHost, sm.PlaceHost); got != tc.want {
+			t.Errorf("RouteFor(%d) = %v, want %v", tc.n, got, tc.want)
+		}
+	}
+
+	r = routeOf(profile.Range{Min: 0, Transport: "sm", Protocol: "eager"},
+		profile.Range{Min: 64 << 10, Transport: "knem", Protocol: "rendezvous", Mode: "pull"},
+		profile.Range{Min: 1 << 20, Transport: "knem", Protocol: "rendezvous", Mode: "push"})
+	if _, err := newSingle(env, r); err == nil || !strings.Contains(err.Error(), "knem's ranges copy in two directions") {
+		t.Errorf("knem pulling at 64 KiB and pushing at 1 MiB: %v", err)
 	}
 	r = routeOf(profile.Range{Min: 0, Transport: "sm", Protocol: "eager"}, profile.Range{Min: 64 << 10, Transport: "shmem", Protocol: "rendezvous"})
 	if _, err := newSingle(env, r); err == nil || !strings.Contains(err.Error(), `"shmem", which this build lacks`) {

@@ -124,13 +124,18 @@ func init() {
 		New:         New,
 		Check:       Check,
 	})
-	// auto's ranges that name cma: the receiver pulls.
+	// auto's ranges that name cma: cma.mode is the direction of a range
+	// without its own (auto copies each range in its mode).
 	sm.RegisterMechanism("cma", sm.Mechanism{
-		Routed: func(_ transports.Env, route func(int) bool) (sm.SingleCopy, error) {
+		Routed: func(env transports.Env, route func(int) bool) (sm.SingleCopy, error) {
+			mode, err := env.Options.String(KeyMode, "pull", "pull", "push")
+			if err != nil {
+				return nil, err
+			}
 			if err := sys.AllowAnyTracer(); err != nil {
 				return nil, err
 			}
-			return NewRoutedCopier(Params{Pull: true}, route), nil
+			return NewRoutedCopier(Params{Pull: mode == "pull"}, route), nil
 		},
 		Check: Check,
 	})

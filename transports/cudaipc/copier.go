@@ -47,7 +47,7 @@ func (c *copier) DeviceRendezvous(n int) bool { return n >= c.p.Threshold }
 func (c *copier) PinnedRendezvous(n int) bool { return n >= c.p.PinnedThreshold }
 
 // RouteFor: CUDA IPC opens device memory only (sm.DeviceRoute).
-func (c *copier) RouteFor(sender, receiver sm.Place) sm.Route {
+func (c *copier) RouteFor(_ int, sender, receiver sm.Place) sm.Route {
 	return sm.DeviceRoute(sender, receiver)
 }
 

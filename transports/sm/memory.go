@@ -62,11 +62,13 @@ const (
 	RouteFragments              // this message streams through the fragments; single copy stays on
 )
 
-// Router is implemented by a SingleCopy that picks the route per message
-// from where the two buffers live: a GPU mechanism must copy from the side
-// that can open the other's memory, and cannot move host to host memory.
+// Router is implemented by a SingleCopy that picks the route per message,
+// from an n-byte message's size and where the two buffers live: a GPU
+// mechanism must copy from the side that can open the other's memory and
+// cannot move host to host memory; a profile's ranges may pull at some
+// sizes and push at others.
 type Router interface {
-	RouteFor(sender, receiver Place) Route
+	RouteFor(n int, sender, receiver Place) Route
 }
 
 // DeviceRoute is the route for a mechanism that can open only device

@@ -107,7 +107,7 @@ func (c *fakeIPC) Pull() bool                  { return true }
 func (c *fakeIPC) Rendezvous(int) bool         { return false }
 func (c *fakeIPC) DeviceRendezvous(n int) bool { return n >= c.threshold }
 func (c *fakeIPC) PinnedRendezvous(n int) bool { return n >= c.threshold }
-func (c *fakeIPC) RouteFor(sender, receiver sm.Place) sm.Route {
+func (c *fakeIPC) RouteFor(_ int, sender, receiver sm.Place) sm.Route {
 	return sm.DeviceRoute(sender, receiver)
 }
 func (c *fakeIPC) Copy(_ int, local []byte, _ sm.Place, remote uintptr, pull bool) error {

@@ -41,7 +41,7 @@ func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintp
 		route = RoutePull
 	}
 	if c, ok := e.single.(Router); ok {
-		route = c.RouteFor(sender, r.place)
+		route = c.RouteFor(size, sender, r.place)
 	}
 	switch route {
 	case RouteFragments:

@@ -525,34 +525,28 @@ type Range struct {
 
 // rangesFrom turns per-size winners into size ranges: eager up to the eager
 // limit, then each measured size's winner; a boundary between two measured
-// sizes lies halfway between them. A single-copy transport's ranges copy
-// in the direction (cma pull or push) that won most of its sizes.
+// sizes lies halfway between them. A single-copy range copies in the
+// direction its sizes' winner does (cma pull or push), so a transport whose
+// direction changes along the ladder gets a range for each.
 func rangesFrom(eager int, verdicts []SizeVerdict, driverOf map[string]string) []Range {
 	ranges := []Range{{Min: 0, Transport: "sm", Protocol: "eager"}}
 	route := func(cand string) Range {
 		if d := driverOf[cand]; singleCopy(d) {
-			return Range{Transport: d, Protocol: "rendezvous"}
+			return Range{Transport: d, Protocol: "rendezvous", Mode: copyMode(cand)}
 		}
 		return Range{Transport: "sm", Protocol: "pipeline"}
 	}
-	won := map[string]map[string]int{} // driver → mode → sizes won
 	prevSize := eager
 	for _, v := range verdicts {
 		if v.Size <= eager {
 			continue
 		}
 		next := route(v.Winner)
-		if m := copyMode(v.Winner); m != "" {
-			if won[next.Transport] == nil {
-				won[next.Transport] = map[string]int{}
-			}
-			won[next.Transport][m]++
-		}
 		last := &ranges[len(ranges)-1]
 		if last.Protocol == "eager" {
 			next.Min = eager + 1
 			ranges = append(ranges, next)
-		} else if last.Transport != next.Transport {
+		} else if last.Transport != next.Transport || last.Mode != next.Mode {
 			next.Min = max(prevSize+1, (prevSize+v.Size+1)/2)
 			ranges = append(ranges, next)
 		}
@@ -560,14 +554,6 @@ func rangesFrom(eager int, verdicts []SizeVerdict, driverOf map[string]string) [
 	}
 	if len(ranges) == 1 { // nothing measured above the eager limit
 		ranges = append(ranges, Range{Min: eager + 1, Transport: "sm", Protocol: "pipeline"})
-	}
-	for i, rg := range ranges {
-		if m := won[rg.Transport]; len(m) > 0 {
-			ranges[i].Mode = "pull"
-			if m["push"] > m["pull"] {
-				ranges[i].Mode = "push"
-			}
-		}
 	}
 	return ranges
 }

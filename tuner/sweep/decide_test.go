@@ -137,16 +137,19 @@ func TestRangesWithoutMeasurementsAboveEager(t *testing.T) {
 	}
 }
 
-// cma pull and push route alike to cma; its ranges copy in the direction
-// that won most of its sizes, and the profile says so.
-func TestRangesCopyInTheDirectionThatWonMost(t *testing.T) {
+// cma pull and push route alike to cma; each range copies in the
+// direction that won its sizes, so the profile pulls where pull won and
+// pushes where push did.
+func TestRangesCopyInTheDirectionThatWonThere(t *testing.T) {
 	driverOf := map[string]string{"sm": "sm", "cma": "cma", "cma-push": "cma"}
-	v := []SizeVerdict{{Size: 64 << 10, Winner: "cma-push"}, {Size: 256 << 10, Winner: "cma"}, {Size: 1 << 20, Winner: "cma-push"}, {Size: 4 << 20, Winner: "sm"}}
+	v := []SizeVerdict{{Size: 64 << 10, Winner: "cma-push"}, {Size: 128 << 10, Winner: "cma-push"}, {Size: 256 << 10, Winner: "cma"},
+		{Size: 1 << 20, Winner: "cma-push"}, {Size: 4 << 20, Winner: "sm"}}
 	var got []string
 	for _, rg := range rangesFrom(4096, v, driverOf) {
-		got = append(got, rg.Transport+"/"+rg.Protocol+"/"+rg.Mode)
+		got = append(got, fmt.Sprintf("%d:%s/%s/%s", rg.Min, rg.Transport, rg.Protocol, rg.Mode))
 	}
-	if want := []string{"sm/eager/", "cma/rendezvous/push", "sm/pipeline/"}; !slices.Equal(got, want) {
+	want := []string{"0:sm/eager/", "4097:cma/rendezvous/push", "196608:cma/rendezvous/pull", "655360:cma/rendezvous/push", "2621440:sm/pipeline/"}
+	if !slices.Equal(got, want) {
 		t.Fatalf("ranges %v, want %v", got, want)
 	}
 }
@@ -606,3 +609,4 @@ func TestVerifyLossesAndMendRanges(t *testing.T) {
 		t.Fatalf("losses %v from profiles this run did not verify", l)
 	}
 }
+
