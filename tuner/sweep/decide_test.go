@@ -567,7 +567,7 @@ func TestVerifyLossesAndMendRanges(t *testing.T) {
 	for _, l := range r.verifyLosses() {
 		lost = append(lost, transports.FormatSize(l.Size)+":"+l.Winner)
 	}
-	if want := []string{"1K:cma", "16K:sm", "64K:cma", "256K:cma", "512K:cma", "1M:cma"}; !slices.Equal(lost, want) {
+	if want := []string{"1K:" + pooledSingles, "16K:sm", "64K:cma", "256K:cma", "512K:cma", "1M:cma"}; !slices.Equal(lost, want) {
 		t.Fatalf("losses %v, want %v", lost, want)
 	}
 	out := Outcome{SM: SMParams{Eager: 4 << 10}, Candidates: []candidate{{name: "sm", transport: "sm"}, {name: "cma", transport: "cma"}},
@@ -596,7 +596,7 @@ func TestVerifyLossesAndMendRanges(t *testing.T) {
 	for _, l := range r.verifyLosses() {
 		lost = append(lost, transports.FormatSize(l.Size)+":"+l.Winner)
 	}
-	if want := []string{"1K:cma", "16K:sm"}; !slices.Equal(lost, want) {
+	if want := []string{"1K:" + pooledSingles, "16K:sm"}; !slices.Equal(lost, want) {
 		t.Fatalf("after the mend: losses %v, want %v (what no route mends)", lost, want)
 	}
 	if changed := mendRanges(&out, r.verifyLosses(), ladder); changed != nil {
@@ -610,3 +610,32 @@ func TestVerifyLossesAndMendRanges(t *testing.T) {
 	}
 }
 
+// Up to the built-in eager limit every single transport runs sm's eager
+// path: the verification weighs auto against their pooled rounds, not the
+// luckiest of five replicates, so auto on that same path does not trail;
+// above it the best single is the best median.
+func TestVerifyPoolsTheSinglesOnOnePath(t *testing.T) {
+	same := map[int]float64{512: 1000, 8 << 10: 10000}
+	at := map[string]map[int]float64{"auto": same}
+	for i, name := range []string{"sm", "cma", "cma-push", "knem", "xpmem"} {
+		at[name] = map[int]float64{512: 1000 * (0.94 + 0.03*float64(i)), 8 << 10: 10000 * (0.94 + 0.03*float64(i))}
+	}
+	r := &Runner{trials: verifyTrials("sha256:a", 1, 6, at), verified: []string{"sha256:a"}}
+	ev := r.verifyEvidence(r.verified...)
+	if got := ev.best(512); got != pooledSingles {
+		t.Errorf("best at 512 B: %s, want the pooled singles", got)
+	}
+	if got := ev.best(8 << 10); got != "xpmem" {
+		t.Errorf("best at 8 KiB: %s, want xpmem (the highest median above the eager limit)", got)
+	}
+	var lost []string
+	for _, l := range r.verifyLosses() {
+		lost = append(lost, transports.FormatSize(l.Size)+":"+l.Winner)
+	}
+	if want := []string{"8K:xpmem"}; !slices.Equal(lost, want) {
+		t.Errorf("losses %v, want %v: auto runs the pooled path at 512 B", lost, want)
+	}
+	if trails := r.verifyTrails([]int{512}); len(trails) > 0 {
+		t.Errorf("auto trails at %v, on the singles' own path", trails)
+	}
+}

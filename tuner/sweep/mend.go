@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gotune/gotune/transports"
@@ -19,8 +20,16 @@ type verifyEvidence struct {
 	auto    map[int]map[int]float64            // size → round → MB/s
 	singles map[string]map[int]map[int]float64 // transport → size → round → MB/s
 	names   []string                           // the single transports, sorted
+	pooled  map[int]map[int]float64            // size → round → geomean of the singles, where they all run one path
 	prior   search.Priors                      // every single against auto at every size
 }
+
+// pooledSingles names the singles taken together at the sizes where they
+// all run one path: up to the built-in eager limit each sends by sm eager
+// with the built-in cell, so the best of their medians would only pick the
+// luckiest replicate of that path (with five of them, a few per cent above
+// auto on a noisy node); their per-round geomean is the path's measure.
+const pooledSingles = "singles(eager)"
 
 // verifyEvidence gathers it from the verification's trials; with hashes,
 // only the rounds of auto with those profiles count (the summary shows
@@ -60,6 +69,7 @@ func (r *Runner) verifyEvidence(hashes ...string) verifyEvidence {
 		ev.sizes = append(ev.sizes, n)
 	}
 	slices.Sort(ev.sizes)
+	ev.pooled = poolEager(ev.singles, ev.names, defaultSM().Eager)
 	for _, n := range ev.sizes {
 		for _, s := range ev.names {
 			ev.prior = append(ev.prior, search.SizedRounds{Size: n, D: ev.ratios(n, s)})
@@ -68,9 +78,46 @@ func (r *Runner) verifyEvidence(hashes ...string) verifyEvidence {
 	return ev
 }
 
+// poolEager is, for each size up to eager, each round's geometric mean of
+// the singles measured in it; nil with fewer than two singles (verify
+// --against measures one profile beside another, nothing to pool).
+func poolEager(singles map[string]map[int]map[int]float64, names []string, eager int) map[int]map[int]float64 {
+	if len(names) < 2 {
+		return nil
+	}
+	out := map[int]map[int]float64{}
+	for n := range singles[names[0]] {
+		if n > eager {
+			continue
+		}
+		logs, count := map[int]float64{}, map[int]int{}
+		for _, s := range names {
+			for round, v := range singles[s][n] {
+				if v > 0 {
+					logs[round] += math.Log(v)
+					count[round]++
+				}
+			}
+		}
+		out[n] = map[int]float64{}
+		for round, l := range logs {
+			out[n][round] = math.Exp(l / float64(count[round]))
+		}
+	}
+	return out
+}
+
+// series is single's rounds at size n (pooledSingles: the pooled ones).
+func (ev verifyEvidence) series(single string, n int) map[int]float64 {
+	if single == pooledSingles {
+		return ev.pooled[n]
+	}
+	return ev.singles[single][n]
+}
+
 // ratios are single's per-round log-ratios to auto at size n.
 func (ev verifyEvidence) ratios(n int, single string) []float64 {
-	return roundRatios(ev.auto[n], ev.singles[single][n])
+	return roundRatios(ev.auto[n], ev.series(single, n))
 }
 
 // compare is single (B) against auto (A) at size n.
@@ -117,7 +164,7 @@ func (r *Runner) verifyTrails(sizes []int) []int {
 	var out []int
 	for _, n := range sizes {
 		bestName := ev.best(n)
-		pr, ok := pairedRatio(ev.auto[n], ev.singles[bestName][n])
+		pr, ok := pairedRatio(ev.auto[n], ev.series(bestName, n))
 		if ok && pr < 1-search.Noise && ev.compare(n, bestName).Outcome != search.BWins {
 			out = append(out, n)
 		}
@@ -125,8 +172,12 @@ func (r *Runner) verifyTrails(sizes []int) []int {
 	return out
 }
 
-// best is the single transport with the highest median at size n.
+// best is the single transport with the highest median at size n, or
+// pooledSingles where the singles all run one path.
 func (ev verifyEvidence) best(n int) string {
+	if len(ev.pooled[n]) > 0 {
+		return pooledSingles
+	}
 	best, name := 0.0, ""
 	for _, s := range ev.names {
 		if m := medianOf(ev.singles[s][n]); m > best {

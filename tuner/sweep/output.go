@@ -231,7 +231,12 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 	}
 	fmt.Fprintf(w, "## verify: auto (profile %s) beside each single transport (%s), bw, %d interleaved rounds\n", strings.Join(ev.hashes, ", then "), r.referenceNote(), len(rounds))
 	fmt.Fprintf(w, "## (MB/s, median of the rounds' medians; auto/best: ratio of those medians; paired: median of the rounds' auto/best ratios;\n")
-	fmt.Fprintf(w, "##  test: the best single transport against auto, paired per round, noise pooled over nearby sizes)\n")
+	if len(ev.pooled) == 0 {
+		fmt.Fprintf(w, "##  test: the best single transport against auto, paired per round, noise pooled over nearby sizes)\n")
+	} else {
+		fmt.Fprintf(w, "##  test: the best single transport against auto, paired per round, noise pooled over nearby sizes;\n")
+		fmt.Fprintf(w, "##  up to the built-in eager limit every single transport runs sm's eager path: best there is their per-round geomean)\n")
+	}
 	fmt.Fprintf(w, " %8s %10s", "size", "auto")
 	for _, s := range ev.names {
 		fmt.Fprintf(w, " %10s", s)
@@ -242,29 +247,29 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 	for _, n := range ev.sizes {
 		am := medianOf(ev.auto[n])
 		fmt.Fprintf(w, " %8s %10.0f", transports.FormatSize(n), am)
-		best, bestName := 0.0, ""
-		pairedWith := map[string]float64{}
 		for _, s := range ev.names {
 			m := medianOf(ev.singles[s][n])
 			fmt.Fprintf(w, " %10.0f", m)
-			if m > best {
-				best, bestName = m, s
-			}
 			geo[s] += logRatio(am, m)
 			if pr, ok := pairedRatio(ev.auto[n], ev.singles[s][n]); ok {
-				pairedWith[s] = pr
 				geoPaired[s] += math.Log(pr)
 				nPaired[s]++
 			}
 		}
+		bestName := ev.best(n)
+		best := medianOf(ev.series(bestName, n))
 		geoBestPerSize += logRatio(am, best)
 		pairedCol := "-"
-		if pr, ok := pairedWith[bestName]; ok {
+		if pr, ok := pairedRatio(ev.auto[n], ev.series(bestName, n)); ok {
 			geoBestPaired += math.Log(pr)
 			paired++
 			pairedCol = fmt.Sprintf("%.3f", pr)
 		}
-		fmt.Fprintf(w, " %10.3f %8s  %v\n", am/best, pairedCol, ev.compare(n, bestName))
+		pooledMark := ""
+		if bestName == pooledSingles {
+			pooledMark = " (best: the singles pooled)"
+		}
+		fmt.Fprintf(w, " %10.3f %8s  %v%s\n", am/best, pairedCol, ev.compare(n, bestName), pooledMark)
 	}
 	for _, s := range ev.names {
 		fmt.Fprintf(w, " geomean auto/%s: %.3f (paired %.3f)\n", s, expMean(geo[s], len(ev.sizes)), expMean(geoPaired[s], nPaired[s]))
