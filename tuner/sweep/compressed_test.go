@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/tuner/store"
@@ -144,6 +145,32 @@ func TestTuneRedecidesACompressedRunDir(t *testing.T) {
 		if hashes[form] == "" || hashes[form] != hashes["plain"] {
 			t.Errorf("profile hash from the %s store %q, from the plain one %q", form, hashes[form], hashes["plain"])
 		}
+	}
+}
+
+// gotune tune of the checked-in quick sweep, by a build of another version,
+// re-emits the run's own profile byte for byte: the replay emits under the
+// run's version, so the stored verification, keyed by the profile's hash,
+// and any mend it made replay too.
+func TestTuneReemitsTheRunsProfile(t *testing.T) {
+	saved := hostinfo.Version
+	hostinfo.Version = "another-build"
+	defer func() { hostinfo.Version = saved }()
+	dir := runDirIn(t, sweepRun, "compressed")
+	res, err := Tune(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatalf("tune %s: %v", dir, err)
+	}
+	got, err := os.ReadFile(res.ProfilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(runPath(t, sweepRun), ProfileFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("tune by another build re-emitted %s differently from the checked-in profile", dir)
 	}
 }
 

@@ -34,9 +34,16 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 	if progress == "" {
 		progress = "poll"
 	}
+	version := hostinfo.GotuneVersion()
+	if r.replayOnly && prov.Gotune != "" {
+		// A replay re-emits the run's profile: under the run's version
+		// the same decisions hash alike, so the stored verification
+		// (keyed by the profile's hash) and its mends replay too.
+		version = prov.Gotune
+	}
 	p := &profile.Profile{
 		Version: profile.FormatVersion,
-		Gotune:  hostinfo.GotuneVersion(),
+		Gotune:  version,
 		Created: r.meta.Started.UTC().Format(time.RFC3339), // the run's: same decisions, same hash
 		Scope:   profile.Scope{Hosts: []string{prov.Host}, CPUModel: prov.CPUModel, Cores: prov.Cores},
 		Fingerprint: profile.Fingerprint{Host: prov.Host, CPUModel: prov.CPUModel, Cores: prov.Cores,
