@@ -36,9 +36,10 @@ func stageIndex(stage string) int {
 	return slices.Index(stageOrder, stage)
 }
 
-// requiredTrials lists the first rounds of the plan's stages, and every
-// verification round (the reserve keeps them: optional rounds of stages
-// give way to the check of what they decided). Counts follow the
+// requiredTrials lists the first rounds of the plan's stages, every round
+// of the transport stage, and every verification round (the reserve keeps
+// them: optional rounds of stages give way to the check of what they
+// decided, and to the decision with the most at stake). Counts follow the
 // candidate builders with the built-in parameters; a stage that may skip
 // itself (confirmation) is counted as measuring.
 func requiredTrials(p Plan, nodes int) []plannedTrial {
@@ -55,7 +56,7 @@ func requiredTrials(p Plan, nodes int) []plannedTrial {
 	add(stageFragment, len(fragmentCandidates(p, sm)), fragmentPatterns, p.FragmentSizes.Sizes())
 	add(stageDepth, len(depthCandidates(p, sm)), depthPatterns, withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager))
 	add(stageConfirm, 3, confirmPatterns, p.ConfirmSizes.Sizes())
-	add(stageTransport, len(p.Transports), transportPatterns, p.TransportSizes.Every(p.LadderStep))
+	add(stageTransport, len(p.Transports)*max(p.Rounds, 1), transportPatterns, p.TransportSizes.Every(p.LadderStep))
 	if len(p.AllocPurges) > 0 {
 		add(stageAllocPol, len(allocPolicyCandidates(p, sm)), allocPatterns, p.AllocSizes.Sizes())
 		add(stageAllocSize, len(p.AllocCaches), allocPatterns, p.AllocSizes.Sizes())

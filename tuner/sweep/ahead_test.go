@@ -118,3 +118,19 @@ func plannedCovers(t *testing.T, dir string, plan Plan) {
 		t.Fatal("no first-round trial stored")
 	}
 }
+
+// The budget's reserve holds every round of the transport stage the plan
+// asks for, not only its first: with one round no transport gap settles,
+// and sm would keep every size by construction.
+func TestReserveHoldsEveryTransportRound(t *testing.T) {
+	p := Quick()
+	for _, pt := range requiredTrials(p, 1) {
+		if pt.stage == stageTransport {
+			if want := len(p.Transports) * p.Rounds; pt.count != want {
+				t.Fatalf("transport trials reserved: %d, want %d (%d transports x %d rounds)", pt.count, want, len(p.Transports), p.Rounds)
+			}
+			return
+		}
+	}
+	t.Fatal("no transport trials reserved")
+}

@@ -264,7 +264,7 @@ func (r *Runner) loadedStage(stage string, cands []candidate, pattern bench.Patt
 			if l.Fraction > 0 {
 				tg.LoadBound = g.LoadBound
 			}
-			if err := r.measureRounds(stage+"/"+l.Name, left, []bench.Pattern{pattern}, sizes, round, round, tg); err != nil {
+			if err := r.measureRounds(stage+"/"+l.Name, left, []bench.Pattern{pattern}, sizes, round, round, 1, tg); err != nil {
 				return nil, err
 			}
 			left = slices.DeleteFunc(slices.Clone(left), func(c candidate) bool { return failedWhy(r.trials, stage+"/"+l.Name, c.name) != "" })

@@ -125,11 +125,12 @@ func (r *Runner) measure(stage string, cands []candidate, patterns []bench.Patte
 // A GPU candidate out of the stage (it stalled or failed) is not measured
 // again: each stalled trial costs the load kernel's bound per pass.
 func (r *Runner) measureOn(stage string, cands []candidate, patterns []bench.Pattern, sizes []int, rounds int, tg *TrialGPU) error {
-	return r.measureRounds(stage, cands, patterns, sizes, 1, rounds, tg)
+	return r.measureRounds(stage, cands, patterns, sizes, 1, rounds, 1, tg)
 }
 
-// measureRounds is measureOn for rounds first to last only.
-func (r *Runner) measureRounds(stage string, cands []candidate, patterns []bench.Pattern, sizes []int, first, last int, tg *TrialGPU) error {
+// measureRounds is measureOn for rounds first to last only; rounds up to
+// required are not cut by the budget (its reserve counts them).
+func (r *Runner) measureRounds(stage string, cands []candidate, patterns []bench.Pattern, sizes []int, first, last, required int, tg *TrialGPU) error {
 	r.meterPlan(stage, (last-first+1)*len(cands)*len(patterns))
 	for round := first; round <= last; round++ {
 		for _, c := range candidateOrder(cands, round) {
@@ -138,7 +139,7 @@ func (r *Runner) measureRounds(stage string, cands []candidate, patterns []bench
 			}
 			for _, pattern := range patterns {
 				_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
-					Pattern: pattern, Sizes: sizes, Round: round, GPU: tg, Nodes: c.nodes}, round > 1)
+					Pattern: pattern, Sizes: sizes, Round: round, GPU: tg, Nodes: c.nodes}, round > required)
 				if errors.Is(err, ErrBudget) {
 					return nil
 				}
@@ -535,7 +536,10 @@ func (r *Runner) transportStage(sm SMParams, out *Outcome) error {
 	}
 	out.Candidates = cands
 	coarse := p.TransportSizes.Every(p.LadderStep)
-	if err := r.measure(stageTransport, cands, transportPatterns, coarse, p.Rounds); err != nil {
+	// Every round of the plan is required here: a transport gap is the
+	// largest loss a wrong decision makes, and one round cannot settle it,
+	// so sm would keep every size by construction.
+	if err := r.measureRounds(stageTransport, cands, transportPatterns, coarse, 1, p.Rounds, p.Rounds, nil); err != nil {
 		return err
 	}
 	driverOf := driversOf(cands)
