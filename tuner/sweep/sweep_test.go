@@ -41,7 +41,7 @@ func tinyPlan() Plan {
 	p.AllocPurges, p.AllocTHP, p.AllocCaches, p.AllocSizes = []string{"immediate", "never"}, []bool{false}, parseText[Size]("8M"), mustSizes("64K")
 	p.Probes = []string{"H5"}
 	p.VerifySizes, p.VerifyRounds = mustSizes("1K,64K,1M"), 1
-	p.Settle = 256 << 10 // no stage measures it: a point of it left in a trial shows
+	p.Settle = 768 << 10 // no stage measures it (bisection halves only powers of two): a point of it left in a trial shows
 	return p
 }
 
@@ -127,7 +127,7 @@ func TestSweepEmitsAndTuneRedecides(t *testing.T) {
 	if !strings.Contains(string(bench), "BenchmarkBW/transport=auto/size=65536") {
 		t.Errorf("Go benchmark format lacks the verification trials:\n%.2000s", bench)
 	}
-	settledTrials(t, res.Dir, 256<<10)
+	settledTrials(t, res.Dir, 768<<10)
 	before := storedKeys(t, res.Dir)
 
 	tuned, err := Tune(context.Background(), res.Dir, nil)
