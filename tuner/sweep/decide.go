@@ -155,7 +155,25 @@ type point struct {
 // many sizes would otherwise hide a real loss at one of them
 // (docs/tuner.md, Decision rules).
 func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate) StageDecision {
-	return pickAgainst(trials, stage, patterns, cands, "")
+	return pick(trials, stage, patterns, cands, "", nil)
+}
+
+// samePath says whether candidates a and b move an n-byte message the
+// same way, so that a difference between them there is noise alone.
+type samePath func(a, b candidate, n int) bool
+
+// sameProtocol is the eager stage's samePath: two eager limits send a
+// size alike when both send it eager or both pipeline it. Why: scored
+// over every size, a real loss at the one or two sizes between two limits
+// was diluted by noise at the sizes both send alike (an eager limit of 2
+// KiB chosen over 4 KiB on a 1.4% score while 4 KiB messages lost 17%).
+func sameProtocol(a, b candidate, n int) bool { return (n <= a.sm.Eager) == (n <= b.sm.Eager) }
+
+// pickWhereTheyDiffer is pickCheapest scored only at the points where some
+// candidates take different paths (same), each candidate held against the
+// best only where the two differ.
+func pickWhereTheyDiffer(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate, same samePath) StageDecision {
+	return pick(trials, stage, patterns, cands, "", same)
 }
 
 // pickAgainst is pickCheapest with a reference candidate ref ("": the
@@ -165,6 +183,13 @@ func pickCheapest(trials []Trial, stage string, patterns []bench.Pattern, cands 
 // incumbent cannot be ruled out by a chance loss at one of many points to
 // a challenger that scored higher by chance.
 func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate, ref string) StageDecision {
+	return pick(trials, stage, patterns, cands, ref, nil)
+}
+
+// pick is pickAgainst; with same, points where every candidate takes one
+// path are not scored, and a candidate is held against the best only at
+// the points where their paths differ.
+func pick(trials []Trial, stage string, patterns []bench.Pattern, cands []candidate, ref string, same samePath) StageDecision {
 	d := StageDecision{Stage: stage, Patterns: patterns}
 	samples := map[string]map[point][]float64{}
 	perTrial := map[string]map[point][]float64{} // one median per trial
@@ -200,6 +225,12 @@ func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands [
 			}
 		}
 		common, first = keep, false
+	}
+	if same != nil {
+		differ := slices.DeleteFunc(slices.Clone(common), func(pt point) bool { return allSame(cands, same, pt.size) })
+		if len(differ) > 0 { // else the candidates are one path wherever measured: score it all
+			common = differ
+		}
 	}
 	slices.SortFunc(common, func(a, b point) int {
 		if a.pattern != b.pattern {
@@ -248,6 +279,9 @@ func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands [
 			continue
 		}
 		for _, pt := range common {
+			if same != nil && same(*find(cands, bestName), *find(cands, sc.Candidate), pt.size) {
+				continue
+			}
 			cmp := comparePoint(values[bestName][pt], values[sc.Candidate][pt], prior.At(pt.size))
 			if cmp.Outcome == search.AWins {
 				d.Scores[i].LosesAt = fmt.Sprintf("%s %s %s", pt.pattern, transports.FormatSize(pt.size), cmp)
@@ -273,6 +307,16 @@ func pickAgainst(trials []Trial, stage string, patterns []bench.Pattern, cands [
 		d.Chosen = d.Scores[chosen].Candidate
 	}
 	return d
+}
+
+// allSame says whether every candidate moves an n-byte message alike.
+func allSame(cands []candidate, same samePath, n int) bool {
+	for _, c := range cands[1:] {
+		if !same(cands[0], c, n) {
+			return false
+		}
+	}
+	return true
 }
 
 // pointValues is one candidate's standing at one point, oriented so that

@@ -639,3 +639,24 @@ func TestVerifyPoolsTheSinglesOnOnePath(t *testing.T) {
 		t.Errorf("auto trails at %v, on the singles' own path", trails)
 	}
 }
+
+// The eager stage scores two limits only where they send a size
+// differently: a lower limit that loses 17% at the one size between the
+// limits is not chosen for being cheaper and a few per cent ahead, by
+// chance, at the sizes both send eager or both pipeline (scored over
+// every size, as pickCheapest does, it would be).
+func TestEagerScoredWhereTheLimitsDiffer(t *testing.T) {
+	low, high := SMParams{Eager: 2 << 10}, SMParams{Eager: 4 << 10}
+	cands := []candidate{{name: "eager=2K", cost: 1, sm: low}, {name: "eager=4K", cost: 2, sm: high}}
+	alike := map[int]float64{256: 100, 512: 100, 1 << 10: 100, 2 << 10: 100, 8 << 10: 100, 16 << 10: 100}
+	lucky := map[int]float64{256: 104, 512: 104, 1 << 10: 104, 2 << 10: 104, 8 << 10: 104, 16 << 10: 104}
+	lucky[4<<10], alike[4<<10] = 83, 100
+	trials := append(rounds("eager=2K", lucky), rounds("eager=4K", alike)...)
+	if d := pickCheapest(trials, "s", []bench.Pattern{bench.Bandwidth}, cands); d.Chosen != "eager=2K" {
+		t.Fatalf("pickCheapest chose %q: the planted dilution is gone (scores %+v)", d.Chosen, d.Scores)
+	}
+	d := pickWhereTheyDiffer(trials, "s", []bench.Pattern{bench.Bandwidth}, cands, sameProtocol)
+	if d.Chosen != "eager=4K" || !slices.Equal(d.Sizes, []int{4 << 10}) {
+		t.Fatalf("scored where the limits differ: chose %q over sizes %v, want eager=4K over [4K] (scores %+v)", d.Chosen, d.Sizes, d.Scores)
+	}
+}

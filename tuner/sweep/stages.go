@@ -273,7 +273,7 @@ func (r *Runner) decide() (Outcome, error) {
 	if err := r.measure(stageEager, cands, eagerPatterns, p.EagerSizes.Sizes(), p.Rounds); err != nil {
 		return out, err
 	}
-	d := pickCheapest(r.trials, stageEager, eagerPatterns, cands)
+	d := pickWhereTheyDiffer(r.trials, stageEager, eagerPatterns, cands, sameProtocol)
 	out.Stages = append(out.Stages, d)
 	if c := find(cands, d.Chosen); c != nil {
 		sm = c.sm
