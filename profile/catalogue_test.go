@@ -128,9 +128,7 @@ func TestCheckedInCatalogue(t *testing.T) {
 		want string
 	}{
 		{Host{"vm", "AMD EPYC", 2}, "vm"},
-		// 15: that sweep ran under taskset -c 1-15, when a profile's scope
-		// still counted the affinity mask (hostinfo now counts the node's).
-		{Host{"vm", "Intel(R) Xeon(R) Processor", 15}, "cpu-h200"},
+		{Host{"vm", "Intel(R) Xeon(R) Processor", 16}, "cpu-h200"},
 		{Host{"vm", "Intel(R) Xeon(R) Processor", 32}, "gpu-h200x2"},
 	} {
 		found, why := Find(entries, tc.host)

@@ -25,7 +25,7 @@ import (
 const (
 	sweepRun       = "results/catalogue/vm" // make sweep
 	benchRun       = "results/catalogue/cpu-h200"
-	benchRunBench  = "d978502435d959a88af5dd5213ab6567aa121e707e6eda230efca8c5c2965fdb"
+	benchRunBench  = "ebba257feb7210db0a18e8e18365d0ed72e87aad0a26d439a58ad7c55ae2792b"
 	verifyRun      = "testdata/verify-vm" // gotune verify PROFILE --rounds 30 on the development VM
 	verifyRunBench = "2939bc545f1ce32c477b83f8ebcf6ffb5298c1f8bb058eb3438b2d3697bf5452"
 )
