@@ -79,20 +79,32 @@ func loadCell(p bench.Point) string {
 	return fmt.Sprintf("stalled (waited %v)", p.LoadWait.Round(time.Millisecond))
 }
 
+// none fills a cell the result has no figure for.
+const none = "—"
+
 func table(w io.Writer, r bench.Result) error {
 	t := tablewriter.NewTable(w,
 		tablewriter.WithHeaderAutoFormat(tw.Off),
 		tablewriter.WithRowAlignment(tw.AlignRight),
 	)
-	ci := "CI"
-	if len(r.Points) > 0 {
-		ci = strconv.FormatFloat(r.Points[0].Confidence*100, 'g', 6, 64) + "% CI"
+	// An imported point holds the tool's one figure (its average, mostly):
+	// no interval, no percentiles. Its cells say so rather than show zeros,
+	// and its column is not called a median.
+	ci, value, measured := "CI", "Median", false
+	for _, p := range r.Points {
+		if p.Confidence > 0 {
+			ci = strconv.FormatFloat(p.Confidence*100, 'g', 6, 64) + "% CI"
+		}
+		measured = measured || p.Confidence > 0 || len(p.Samples) > 1 || p.P50 != 0 || p.P90 != 0 || p.P99 != 0
+	}
+	if len(r.Points) > 0 && !measured {
+		value = "Reported"
 	}
 	unit := r.Spec.Pattern.Unit()
 	if len(r.Points) > 0 && r.Points[0].Unit != "" {
 		unit = r.Points[0].Unit // imported results carry theirs (nccl-tests' times are µs)
 	}
-	header := []any{"Size", "Median (" + unit + ")", ci, "p50", "p90", "p99", "Reps"}
+	header := []any{"Size", value + " (" + unit + ")", ci, "p50", "p90", "p99", "Reps"}
 	loaded := r.Spec.GPULoad > 0
 	if loaded {
 		header = append(header, "Beside kernel")
@@ -106,8 +118,14 @@ func table(w io.Writer, r bench.Result) error {
 	}
 	num := func(v float64) string { return strconv.FormatFloat(v, 'f', decimals, 64) }
 	for _, p := range r.Points {
-		row := []any{transports.FormatSize(p.Size), num(p.Median), num(p.CILow) + " – " + num(p.CIHigh),
-			num(p.P50), num(p.P90), num(p.P99), strconv.Itoa(len(p.Samples))}
+		interval, p50, p90, p99 := none, none, none, none
+		if p.Confidence > 0 {
+			interval = num(p.CILow) + " – " + num(p.CIHigh)
+		}
+		if p.P50 != 0 || p.P90 != 0 || p.P99 != 0 {
+			p50, p90, p99 = num(p.P50), num(p.P90), num(p.P99)
+		}
+		row := []any{transports.FormatSize(p.Size), num(p.Median), interval, p50, p90, p99, strconv.Itoa(len(p.Samples))}
 		if loaded {
 			row = append(row, loadCell(p))
 		}
