@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/internal/gpu"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
@@ -20,6 +21,8 @@ import (
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/verbs"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
+	"github.com/gotune/gotune/tuner/sweep"
 )
 
 // doctorEnv is what gotune doctor looks at; the golden test replaces it.
@@ -111,6 +114,7 @@ func doctor(ctx context.Context, w io.Writer, env doctorEnv) (failed int) {
 		mask, cpuset, ranks := env.cpus()
 		doctorCPUs(w, mask, cpuset, ranks)
 	}
+	doctorFootprint(w, p)
 	fmt.Fprintln(w)
 	failed += doctorTransports(ctx, w, env)
 	fmt.Fprintln(w)
@@ -176,6 +180,20 @@ func doctorCPUs(w io.Writer, mask, cpuset, ranks []int) {
 	default:
 		fmt.Fprintf(w, "ranks: a pair on CPUs %s of this process's cpuset %s (--cpus auto; the launcher bound this process to %s)\n", pair, list(cpuset), list(mask))
 	}
+}
+
+// doctorFootprint says what sm's built-in channels take with a rank on
+// every core of the node: every ordered pair of ranks has its own.
+func doctorFootprint(w io.Writer, p hostinfo.Provenance) {
+	d := sm.DefaultParams()
+	pair := sweep.PairBytes(d.Depth, d.CellSize, d.FragSize, d.FragSlots)
+	node := sweep.NodeBytes(pair, p.Cores)
+	share := ""
+	if p.MemBytes > 0 {
+		share = fmt.Sprintf(", %.2g%% of this node's %s", 100*float64(node)/float64(p.MemBytes), bytesize.Human(p.MemBytes))
+	}
+	fmt.Fprintf(w, "sm memory: %s of shared memory at one rank per core (%d ranks)%s; %s per ordered pair (%d cells of %d B, fragments %s x %d; a profile's footprint line gives its own)\n",
+		bytesize.Human(node), p.Cores, share, bytesize.Human(pair), d.Depth, d.CellSize, bytesize.Human(int64(d.FragSize)), d.FragSlots)
 }
 
 // launcherFlag is the --launcher value for a launcher's environment.

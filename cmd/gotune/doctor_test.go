@@ -121,7 +121,7 @@ func TestDoctorGolden(t *testing.T) {
 			var probed []string
 			env := doctorEnv{
 				host: func() hostinfo.Provenance {
-					return hostinfo.Provenance{Host: "node1", CPUModel: "Intel(R) Xeon(R) Gold 6338", Cores: 64, NUMANodes: 2, Kernel: "6.1.0-18-amd64"}
+					return hostinfo.Provenance{Host: "node1", CPUModel: "Intel(R) Xeon(R) Gold 6338", Cores: 64, NUMANodes: 2, Kernel: "6.1.0-18-amd64", MemBytes: 256 << 30}
 				},
 				ptrace:  func() ([]byte, error) { return []byte("1\n"), nil },
 				drivers: func() []*transports.Driver { return fakeDrivers },
