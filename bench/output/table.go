@@ -79,6 +79,10 @@ func loadCell(p bench.Point) string {
 	return fmt.Sprintf("stalled (waited %v)", p.LoadWait.Round(time.Millisecond))
 }
 
+// hasPercentiles says whether p carries a distribution (gotune's own
+// points do; an imported one has none).
+func hasPercentiles(p bench.Point) bool { return p.P50 != 0 || p.P90 != 0 || p.P99 != 0 }
+
 // none fills a cell the result has no figure for.
 const none = "—"
 
@@ -95,7 +99,7 @@ func table(w io.Writer, r bench.Result) error {
 		if p.Confidence > 0 {
 			ci = strconv.FormatFloat(p.Confidence*100, 'g', 6, 64) + "% CI"
 		}
-		measured = measured || p.Confidence > 0 || len(p.Samples) > 1 || p.P50 != 0 || p.P90 != 0 || p.P99 != 0
+		measured = measured || p.Confidence > 0 || len(p.Samples) > 1 || hasPercentiles(p)
 	}
 	if len(r.Points) > 0 && !measured {
 		value = "Reported"
@@ -122,7 +126,7 @@ func table(w io.Writer, r bench.Result) error {
 		if p.Confidence > 0 {
 			interval = num(p.CILow) + " – " + num(p.CIHigh)
 		}
-		if p.P50 != 0 || p.P90 != 0 || p.P99 != 0 {
+		if hasPercentiles(p) {
 			p50, p90, p99 = num(p.P50), num(p.P90), num(p.P99)
 		}
 		row := []any{transports.FormatSize(p.Size), num(p.Median), interval, p50, p90, p99, strconv.Itoa(len(p.Samples))}

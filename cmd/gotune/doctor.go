@@ -22,7 +22,6 @@ import (
 	"github.com/gotune/gotune/internal/verbs"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
-	"github.com/gotune/gotune/tuner/sweep"
 )
 
 // doctorEnv is what gotune doctor looks at; the golden test replaces it.
@@ -186,14 +185,13 @@ func doctorCPUs(w io.Writer, mask, cpuset, ranks []int) {
 // every core of the node: every ordered pair of ranks has its own.
 func doctorFootprint(w io.Writer, p hostinfo.Provenance) {
 	d := sm.DefaultParams()
-	pair := sweep.PairBytes(d.Depth, d.CellSize, d.FragSize, d.FragSlots)
-	node := sweep.NodeBytes(pair, p.Cores)
+	node := int64(d.SegmentBytes(p.Cores))
 	share := ""
 	if p.MemBytes > 0 {
 		share = fmt.Sprintf(", %.2g%% of this node's %s", 100*float64(node)/float64(p.MemBytes), bytesize.Human(p.MemBytes))
 	}
 	fmt.Fprintf(w, "sm memory: %s of shared memory at one rank per core (%d ranks)%s; %s per ordered pair (%d cells of %d B, fragments %s x %d; a profile's footprint line gives its own)\n",
-		bytesize.Human(node), p.Cores, share, bytesize.Human(pair), d.Depth, d.CellSize, bytesize.Human(int64(d.FragSize)), d.FragSlots)
+		bytesize.Human(node), p.Cores, share, bytesize.Human(int64(d.ChannelBytes())), d.Depth, d.CellSize, bytesize.Human(int64(d.FragSize)), d.FragSlots)
 }
 
 // launcherFlag is the --launcher value for a launcher's environment.

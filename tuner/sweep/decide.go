@@ -11,8 +11,8 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/bytesize"
-	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
 	"github.com/gotune/gotune/tuner/search"
 )
 
@@ -280,7 +280,7 @@ func pick(trials []Trial, stage string, patterns []bench.Pattern, cands []candid
 		}
 		for _, pt := range common {
 			if same != nil && same(*find(cands, bestName), *find(cands, sc.Candidate), pt.size) {
-				continue
+				continue // one path: a difference here is noise
 			}
 			cmp := comparePoint(values[bestName][pt], values[sc.Candidate][pt], prior.At(pt.size))
 			if cmp.Outcome == search.AWins {
@@ -625,7 +625,7 @@ func footprint(depth, cell, frag, slots int, ranks []int) string {
 // pairBytes is one ordered pair's channel memory: its cell FIFO and its
 // fragment ring, each in whole pages.
 func pairBytes(depth, cell, frag, slots int) int64 {
-	return int64(sys.RoundUp(128+depth*cell, sys.PageSize) + sys.RoundUp(frag*slots, sys.PageSize))
+	return int64(sm.Params{Depth: depth, CellSize: cell, FragSize: frag, FragSlots: slots}.ChannelBytes())
 }
 
 // nodeBytes is the channel memory of ranks ranks on a node, every ordered
