@@ -131,15 +131,6 @@ func (r *Route) MechanismFor(n int) string {
 	return ""
 }
 
-// ModeFor is the copy direction of an n-byte message's range ("" for the
-// mechanism's own).
-func (r *Route) ModeFor(n int) string {
-	if i := r.rangeOf(n); i >= 0 && i < len(r.modes) {
-		return r.modes[i]
-	}
-	return ""
-}
-
 // rangeOf is the index of the range that carries n bytes, -1 for none.
 func (r *Route) rangeOf(n int) int {
 	return sort.SearchInts(r.mins, n+1) - 1 // the last range starting at or below n

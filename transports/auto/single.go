@@ -109,10 +109,11 @@ func (c *routedCopy) Rendezvous(n int) bool { return c.r.Rendezvous(n) }
 // its mechanism's own.
 func (c *routedCopy) RouteFor(n int, _, _ sm.Place) sm.Route {
 	pull := true
-	if s := c.mechs[c.r.MechanismFor(n)]; s != nil {
+	if i := c.r.rangeOf(n); i >= 0 && c.mechs[c.r.single[i]] != nil {
+		s := c.mechs[c.r.single[i]]
 		pull = s.Pull()
-		if _, handles := s.(sm.Exporter); !handles && c.r.ModeFor(n) != "" {
-			pull = c.r.ModeFor(n) == "pull"
+		if _, handles := s.(sm.Exporter); !handles && c.r.modes[i] != "" {
+			pull = c.r.modes[i] == "pull"
 		}
 	}
 	if pull {
