@@ -2,6 +2,8 @@ package stack
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,5 +161,137 @@ func TestConfirmNarrowsAFileThatLosesAtASize(t *testing.T) {
 	}
 	if want := "faster (settled) at 4K-64K, slower at none"; !strings.Contains(res.Gains, want) {
 		t.Errorf("gains %q lacks %q", res.Gains, want)
+	}
+}
+
+// unlucky is a stack whose x=b gains 1.5x everywhere, but whose file's
+// first confirmation rounds at 32 KiB ran on a slow pair of processes
+// (0.8x the defaults); every later run gains there too.
+type unlucky struct {
+	noMPI
+	slowRuns int // confirmation runs of the tuned file at 32 KiB that are slow
+	runs     int
+}
+
+func (*unlucky) Space() []Param {
+	return []Param{{Name: "x", Values: []string{"a", "b"}, Pattern: bench.Bandwidth, Sizes: []int{4096, 65536}}}
+}
+func (u *unlucky) Contender(_, label string, params map[string]string) mpistack.Contender {
+	c := measured(label, func(spec bench.Spec, n int) float64 {
+		switch {
+		case params["x"] != "b" || spec.Pattern != bench.Bandwidth:
+			return 100
+		case n == 32768 && u.runs <= u.slowRuns:
+			return 80
+		default:
+			return 150
+		}
+	})
+	run := c.Run
+	c.Run = func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
+		if params["x"] == "b" && slices.Contains(spec.Sizes, 32768) {
+			u.runs++
+		}
+		return run(ctx, spec)
+	}
+	return c
+}
+
+// A loss the confirmation finds is measured again before it strikes a
+// value: a loss that held only in the first rounds leaves the file as it
+// is, one that holds in all of them narrows it.
+func TestConfirmMeasuresALossAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		slowRuns int
+		kept     bool
+	}{
+		{"slow in the first rounds only", 4, true},
+		{"slow in every round", 1 << 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &unlucky{slowRuns: tc.slowRuns}
+			res, err := Tune(context.Background(), u, Config{Dir: t.TempDir(), Rounds: 4, ConfirmSizes: []int{4096, 32768, 65536}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, kept := res.Params["x"]; kept != tc.kept {
+				t.Fatalf("params %v, note %q: want x=b kept=%v", res.Params, res.Note, tc.kept)
+			}
+			if got := res.Confirm[0].Again; !slices.Equal(got, []int{32768}) {
+				t.Errorf("measured again at %v, want [32768]", got)
+			}
+			if u.runs != 8 {
+				t.Errorf("the tuned file ran %d times at 32 KiB, want 4 rounds and 4 more", u.runs)
+			}
+		})
+	}
+}
+
+// mapMemo is a Memo in memory that counts what it recalls.
+type mapMemo struct {
+	kept     map[string][]bench.Result
+	recalled int
+}
+
+func (m *mapMemo) Recall(key string) ([]bench.Result, bool) {
+	r, ok := m.kept[key]
+	if ok {
+		m.recalled++
+	}
+	return r, ok
+}
+func (m *mapMemo) Keep(key string, results []bench.Result) error {
+	m.kept[key] = results
+	return nil
+}
+
+// failing is narrowing whose runs fail once n have run (a killed tuning).
+type failing struct {
+	narrowing
+	n, runs int
+}
+
+func (f *failing) Contender(dir, label string, params map[string]string) mpistack.Contender {
+	c := f.narrowing.Contender(dir, label, params)
+	run := c.Run
+	c.Run = func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
+		if f.runs++; f.runs > f.n {
+			return bench.Result{}, errors.New("killed")
+		}
+		return run(ctx, spec)
+	}
+	return c
+}
+
+// A tuning killed part way resumes from its memo: the steps it finished
+// are recalled, not measured, and it decides what a whole run decides.
+func TestTuneResumesFromItsMemo(t *testing.T) {
+	cfg := Config{Dir: t.TempDir(), Rounds: 4, ConfirmSizes: []int{4096, 32768, 65536}}
+	whole := &failing{n: 1 << 20}
+	want, err := Tune(context.Background(), whole, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memo := &mapMemo{kept: map[string][]bench.Result{}}
+	cfg.Memo = memo
+	// x's step is 2 values x 4 rounds; the kill comes inside y's.
+	if _, err := Tune(context.Background(), &failing{n: 11}, cfg); err == nil {
+		t.Fatal("the killed tuning did not fail")
+	}
+	resumed := &failing{n: 1 << 20}
+	got, err := Tune(context.Background(), resumed, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ParamsLine(got.Params) != ParamsLine(want.Params) || got.Note != want.Note {
+		t.Errorf("resumed: params %v, note %q; whole: %v, %q", got.Params, got.Note, want.Params, want.Note)
+	}
+	if memo.recalled != 1 || resumed.runs != whole.runs-8 {
+		t.Errorf("resumed recalled %d steps and ran %d runs; want x's step recalled and %d runs", memo.recalled, resumed.runs, whole.runs-8)
+	}
+	again := &failing{n: 0}
+	if _, err := Tune(context.Background(), again, cfg); err != nil || again.runs != 0 {
+		t.Errorf("a finished tuning ran %d runs again (%v), want none", again.runs, err)
 	}
 }

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"maps"
@@ -78,6 +79,25 @@ type Config struct {
 	// ConfirmSizes, 4 KiB-16 MiB).
 	ConfirmSizes []int
 	Progress     io.Writer
+	// Memo keeps what Tune measured (nil: nothing kept), so that a tuning
+	// killed part way resumes from the steps it had not finished.
+	Memo Memo
+}
+
+// Memo keeps a tuning's measurements where a resumed run finds them: Tune
+// recalls a step (one parameter's values, a confirmation) before measuring
+// it and keeps what it measured, under a key naming everything the step
+// measures (stack, pattern, sizes, rounds, iterations, each contender's
+// settings).
+type Memo interface {
+	Recall(key string) ([]bench.Result, bool)
+	Keep(key string, results []bench.Result) error
+}
+
+// run is one contender of a step: its label and the settings it loads.
+type run struct {
+	label  string
+	params map[string]string
 }
 
 // Choice is the decision on one parameter.
@@ -91,6 +111,9 @@ type Choice struct {
 	// size, in Values order (the default's own: nil).
 	Verdicts [][]search.Comparison
 	Results  []bench.Result
+	// Again are the sizes the confirmation measured for a second set of
+	// rounds, where the first found the file losing (none elsewhere).
+	Again []int
 }
 
 // Evidence says in one line what the chosen value rests on.
@@ -163,15 +186,15 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 		if p.moot(res.Params) {
 			continue
 		}
-		var cs []mpistack.Contender
+		var runs []run
 		for _, v := range p.Values {
 			params := maps.Clone(res.Params)
 			if v != p.Values[0] {
 				p.set(params, v)
 			}
-			cs = append(cs, a.Contender(cfg.Dir, p.Name+"="+v, params))
+			runs = append(runs, run{p.Name + "=" + v, params})
 		}
-		results, err := cfg.interleave(ctx, cs, p.Pattern, p.Sizes)
+		results, err := cfg.measure(ctx, a, runs, p.Pattern, p.Sizes, cfg.Rounds)
 		if err != nil {
 			return res, fmt.Errorf("tune %s: %s: %w", a.Name(), p.Name, err)
 		}
@@ -266,30 +289,111 @@ func (cfg Config) confirmSizes() []int {
 	return ConfirmSizes
 }
 
-// interleave runs the contenders side by side in cfg.Rounds interleaved
-// rounds over sizes of pattern, one repetition a round.
-func (cfg Config) interleave(ctx context.Context, cs []mpistack.Contender, pattern bench.Pattern, sizes []int) ([]bench.Result, error) {
+// measure runs the contenders of runs through a side by side in rounds
+// interleaved rounds over sizes of pattern, one repetition a round; or
+// recalls them from cfg.Memo, where an earlier run of the step left them.
+func (cfg Config) measure(ctx context.Context, a Adapter, runs []run, pattern bench.Pattern, sizes []int, rounds int) ([]bench.Result, error) {
+	key := cfg.stepKey(a.Name(), runs, pattern, sizes, rounds)
+	if cfg.Memo != nil {
+		if results, ok := cfg.Memo.Recall(key); ok && len(results) == len(runs) {
+			return results, nil
+		}
+	}
+	cs := make([]mpistack.Contender, len(runs))
+	for i, r := range runs {
+		cs[i] = a.Contender(cfg.Dir, r.label, r.params)
+	}
 	spec := bench.Spec{Pattern: pattern, Sizes: sizes, Reps: 1, Iters: cfg.Iters}
-	return mpistack.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, mpistack.Lines(cfg.Progress))
+	results, err := mpistack.Interleave(ctx, cs, spec, rounds, cfg.Settle, 0, mpistack.Lines(cfg.Progress))
+	if err != nil || cfg.Memo == nil {
+		return results, err
+	}
+	if err := cfg.Memo.Keep(key, results); err != nil {
+		return nil, fmt.Errorf("keep %s's measurements: %w", a.Name(), err)
+	}
+	return results, nil
+}
+
+// stepKey names one step's measurements: what a step measures and how, so
+// that a changed plan or space measures anew.
+func (cfg Config) stepKey(stack string, runs []run, pattern bench.Pattern, sizes []int, rounds int) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|%s|%v|rounds %d|settle %d|iters %d", stack, pattern, sizes, rounds, cfg.Settle, cfg.Iters)
+	for _, r := range runs {
+		fmt.Fprintf(h, "|%s: %s", r.label, ParamsLine(r.params))
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)[:16])
 }
 
 // confirmFile weighs the file of params against the defaults: bandwidth
 // (or the adapter's own pattern) over the confirmation ladder, and 8-byte
-// latency.
+// latency. Where the file loses (at a size, settled; or in latency beyond
+// the noise), those sizes are measured for as many rounds again and judged
+// on all of them: every round of a stack is a fresh pair of processes, and
+// on some nodes pairs differ by more than a value gains, so one unlucky
+// pair must not strike a value on its own.
 func confirmFile(ctx context.Context, a Adapter, cfg Config, params map[string]string) ([]Choice, error) {
+	runs := []run{{"defaults", nil}, {"tuned", params}}
 	var out []Choice
-	for _, p := range []Param{
-		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: confirmPattern(a), Sizes: cfg.confirmSizes()},
-		{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Latency, Sizes: []int{8}},
+	for _, step := range []struct {
+		p       Param
+		byScore bool // a loss beyond the noise counts, settled or not
+	}{
+		{Param{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: confirmPattern(a), Sizes: cfg.confirmSizes()}, false},
+		{Param{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Latency, Sizes: []int{8}}, true},
 	} {
-		cs := []mpistack.Contender{a.Contender(cfg.Dir, "defaults", nil), a.Contender(cfg.Dir, "tuned", params)}
-		results, err := cfg.interleave(ctx, cs, p.Pattern, p.Sizes)
+		p := step.p
+		results, err := cfg.measure(ctx, a, runs, p.Pattern, p.Sizes, cfg.Rounds)
 		if err != nil {
 			return nil, fmt.Errorf("tune %s: confirm %s: %w", a.Name(), p.Pattern, err)
 		}
-		out = append(out, choose(p, results))
+		c := choose(p, results)
+		if at := c.lostAt(step.byScore); len(at) > 0 {
+			again, err := cfg.measure(ctx, a, runs, p.Pattern, at, cfg.Rounds)
+			if err != nil {
+				return nil, fmt.Errorf("tune %s: confirm %s again at %d sizes: %w", a.Name(), p.Pattern, len(at), err)
+			}
+			c = choose(p, pooled(results, again))
+			c.Again = at
+		}
+		out = append(out, c)
 	}
 	return out, nil
+}
+
+// lostAt lists the sizes where the first value other than the default
+// loses to it: settled, or (byScore) wherever its score is below the
+// default's by more than the noise.
+func (c Choice) lostAt(byScore bool) []int {
+	if byScore && c.Scores[1] < 1-search.Noise {
+		return c.Param.Sizes
+	}
+	var at []int
+	for i, v := range c.Verdicts[1] {
+		if v.Outcome == search.AWins {
+			at = append(at, c.Param.Sizes[i])
+		}
+	}
+	return at
+}
+
+// pooled is first with the rounds of again added at again's sizes; every
+// contender gains the same rounds, so the rounds stay paired by index.
+func pooled(first, again []bench.Result) []bench.Result {
+	out := make([]bench.Result, len(first))
+	for i, r := range first {
+		out[i] = r
+		out[i].Points = slices.Clone(r.Points)
+		for j, pt := range out[i].Points {
+			for _, more := range again[i].Points {
+				if more.Size == pt.Size {
+					pt.Samples = slices.Concat(pt.Samples, more.Samples)
+					out[i].Points[j] = pt
+				}
+			}
+		}
+	}
+	return out
 }
 
 // fileLoses says how a confirmed file loses ("" if it does not): at a
@@ -357,13 +461,13 @@ func sizeRanges(at, ladder []int) string {
 // of kept's values in turn, and returns the index of the value whose
 // absence scores best (a file that loses no size first).
 func worstOf(ctx context.Context, a Adapter, cfg Config, kept []map[string]string) (int, error) {
-	cs := []mpistack.Contender{a.Contender(cfg.Dir, "defaults", nil)}
+	runs := []run{{"defaults", nil}}
 	for i := range kept {
 		without := slices.Concat(kept[:i], kept[i+1:])
-		cs = append(cs, a.Contender(cfg.Dir, "without "+ParamsLine(kept[i]), paramsOf(without)))
+		runs = append(runs, run{"without " + ParamsLine(kept[i]), paramsOf(without)})
 	}
 	pattern := confirmPattern(a)
-	results, err := cfg.interleave(ctx, cs, pattern, cfg.confirmSizes())
+	results, err := cfg.measure(ctx, a, runs, pattern, cfg.confirmSizes(), cfg.Rounds)
 	if err != nil {
 		return 0, fmt.Errorf("tune %s: narrow the file: %w", a.Name(), err)
 	}

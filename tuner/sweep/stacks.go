@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/mpistack"
+	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/profile/native"
 	"github.com/gotune/gotune/tuner/stack"
@@ -98,7 +100,7 @@ func (r *Runner) tuneStack(name string) (StackOutcome, error) {
 	defer os.RemoveAll(dir)
 	a := adapters[name]()
 	fmt.Fprintf(r.progress, "stack %s: tuned through itself, %d interleaved rounds a parameter\n", name, r.plan.StackRounds) // its space is known after Prepare
-	res, err := stack.Tune(r.ctx, a, stack.Config{Dir: dir, Rounds: r.plan.StackRounds, Settle: int(r.plan.Settle), Iters: r.plan.StackIters, Progress: r.progress})
+	res, err := stack.Tune(r.ctx, a, stack.Config{Dir: dir, Rounds: r.plan.StackRounds, Settle: int(r.plan.Settle), Iters: r.plan.StackIters, Progress: r.progress, Memo: storeMemo{r.store}})
 	if err != nil {
 		return StackOutcome{}, err
 	}
@@ -142,6 +144,33 @@ func (r *Runner) tuneStack(name string) (StackOutcome, error) {
 	return o, nil
 }
 
+// storeMemo keeps a stack tuning's steps in the run's store, so that a
+// sweep killed while it tunes a stack resumes at the step it was in.
+type storeMemo struct{ s *store.Store }
+
+// stackStepKey is the store key of one step of a stack's tuning.
+func stackStepKey(key string) string { return "stack-step:" + key }
+
+func (m storeMemo) Recall(key string) ([]bench.Result, bool) {
+	rec, ok := m.s.Get(stackStepKey(key))
+	if !ok {
+		return nil, false
+	}
+	var results []bench.Result
+	if err := json.Unmarshal(rec.Data, &results); err != nil {
+		return nil, false // not this build's record: measure the step anew
+	}
+	return results, true
+}
+
+func (m storeMemo) Keep(key string, results []bench.Result) error {
+	data, err := json.Marshal(results)
+	if err != nil {
+		return err
+	}
+	return m.s.Append(store.Record{Key: stackStepKey(key), Kind: "stack-step", Time: time.Now().UTC(), Data: data})
+}
+
 // choiceLine is one parameter's account: every value's score against the
 // default and the value chosen.
 func choiceLine(c stack.Choice) string {
@@ -153,7 +182,15 @@ func choiceLine(c stack.Choice) string {
 		}
 		vs = append(vs, fmt.Sprintf("%s%s %.3f", mark, v, c.Scores[i]))
 	}
-	return fmt.Sprintf("%s (%s over %d sizes): %s", c.Param.Name, c.Param.Pattern, len(c.Param.Sizes), strings.Join(vs, "  "))
+	line := fmt.Sprintf("%s (%s over %d sizes): %s", c.Param.Name, c.Param.Pattern, len(c.Param.Sizes), strings.Join(vs, "  "))
+	if len(c.Again) > 0 {
+		var at []string
+		for _, n := range c.Again {
+			at = append(at, bytesize.Format(n))
+		}
+		line += fmt.Sprintf(" (lost at %s in the first rounds: measured again, judged on all)", strings.Join(at, ","))
+	}
+	return line
 }
 
 // quarantineStack records a stack configuration that failed the stack

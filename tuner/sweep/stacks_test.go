@@ -20,6 +20,9 @@ import (
 // hang value fails the hazard check.
 type fakeStack struct {
 	hang string // the eager value whose check hangs ("": none)
+	// killAfter > 0 fails every run after that many (a sweep killed while
+	// it tunes the stack); runs counts them.
+	killAfter, runs int
 }
 
 func (*fakeStack) Name() string                          { return "openmpi" }
@@ -32,8 +35,11 @@ func (*fakeStack) Space() []stack.Param {
 	}
 }
 
-func (*fakeStack) Contender(_, label string, params map[string]string) mpistack.Contender {
+func (f *fakeStack) Contender(_, label string, params map[string]string) mpistack.Contender {
 	return mpistack.Contender{Label: label, Run: func(_ context.Context, spec bench.Spec) (bench.Result, error) {
+		if f.runs++; f.killAfter > 0 && f.runs > f.killAfter {
+			return bench.Result{}, fmt.Errorf("killed")
+		}
 		v := 100.0
 		if params["btl_fake_eager"] == "8192" && spec.Pattern != bench.Latency {
 			v = 150 // a bandwidth gain; latency the same
@@ -135,5 +141,44 @@ func TestSweepTunesAStack(t *testing.T) {
 				t.Fatalf("tune: %v, hash %s then %s", err, prof.Hash, again.Hash)
 			}
 		})
+	}
+}
+
+// A sweep killed while it tunes a stack resumes at the step it was in:
+// the parameters it had weighed are not measured again, and the file is
+// the one a whole run writes.
+func TestSweepResumesAStackAtItsStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real rank processes")
+	}
+	p := tinyPlan()
+	p.Stacks, p.StackRounds = []string{"openmpi"}, 4
+	p.VerifySizes = SizeList{}
+	whole := &fakeStack{}
+	withFakeStack(t, whole)
+	want, err := Run(context.Background(), Config{Plan: p, Out: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first parameter's step is 2 values x 4 rounds; the kill comes
+	// in the second's.
+	withFakeStack(t, &fakeStack{killAfter: 11})
+	killed, err := Run(context.Background(), Config{Plan: p, Out: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("the killed sweep: %v", err)
+	}
+	resumed := &fakeStack{}
+	withFakeStack(t, resumed)
+	got, err := Run(context.Background(), Config{Resume: killed.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resumed.runs != whole.runs-8 {
+		t.Errorf("the resumed sweep ran the stack %d times, want %d (a whole tuning's %d less the first step's 8)", resumed.runs, whole.runs-8, whole.runs)
+	}
+	a, errA := profile.Load(want.ProfilePath)
+	b, errB := profile.Load(got.ProfilePath)
+	if errA != nil || errB != nil || fmt.Sprint(a.Stacks) != fmt.Sprint(b.Stacks) {
+		t.Errorf("stacks: whole %+v (%v), resumed %+v (%v)", a.Stacks, errA, b.Stacks, errB)
 	}
 }
