@@ -2,6 +2,7 @@ package profile
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"sort"
 	"strings"
@@ -190,6 +191,37 @@ func (p *Profile) Route(locality, pair string, size int) (Range, error) {
 		return Range{}, fmt.Errorf("decisions.%s.%s: no range holds size %d", locality, pair, size)
 	}
 	return d.Ranges[i-1], nil
+}
+
+// SendsAlike reports whether p and o move a size-byte message between
+// peers of this locality and memory pair the same way: the same range
+// (transport, protocol, direction) under the same channel and transport
+// settings. Two profiles that do run the same code at that size, so what
+// a measurement tells them apart by there is its own noise.
+func (p *Profile) SendsAlike(o *Profile, locality, pair string, size int) bool {
+	dp, okP := p.Decisions[locality][pair]
+	do, okO := o.Decisions[locality][pair]
+	if !okP || !okO {
+		return false
+	}
+	rp, errP := p.Route(locality, pair, size)
+	ro, errO := o.Route(locality, pair, size)
+	if errP != nil || errO != nil {
+		return false
+	}
+	rp.Min, ro.Min = 0, 0 // where a range begins does not change how it sends
+	dp.Ranges, do.Ranges, dp.Footprint, do.Footprint = nil, nil, "", ""
+	return rp == ro && dp.EagerLimit == do.EagerLimit && dp.FragSize == do.FragSize && dp.FragSlots == do.FragSlots &&
+		dp.FIFODepth == do.FIFODepth && dp.CellSize == do.CellSize && dp.Copy == do.Copy &&
+		progressOf(dp) == progressOf(do) && maps.Equal(dp.Options, do.Options)
+}
+
+// progressOf is d's progress mode, "" read as the poll it means.
+func progressOf(d Decision) string {
+	if d.Progress == "" {
+		return "poll"
+	}
+	return d.Progress
 }
 
 // Applies reports whether the profile applies to a host with this name, CPU

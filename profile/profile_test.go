@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -246,6 +247,43 @@ func TestRoute(t *testing.T) {
 	} {
 		if _, err := p.Route(c.locality, c.pair, c.size); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Route(%s, %s, %d) = %v, want an error with %q", c.locality, c.pair, c.size, err, c.want)
+		}
+	}
+}
+
+// Two profiles send a size alike only on the same range under the same
+// channel settings; where a range begins, or what the footprint says, does
+// not change how a size inside both is sent.
+func TestSendsAlike(t *testing.T) {
+	change := func(f func(d *Decision)) *Profile {
+		p := sample()
+		d := p.Decisions["intranode"]["host_host"]
+		d.Ranges = slices.Clone(d.Ranges)
+		f(&d)
+		p.Decisions["intranode"]["host_host"] = d
+		return p
+	}
+	cmaFrom256K := change(func(d *Decision) { d.Ranges[2].Min = 256 << 10 })
+	for _, tc := range []struct {
+		name  string
+		other *Profile
+		size  int
+		alike bool
+	}{
+		{"itself", sample(), 8, true},
+		{"cma from 256K, at 64K", cmaFrom256K, 64 << 10, true},
+		{"cma from 256K, at 512K", cmaFrom256K, 512 << 10, false},
+		{"cma from 256K, at 4M", cmaFrom256K, 4 << 20, true},
+		{"another footprint line", change(func(d *Decision) { d.Footprint = "x" }), 8, true},
+		{"poll spelled empty", change(func(d *Decision) { d.Progress = "" }), 8, true},
+		{"the progress thread", change(func(d *Decision) { d.Progress = "thread" }), 8, false},
+		{"another eager limit, above both", change(func(d *Decision) { d.EagerLimit = 2048 }), 8, false},
+		{"another depth", change(func(d *Decision) { d.FIFODepth = 128 }), 8, false},
+		{"push, in the cma range", change(func(d *Decision) { d.Ranges[2].Mode = "push" }), 4 << 20, false},
+		{"no such decision", &Profile{}, 8, false},
+	} {
+		if got := sample().SendsAlike(tc.other, "intranode", "host_host", tc.size); got != tc.alike {
+			t.Errorf("%s: SendsAlike at %d = %v, want %v", tc.name, tc.size, got, tc.alike)
 		}
 	}
 }

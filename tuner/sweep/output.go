@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cudaipc"
 	"github.com/gotune/gotune/transports/gpumem"
@@ -242,8 +243,10 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 		fmt.Fprintf(w, " %10s", s)
 	}
 	fmt.Fprintf(w, " %10s %8s  %s\n", "auto/best", "paired", "test vs best")
+	alike := r.sentAlike()
 	geo, geoPaired, nPaired := map[string]float64{}, map[string]float64{}, map[string]int{}
 	geoBestPerSize, geoBestPaired, paired := 0.0, 0.0, 0
+	geoApart, apart := 0.0, 0 // paired, at the sizes the two profiles send differently
 	for _, n := range ev.sizes {
 		am := medianOf(ev.auto[n])
 		fmt.Fprintf(w, " %8s %10.0f", transports.FormatSize(n), am)
@@ -265,16 +268,48 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 			paired++
 			pairedCol = fmt.Sprintf("%.3f", pr)
 		}
-		pooledMark := ""
-		if bestName == pooledSingles {
-			pooledMark = " (best: the singles pooled)"
+		mark := ""
+		switch {
+		case bestName == pooledSingles:
+			mark = " (best: the singles pooled)"
+		case alike != nil && alike(n):
+			mark = " (sent alike by both profiles: the rounds' noise)"
+		case alike != nil:
+			if pr, ok := pairedRatio(ev.auto[n], ev.series(bestName, n)); ok {
+				geoApart += math.Log(pr)
+				apart++
+			}
 		}
-		fmt.Fprintf(w, " %10.3f %8s  %v%s\n", am/best, pairedCol, ev.compare(n, bestName), pooledMark)
+		fmt.Fprintf(w, " %10.3f %8s  %v%s\n", am/best, pairedCol, ev.compare(n, bestName), mark)
 	}
 	for _, s := range ev.names {
 		fmt.Fprintf(w, " geomean auto/%s: %.3f (paired %.3f)\n", s, expMean(geo[s], len(ev.sizes)), expMean(geoPaired[s], nPaired[s]))
 	}
-	fmt.Fprintf(w, " geomean auto/best-per-size: %.3f (paired %.3f over %d sizes)\n\n", expMean(geoBestPerSize, len(ev.sizes)), expMean(geoBestPaired, paired), paired)
+	fmt.Fprintf(w, " geomean auto/best-per-size: %.3f (paired %.3f over %d sizes)\n", expMean(geoBestPerSize, len(ev.sizes)), expMean(geoBestPaired, paired), paired)
+	switch {
+	case alike != nil && apart == 0:
+		fmt.Fprintf(w, " the two profiles send every size alike\n")
+	case alike != nil:
+		fmt.Fprintf(w, " geomean auto/against where the profiles send differently: paired %.3f over %d sizes\n", expMean(geoApart, apart), apart)
+	}
+	fmt.Fprintln(w)
+}
+
+// sentAlike says, for a verification of one profile against another, at
+// which sizes both send a host message between ranks of a node alike
+// (profile.SendsAlike); nil for any other run, or when either profile no
+// longer loads.
+func (r *Runner) sentAlike() func(n int) bool {
+	t := r.meta.Verify
+	if t == nil || t.Against == nil {
+		return nil
+	}
+	a, errA := profile.Load(t.Profile)
+	b, errB := profile.Load(t.Against.Profile)
+	if errA != nil || errB != nil {
+		return nil
+	}
+	return func(n int) bool { return a.SendsAlike(b, profile.Intranode, profile.HostHost, n) }
 }
 
 // medianOf is the median of a round → value map's values.

@@ -244,13 +244,44 @@ func verifyEmitted(t *testing.T, out, sweepDir, path string) {
 		t.Errorf("verify --against: %d trials measured, want 2 (each profile, one round)", res.Measured)
 	}
 	summary, _ = os.ReadFile(filepath.Join(res.Dir, SummaryFile))
-	for _, want := range []string{"against: " + path, "geomean auto/against"} {
+	for _, want := range []string{"against: " + path, "geomean auto/against", "(sent alike by both profiles: the rounds' noise)", "the two profiles send every size alike"} {
 		if !strings.Contains(string(summary), want) {
 			t.Errorf("verify --against summary lacks %q:\n%s", want, summary)
 		}
 	}
 	if strings.Contains(string(summary), "auto/sm") {
 		t.Errorf("verify --against measured the single transports too:\n%s", summary)
+	}
+	// A second profile that sends 64 KiB by sm's pipeline where the first
+	// sends it by cma (or the reverse): the ratio at 64 KiB is theirs, the
+	// one at 1 KiB the rounds' noise.
+	other, err := profile.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := other.Decisions[profile.Intranode][profile.HostHost]
+	d.Ranges = []profile.Range{{Min: 0, Transport: "sm", Protocol: "eager"}, {Min: d.EagerLimit + 1, Transport: "sm", Protocol: "pipeline"}}
+	if r, _ := other.Route(profile.Intranode, profile.HostHost, 64<<10); r.Transport == "sm" {
+		d.Ranges = append(d.Ranges, profile.Range{Min: 32 << 10, Transport: "cma", Protocol: "rendezvous", Mode: "pull"})
+	}
+	other.Decisions[profile.Intranode][profile.HostHost] = d
+	otherPath := filepath.Join(t.TempDir(), "other.yaml")
+	if err := profile.Write(otherPath, other); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = Verify(context.Background(), Config{Plan: plan, Out: out}, path, otherPath); err != nil {
+		t.Fatal(err)
+	}
+	summary, _ = os.ReadFile(filepath.Join(res.Dir, SummaryFile))
+	for _, want := range []string{"(sent alike by both profiles: the rounds' noise)", "where the profiles send differently: paired"} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("verify --against a profile that differs at 64K: summary lacks %q:\n%s", want, summary)
+		}
+	}
+	for _, line := range strings.Split(string(summary), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "64K" && strings.Contains(line, "sent alike") {
+			t.Errorf("64K is marked sent alike: %s", line)
+		}
 	}
 }
 
