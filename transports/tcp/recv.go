@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports/msgengine"
@@ -128,9 +129,17 @@ func (c *conn) consume() error {
 	h := c.stage[c.r : c.r+hdrLen]
 	c.r += hdrLen
 	kind, seq := h[0], binary.LittleEndian.Uint32(h[4:])
-	n, off := int(binary.LittleEndian.Uint64(h[8:])), int(binary.LittleEndian.Uint64(h[16:]))
-	return c.dispatch(kind, seq, n, off)
+	n, off := binary.LittleEndian.Uint64(h[8:]), binary.LittleEndian.Uint64(h[16:])
+	if n > maxFrame || off > maxFrame {
+		// A peer's header is not trusted: beyond this it would read as a
+		// negative int.
+		return c.wrap(fmt.Errorf("frame of kind %d with length %d at offset %d", kind, n, off))
+	}
+	return c.dispatch(kind, seq, int(n), int(off))
 }
+
+// maxFrame bounds a frame header's length and offset.
+const maxFrame = math.MaxInt64
 
 // errPartial: less than a header is staged.
 var errPartial = errors.New("partial header")
@@ -140,6 +149,9 @@ func (c *conn) dispatch(kind byte, seq uint32, n, off int) error {
 	t, p := c.t, c.peer
 	switch kind {
 	case kEager:
+		if n > t.params.Eager {
+			return c.wrap(fmt.Errorf("eager message of %d bytes over tcp.eager=%d: do both ranks use the same tcp.eager?", n, t.params.Eager))
+		}
 		c.startPayload(kind, seq, n)
 		if p.Posted.Len() > 0 {
 			r := p.Posted.Pop()
@@ -147,9 +159,6 @@ func (c *conn) dispatch(kind byte, seq uint32, n, off int) error {
 			c.areq = r
 			c.dst = r.Buf[:min(n, len(r.Buf))]
 		} else {
-			if n > t.params.Eager {
-				return c.wrap(fmt.Errorf("eager message of %d bytes over tcp.eager=%d: do both ranks use the same tcp.eager?", n, t.params.Eager))
-			}
 			a := t.newArrival(kEager, seq, n)
 			a.data = t.EagerBuf()
 			p.Unexpected.Push(a)
@@ -167,10 +176,13 @@ func (c *conn) dispatch(kind byte, seq uint32, n, off int) error {
 		if p.ctsWait.Len() == 0 || p.ctsWait.Front().Seq != seq {
 			return c.wrap(fmt.Errorf("clear-to-send for message %d that is not waiting", seq))
 		}
+		if r := p.ctsWait.Front(); n > len(r.Buf) {
+			return c.wrap(fmt.Errorf("clear-to-send for %d bytes of message %d, which has %d", n, seq, len(r.Buf)))
+		}
 		t.stripe(p.ctsWait.Pop(), n)
 	case kData:
 		r, ok := msgengine.Find(p.RndvRecv, seq)
-		if !ok || off+n > r.N {
+		if !ok || off > r.N || n > r.N-off { // off+n may overflow
 			return c.wrap(fmt.Errorf("payload for message %d (%d bytes at %d) that is not expected", seq, n, off))
 		}
 		c.startPayload(kind, seq, n)
