@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -180,7 +181,7 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 		reported: make([]bool, job.Size), exitErr: make([]error, job.Size),
 		exited: make([]chan struct{}, job.Size), allExited: make(chan struct{}),
 		stderrTail: make([]*tailBuffer, job.Size),
-		doneCh:     make(chan struct{}), failed: make(chan error, 1)}
+		doneCh:     make(chan struct{}), failed: make(chan error, 1), strangers: map[net.Conn]bool{}}
 	for r := range j.exited {
 		j.exited[r] = make(chan struct{})
 		j.stderrTail[r] = newTailBuffer(256 << 10)
@@ -218,6 +219,7 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 			l.Close()
 		}
 		accepting.Wait()
+		j.closeStrangers()
 	}
 	// No rank, and no goroutine serving one (hooks included), outlives Run.
 	defer func() {
@@ -294,13 +296,14 @@ type running struct {
 	hb        []byte      // heartbeats: local ranks beat here, node agents' beats are copied in
 	stderr    io.Writer   // where every rank's output goes
 	pgid      int
-	exitErr   []error         // by rank, valid once exited[rank] is closed
-	exited    []chan struct{} // closed when that rank has been reaped
-	allExited chan struct{}   // closed when every started rank has been reaped
-	exits     sync.WaitGroup  // one per started rank
-	serving   sync.WaitGroup  // one per bootstrap connection
-	failed    chan error      // first failure wins
-	stalling  atomic.Bool     // the watchdog is handling a stall
+	exitErr   []error           // by rank, valid once exited[rank] is closed
+	exited    []chan struct{}   // closed when that rank has been reaped
+	allExited chan struct{}     // closed when every started rank has been reaped
+	exits     sync.WaitGroup    // one per started rank
+	serving   sync.WaitGroup    // one per bootstrap connection
+	strangers map[net.Conn]bool // connections without a hello yet (nil: bootstrap closed)
+	failed    chan error        // first failure wins
+	stalling  atomic.Bool       // the watchdog is handling a stall
 
 	mu       sync.Mutex
 	pidOf    []int // by rank: from this launcher's start or a node agent's report
@@ -499,18 +502,100 @@ func (j *running) accept(ln net.Listener) {
 	}
 }
 
+// A connection presents its hello within helloTimeout and helloBytes, or
+// it is refused: until then it may be anybody on the bootstrap network.
+const (
+	helloTimeout = 10 * time.Second
+	helloBytes   = 64 << 10
+)
+
+// boundedReader reads at most left bytes from r (left < 0: no bound).
+type boundedReader struct {
+	r    io.Reader
+	left int64
+}
+
+var errHelloTooLong = fmt.Errorf("no hello in its first %d bytes", helloBytes)
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return b.r.Read(p)
+	}
+	if b.left == 0 {
+		return 0, errHelloTooLong
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// refuse closes a connection that did not present itself as one of the
+// job's ranks and says so on the job's stderr: a stranger on the bootstrap
+// network (a port scan, another job, a hostile process) neither joins nor
+// ends the job. A rank of the job that cannot present itself exits, and
+// its exit fails the job.
+func (j *running) refuse(c net.Conn, why string) {
+	fmt.Fprintf(j.stderr, "gotune launch %s: refused a bootstrap connection from %s: %s\n", j.job.Kind, c.RemoteAddr(), why)
+}
+
+// hold counts c among the connections that have not presented their
+// hello, unless the job's bootstrap has closed (then c is closed).
+func (j *running) hold(c net.Conn) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.strangers == nil {
+		return false
+	}
+	j.strangers[c] = true
+	return true
+}
+
+// admitted takes c off that list.
+func (j *running) admitted(c net.Conn) {
+	j.mu.Lock()
+	delete(j.strangers, c)
+	j.mu.Unlock()
+}
+
+// closeStrangers closes every connection still without a hello once the
+// listeners are closed: a silent stranger must not hold Run's return.
+func (j *running) closeStrangers() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for c := range j.strangers {
+		c.Close()
+	}
+	j.strangers = nil
+}
+
 func (j *running) serve(c net.Conn) {
 	defer c.Close()
-	rc := &rankConn{enc: json.NewEncoder(c), dec: json.NewDecoder(bufio.NewReader(c))}
+	if !j.hold(c) {
+		return
+	}
+	defer j.admitted(c)
+	in := &boundedReader{r: c, left: helloBytes}
+	rc := &rankConn{enc: json.NewEncoder(c), dec: json.NewDecoder(bufio.NewReader(in))}
 	var hello message
+	c.SetReadDeadline(time.Now().Add(helloTimeout))
 	if err := rc.dec.Decode(&hello); err != nil || hello.Op != "hello" {
-		j.fail(fmt.Errorf("launch %s: bad bootstrap hello: %v", j.job.Kind, err))
+		j.refuse(c, fmt.Sprintf("no hello (op %q): %v", hello.Op, err))
 		return
 	}
-	if hello.Token != j.token || hello.Rank < 0 || hello.Rank >= j.size {
-		j.fail(fmt.Errorf("launch %s: bootstrap connection with wrong token or rank %d", j.job.Kind, hello.Rank))
+	if subtle.ConstantTimeCompare([]byte(hello.Token), []byte(j.token)) != 1 {
+		j.refuse(c, fmt.Sprintf("wrong job token (claims rank %d)", hello.Rank))
 		return
 	}
+	if hello.Rank < 0 || hello.Rank >= j.size {
+		j.fail(fmt.Errorf("launch %s: a bootstrap connection with the job's token claims rank %d of %d", j.job.Kind, hello.Rank, j.size))
+		return
+	}
+	in.left = -1
+	c.SetReadDeadline(time.Time{})
+	j.admitted(c)
 	r := hello.Rank
 	j.mu.Lock()
 	if j.local[r] == nil && hello.PID > 0 {
@@ -563,6 +648,11 @@ func (j *running) serve(c net.Conn) {
 			j.allgather(r, m.Blob)
 		case "result":
 			j.mu.Lock()
+			if j.reported[r] {
+				j.mu.Unlock()
+				j.fail(fmt.Errorf("launch %s: rank %d reported twice", j.job.Kind, r))
+				return
+			}
 			j.results[r] = m.Result
 			j.reported[r] = true
 			j.finished++
@@ -623,6 +713,10 @@ func (j *running) allgather(r int, blob []byte) {
 	}
 	if blob == nil {
 		blob = []byte{} // present, if empty
+	}
+	if j.gathered[r] != nil {
+		j.fail(fmt.Errorf("launch %s: rank %d joined an allgather twice", j.job.Kind, r))
+		return
 	}
 	j.gathered[r] = blob
 	j.gathers++

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,8 +106,67 @@ func TestMain(m *testing.M) {
 	Register("whereami", func(r *Rank) (any, error) {
 		return map[string]any{"hosts": r.Hosts, "addr": r.Addr, "pid": os.Getpid(), "pids": r.PIDs}, nil
 	})
+	Register("strangers", func(r *Rank) (any, error) {
+		// Rank 0 knocks as strangers would, each knock on a connection of
+		// its own, and waits for the launcher to close it.
+		if r.ID != 0 {
+			return "ok", nil
+		}
+		wrong, _ := json.Marshal(message{Op: "hello", Token: "not the job's", Rank: 1})
+		for _, knock := range [][]byte{
+			[]byte("GET / HTTP/1.0\r\n\r\n"),
+			append(wrong, '\n'),
+			append([]byte(`{"op":"hello","token":"`), bytes.Repeat([]byte("x"), helloBytes+1024)...),
+		} {
+			network, addr := bootstrapAddr(os.Getenv(envBoot))
+			c, err := net.Dial(network, addr)
+			if err != nil {
+				return nil, err
+			}
+			c.Write(knock) // the launcher may close it before the end
+			io.Copy(io.Discard, c)
+			c.Close()
+		}
+		return "ok", nil
+	})
 	MaybeRunRank()
 	os.Exit(m.Run())
+}
+
+// Strangers on the bootstrap socket (garbage, a wrong token, a hello that
+// never ends) are refused and logged; they neither join nor end the job.
+func TestStrangersAreRefused(t *testing.T) {
+	var out bytes.Buffer
+	res, err := Run(context.Background(), Job{Kind: "strangers", Size: 2}, Hooks{Stderr: &out})
+	if err != nil {
+		t.Fatalf("the job failed: %v\n%s", err, out.String())
+	}
+	if len(res) != 2 || string(res[0]) != `"ok"` {
+		t.Errorf("results %s", res)
+	}
+	for _, want := range []string{"no hello", "wrong job token", "first 65536 bytes"} {
+		if !strings.Contains(out.String(), "refused a bootstrap connection") || !strings.Contains(out.String(), want) {
+			t.Errorf("stderr does not say a connection was refused for %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// A stranger that connects and says nothing does not hold the launcher:
+// once the bootstrap closes, so does its connection.
+func TestSilentStrangerIsClosed(t *testing.T) {
+	j := &running{job: Job{Kind: "test"}, token: "t", size: 1, stderr: io.Discard, strangers: map[net.Conn]bool{}}
+	near, far := net.Pipe()
+	defer far.Close()
+	done := make(chan struct{})
+	go func() {
+		j.serve(near)
+		close(done)
+	}()
+	j.closeStrangers()
+	<-done // a serve that waited for the hello would never return
+	if j.hold(far) {
+		t.Error("a connection was held after the bootstrap closed")
+	}
 }
 
 // ourSegments lists POSIX segments made by this process's launches.
@@ -312,3 +373,72 @@ func TestStaleSegmentsOfDeadLaunchersAreRemoved(t *testing.T) {
 }
 
 func jsonRaw(v any) (json.RawMessage, error) { return json.Marshal(v) }
+
+// bootJob is a job of size ranks as Run sets it up, every rank already
+// reaped: what a bootstrap connection meets.
+func bootJob(size int, token string) *running {
+	j := &running{job: Job{Kind: "boot", Size: size}, token: token, size: size, stderr: io.Discard,
+		local: make([]*exec.Cmd, size), pidOf: make([]int, size), node: make([]int, size),
+		conns: make([]*rankConn, size), results: make(Result, size), reported: make([]bool, size),
+		exitErr: make([]error, size), exited: make([]chan struct{}, size), allExited: make(chan struct{}),
+		stderrTail: make([]*tailBuffer, size), doneCh: make(chan struct{}), failed: make(chan error, 1),
+		strangers: map[net.Conn]bool{}}
+	for r := range size {
+		j.exited[r] = make(chan struct{})
+		close(j.exited[r])
+	}
+	return j
+}
+
+// talk sends data on a bootstrap connection of j and returns once j has
+// read it all and let the connection go.
+func talk(j *running, data []byte) {
+	near, far := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		j.serve(near)
+		close(done)
+	}()
+	go io.Copy(io.Discard, far) // what the launcher answers
+	far.Write(data)
+	far.Close()
+	<-done
+}
+
+// A rank that reports twice fails the job: its second result must not
+// count as another rank's.
+func TestRankReportingTwiceFailsTheJob(t *testing.T) {
+	j := bootJob(2, "tok")
+	hello, _ := json.Marshal(message{Op: "hello", Token: "tok", Rank: 1})
+	talk(j, append(hello, `{"op":"result","result":1}{"op":"result","result":2}`...))
+	select {
+	case <-j.doneCh:
+		t.Fatal("the job is done with one rank's two results")
+	default:
+	}
+	if err := <-j.failed; err == nil || !strings.Contains(err.Error(), "rank 1 reported twice") {
+		t.Errorf("the job failed with %v, want rank 1 reported twice", err)
+	}
+}
+
+// Whatever a connection to the bootstrap sends, before its hello or after
+// (with the job's token), the launcher refuses it or fails the job with an
+// error: it never panics or blocks past the connection's end.
+func FuzzBootstrap(f *testing.F) {
+	hello, _ := json.Marshal(message{Op: "hello", Token: "tok", Rank: 0})
+	for _, seed := range []string{
+		string(hello) + "\n",
+		string(hello) + `{"op":"barrier"}{"op":"allgather","blob":"AAE="}{"op":"result","result":1}`,
+		string(hello) + `{"op":"result","result":1}{"op":"result","result":2}`,
+		string(hello) + `{"op":"error","error":"x","not_supported":true}`,
+		string(hello) + `{"op":"allgather"}{"op":"nonsense"}`,
+		`{"op":"hello","token":"tok","rank":5}`,
+		`{"op":"hello","token":"tok","rank":-1}`,
+		"GET / HTTP/1.0\r\n\r\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		talk(bootJob(1, "tok"), data)
+	})
+}
