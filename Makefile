@@ -45,13 +45,13 @@ test: deps
 	$(MAKE) --no-print-directory fuzz
 
 # fuzz runs every fuzz target briefly (FUZZTIME each; the parsers of other
-# tools' output, the profile loader, the launcher's bootstrap and tcp's
-# handshake and frames as a hostile peer sends them): go test -fuzz takes one target of
+# tools' output, the profile loader, the launcher's bootstrap, tcp's
+# handshake and frames and ib's headers as a hostile peer sends them): go test -fuzz takes one target of
 # one package per run. An input count, not a duration: a duration that ends
 # while the workers still replay the corpus on a loaded machine fails the
 # run with "context deadline exceeded".
 FUZZTIME ?= 50000x
-FUZZ_PKGS := ./bench/importer ./profile ./transports/tcp ./internal/launch
+FUZZ_PKGS := ./bench/importer ./profile ./transports/tcp ./transports/ib ./internal/launch
 fuzz:
 	@set -e; for p in $(FUZZ_PKGS); do \
 		for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \

@@ -6,6 +6,7 @@ package ib
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/verbs"
@@ -83,23 +84,50 @@ func (t *Transport) complete(wc verbs.WC) {
 	}
 }
 
+// header is a message's header as its receive slot holds it.
+type header struct {
+	kind, mode byte
+	seq        uint32
+	len        int
+	addr       uint64 // the sender's buffer (a read-mode request to send) or the receiver's (a clear-to-send)
+	rkey, cum  uint32 // its key; the credits the peer has returned so far
+}
+
+// parseHeader reads the header of the n-byte message in slot s. A peer's
+// header is checked before it is trusted: a completion shorter than a
+// header, a length that is no int, or an eager message whose length is
+// not what arrived or exceeds eager is an error.
+func parseHeader(s []byte, n, eager int) (header, error) {
+	if n < hdrLen || n > len(s) {
+		return header{}, fmt.Errorf("a %d-byte message in a %d-byte slot, with a %d-byte header", n, len(s), hdrLen)
+	}
+	le := binary.LittleEndian
+	h := header{kind: s[0], mode: s[1], seq: le.Uint32(s[4:]), addr: le.Uint64(s[16:]), rkey: le.Uint32(s[24:]), cum: le.Uint32(s[28:])}
+	ln := le.Uint64(s[8:])
+	if ln > math.MaxInt64 {
+		return h, fmt.Errorf("message %d of kind %d claims %d bytes", h.seq, h.kind, ln)
+	}
+	h.len = int(ln)
+	if h.kind == kEager && (n != hdrLen+h.len || h.len > eager) {
+		return h, fmt.Errorf("eager message %d of %d bytes in a %d-byte completion (ib.eager=%d: do both ranks use the same?)", h.seq, h.len, n, eager)
+	}
+	return h, nil
+}
+
 // arrive handles a message in receive slot i and reposts the slot.
 func (t *Transport) arrive(p *peer, i uint32, n int) {
 	s := t.recvSlot(p.Rank, i)
-	le := binary.LittleEndian
-	kind, mode := s[0], s[1]
-	seq, ln := le.Uint32(s[4:]), int(le.Uint64(s[8:]))
-	addr, rkey, cum := le.Uint64(s[16:]), le.Uint32(s[24:]), le.Uint32(s[28:])
-	if int32(cum-p.returned) > 0 {
-		p.returned = cum
+	h, err := parseHeader(s, n, t.params.Eager)
+	if err != nil {
+		t.fail(p, err)
+		return
 	}
-	var err error
+	kind, mode, seq, ln, addr, rkey := h.kind, h.mode, h.seq, h.len, h.addr, h.rkey
+	if int32(h.cum-p.returned) > 0 {
+		p.returned = h.cum
+	}
 	switch kind {
 	case kEager:
-		if n != hdrLen+ln || ln > t.params.Eager {
-			err = fmt.Errorf("eager message %d of %d bytes in a %d-byte completion (ib.eager=%d: do both ranks use the same?)", seq, ln, n, t.params.Eager)
-			break
-		}
 		if p.Posted.Len() > 0 {
 			r := p.Posted.Pop()
 			r.MsgLen = ln
@@ -116,6 +144,11 @@ func (t *Transport) arrive(p *peer, i uint32, n int) {
 		r, ok := msgengine.Find(p.rndvSend, seq)
 		if !ok {
 			err = fmt.Errorf("clear-to-send for message %d that is not waiting", seq)
+			break
+		}
+		if ln > len(r.Buf) {
+			// Writing more would send the peer what lies past the buffer.
+			err = fmt.Errorf("clear-to-send for %d bytes of message %d, which has %d", ln, seq, len(r.Buf))
 			break
 		}
 		if ln == 0 {
