@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/gotune/gotune/internal/launch"
+)
+
+// smallPlanYAML is a sweep with one candidate a stage but both host
+// transports weighed, a probe and a verification: every path of a sweep,
+// in seconds.
+const smallPlanYAML = `budget: 1m
+rounds: 2
+max_rounds: 2
+reps: 2
+rep_bytes: 1M
+window: 8
+eager: [4K]
+eager_sizes: 2K
+fragments: [64Kx4]
+fragment_sizes: 64K
+depths: [16]
+depth_sizes: "8"
+transports: [sm, cma]
+transport_sizes: 64K,1M
+ladder_step: 1
+bisect: false
+confirm_sizes: ""
+alloc_purges: [immediate]
+alloc_thp: [false]
+alloc_caches: [8M]
+alloc_sizes: 64K
+probes: [H5]
+verify_sizes: 1K,1M
+verify_rounds: 1
+`
+
+// nobody is the unprivileged user the test drops to when it runs as root.
+const nobody = 65534
+
+// asUnprivileged runs the CLI (this test binary) with args as a user
+// without privileges: nobody when the test runs as root, else the test's
+// own user. It returns the CLI's output and error.
+func asUnprivileged(t *testing.T, exe, dir string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(exe)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+dir, cliEnv+"="+strings.Join(args, "\x1f"))
+	if os.Geteuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// The main paths run without privileges: every host transport's validated
+// bandwidth (cma needs no CAP_SYS_PTRACE between a job's own ranks), and a
+// sweep that emits a profile, which auto then runs by.
+func TestRunsWithoutPrivileges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real rank processes")
+	}
+	// Not t.TempDir: its parent is the test's own, mode 0700.
+	dir, err := os.MkdirTemp("", "gotune-unprivileged-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	exe := filepath.Join(dir, "gotune")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(exe, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	dst.Close()
+	if err := os.WriteFile(filepath.Join(dir, "small.yaml"), []byte(smallPlanYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil { // the unprivileged user writes its results here
+		t.Fatal(err)
+	}
+	for _, tr := range []string{"sm", "cma", "tcp"} {
+		out, err := asUnprivileged(t, exe, dir, "bench", "-t", tr, "-p", "bw", "-s", "8,64K,1M", "--reps", "2", "--iters", "10", "--warmup", "1", "--window", "4", "--settle", "0", "--validate", "-q")
+		if err != nil || !strings.Contains(out, "1M") {
+			t.Errorf("bench -t %s without privileges: %v\n%s", tr, err, out)
+		}
+	}
+	out, err := asUnprivileged(t, exe, dir, "sweep", "--plan", "small.yaml", "--out", "results", "-q", "--no-report")
+	if err != nil {
+		t.Fatalf("sweep without privileges: %v\n%s", err, out)
+	}
+	profiles, _ := filepath.Glob(filepath.Join(dir, "results", "*", "*", "profile.yaml"))
+	if len(profiles) != 1 {
+		t.Fatalf("the sweep left %d profiles:\n%s", len(profiles), out)
+	}
+	if st, err := os.Stat(profiles[0]); err == nil && os.Geteuid() == 0 && st.Sys().(*syscall.Stat_t).Uid != nobody {
+		t.Fatalf("the profile is owned by uid %d: the sweep did not run as nobody", st.Sys().(*syscall.Stat_t).Uid)
+	}
+	out, err = asUnprivileged(t, exe, dir, "bench", "-t", "auto", "--profile", profiles[0], "-p", "bw", "-s", "8,1M", "--reps", "2", "--iters", "10", "--warmup", "1", "--window", "4", "--settle", "0", "--validate", "-q")
+	if err != nil {
+		t.Errorf("bench -t auto without privileges: %v\n%s", err, out)
+	}
+	if left := launch.StaleSegments(); len(left) > 0 {
+		t.Errorf("left in /dev/shm: %v", left)
+	}
+}
