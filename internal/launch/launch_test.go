@@ -106,6 +106,16 @@ func TestMain(m *testing.M) {
 	Register("whereami", func(r *Rank) (any, error) {
 		return map[string]any{"hosts": r.Hosts, "addr": r.Addr, "pid": os.Getpid(), "pids": r.PIDs}, nil
 	})
+	if v, ok := os.LookupEnv(intrudeEnv); ok {
+		var tg targets
+		if err := json.Unmarshal([]byte(v), &tg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		json.NewEncoder(os.Stdout).Encode(intrude(tg))
+		os.Exit(0)
+	}
+	Register("intruder", intruderRank)
 	Register("strangers", func(r *Rank) (any, error) {
 		// Rank 0 knocks as strangers would, each knock on a connection of
 		// its own, and waits for the launcher to close it.
