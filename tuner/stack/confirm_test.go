@@ -204,14 +204,19 @@ func TestConfirmMeasuresALossAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		slowRuns int
+		ladder   []int
+		memo     Memo
 		kept     bool
 	}{
-		{"slow in the first rounds only", 4, true},
-		{"slow in every round", 1 << 20, false},
+		{"slow in the first rounds only", 4, []int{4096, 32768, 65536}, nil, true},
+		{"slow in every round", 1 << 20, []int{4096, 32768, 65536}, nil, false},
+		// The second set of rounds measures what the first did, and a
+		// memo keeps them apart.
+		{"slow in the first rounds at the whole ladder, kept in a memo", 4, []int{32768}, &mapMemo{kept: map[string][]bench.Result{}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := &unlucky{slowRuns: tc.slowRuns}
-			res, err := Tune(context.Background(), u, Config{Dir: t.TempDir(), Rounds: 4, ConfirmSizes: []int{4096, 32768, 65536}})
+			res, err := Tune(context.Background(), u, Config{Dir: t.TempDir(), Rounds: 4, ConfirmSizes: tc.ladder, Memo: tc.memo})
 			if err != nil {
 				t.Fatal(err)
 			}
