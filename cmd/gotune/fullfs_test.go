@@ -60,3 +60,23 @@ func TestSweepOnAFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A sweep whose results directory is read-only fails before it measures,
+// naming the directory and the cause.
+func TestSweepOnAReadOnlyFilesystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a read-only tmpfs")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	_, stderr, code := run(t, "sweep", "--plan", "quick", "--out", filepath.Join(mnt, "results"), "-q", "--no-report")
+	if code == 0 || !strings.Contains(stderr, "read-only file system") || !strings.Contains(stderr, mnt) {
+		t.Fatalf("a sweep on a read-only filesystem: exit %d, stderr %q; want an error naming %s and the cause", code, stderr, mnt)
+	}
+	if entries, _ := os.ReadDir(mnt); len(entries) > 0 {
+		t.Errorf("left on the read-only filesystem: %v", entries)
+	}
+}
