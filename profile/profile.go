@@ -210,7 +210,6 @@ func (p *Profile) SendsAlike(o *Profile, locality, pair string, size int) bool {
 		return false
 	}
 	rp.Min, ro.Min = 0, 0 // where a range begins does not change how it sends
-	dp.Ranges, do.Ranges, dp.Footprint, do.Footprint = nil, nil, "", ""
 	return rp == ro && dp.EagerLimit == do.EagerLimit && dp.FragSize == do.FragSize && dp.FragSlots == do.FragSlots &&
 		dp.FIFODepth == do.FIFODepth && dp.CellSize == do.CellSize && dp.Copy == do.Copy &&
 		progressOf(dp) == progressOf(do) && maps.Equal(dp.Options, do.Options)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 // smallPlanYAML is a sweep with one candidate a stage but both host
@@ -69,34 +69,16 @@ func TestRunsWithoutPrivileges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real rank processes")
 	}
-	// Not t.TempDir: its parent is the test's own, mode 0700.
-	dir, err := os.MkdirTemp("", "gotune-unprivileged-")
+	exe, remove, err := testutil.SharedExecutable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	exe := filepath.Join(dir, "gotune")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(exe, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	dst.Close()
+	t.Cleanup(remove)
+	dir := filepath.Dir(exe) // the unprivileged user writes its plan's results here
 	if err := os.WriteFile(filepath.Join(dir, "small.yaml"), []byte(smallPlanYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(dir, 0o777); err != nil { // the unprivileged user writes its results here
+	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
 	for _, tr := range []string{"sm", "cma", "tcp"} {

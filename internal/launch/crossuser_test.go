@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 // intrudeEnv makes the test binary play another user's process: it tries
@@ -75,29 +76,14 @@ func intrude(tg targets) map[string]string {
 	return out
 }
 
-// runIntruder starts a process of the other user (this test binary,
-// copied where that user may run it) against tg and returns its report.
+// runIntruder starts a process of the other user (this test binary)
+// against tg and returns its report.
 func runIntruder(tg targets) (map[string]string, error) {
-	self, err := os.Executable()
+	exe, remove, err := testutil.SharedExecutable()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "gotune-intruder-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	exe := filepath.Join(dir, "intruder")
-	data, err := os.ReadFile(self)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(exe, data, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, err
-	}
+	defer remove()
 	b, _ := json.Marshal(tg)
 	cmd := exec.Command(exe)
 	cmd.Env = []string{intrudeEnv + "=" + string(b)}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -175,18 +176,8 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 		}
 	}
 
-	j := &running{job: job, token: token, size: job.Size, hooks: hooks, shmPath: shmPath,
-		local: make([]*exec.Cmd, job.Size), pidOf: make([]int, job.Size), node: nodes, hb: hb,
-		conns: make([]*rankConn, job.Size), results: make(Result, job.Size),
-		reported: make([]bool, job.Size), exitErr: make([]error, job.Size),
-		exited: make([]chan struct{}, job.Size), allExited: make(chan struct{}),
-		stderrTail: make([]*tailBuffer, job.Size),
-		doneCh:     make(chan struct{}), failed: make(chan error, 1), strangers: map[net.Conn]bool{}}
-	for r := range j.exited {
-		j.exited[r] = make(chan struct{})
-		j.stderrTail[r] = newTailBuffer(256 << 10)
-	}
-	j.stderr = syncWriter(stderr)
+	j := newRunning(job, token, syncWriter(stderr))
+	j.hooks, j.shmPath, j.node, j.hb = hooks, shmPath, nodes, hb
 	listeners := []net.Listener{ln}
 	if cl != nil {
 		j.hosts, j.addrs = cl.hostsOf(nodes)
@@ -276,6 +267,23 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 		return nil, err
 	}
 	return j.results, nil
+}
+
+// newRunning is the launcher's state of job before any rank has started:
+// every rank's slots empty, its output to stderr.
+func newRunning(job Job, token string, stderr io.Writer) *running {
+	j := &running{job: job, token: token, size: job.Size, stderr: stderr,
+		local: make([]*exec.Cmd, job.Size), pidOf: make([]int, job.Size), node: make([]int, job.Size),
+		conns: make([]*rankConn, job.Size), results: make(Result, job.Size),
+		reported: make([]bool, job.Size), exitErr: make([]error, job.Size),
+		exited: make([]chan struct{}, job.Size), allExited: make(chan struct{}),
+		stderrTail: make([]*tailBuffer, job.Size),
+		doneCh:     make(chan struct{}), failed: make(chan error, 1), strangers: map[net.Conn]bool{}}
+	for r := range j.exited {
+		j.exited[r] = make(chan struct{})
+		j.stderrTail[r] = newTailBuffer(256 << 10)
+	}
+	return j
 }
 
 type rankConn struct {
@@ -509,31 +517,10 @@ const (
 	helloBytes   = 64 << 10
 )
 
-// boundedReader reads at most left bytes from r (left < 0: no bound).
-type boundedReader struct {
-	r    io.Reader
-	left int64
-}
-
 var errHelloTooLong = fmt.Errorf("no hello in its first %d bytes", helloBytes)
 
-func (b *boundedReader) Read(p []byte) (int, error) {
-	if b.left < 0 {
-		return b.r.Read(p)
-	}
-	if b.left == 0 {
-		return 0, errHelloTooLong
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.r.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-// refuse closes a connection that did not present itself as one of the
-// job's ranks and says so on the job's stderr: a stranger on the bootstrap
+// refuse says on the job's stderr that a connection did not present
+// itself as one of the job's ranks (serve then closes it): a stranger on the bootstrap
 // network (a port scan, another job, a hostile process) neither joins nor
 // ends the job. A rank of the job that cannot present itself exits, and
 // its exit fails the job.
@@ -577,11 +564,14 @@ func (j *running) serve(c net.Conn) {
 		return
 	}
 	defer j.admitted(c)
-	in := &boundedReader{r: c, left: helloBytes}
+	in := &io.LimitedReader{R: c, N: helloBytes}
 	rc := &rankConn{enc: json.NewEncoder(c), dec: json.NewDecoder(bufio.NewReader(in))}
 	var hello message
 	c.SetReadDeadline(time.Now().Add(helloTimeout))
 	if err := rc.dec.Decode(&hello); err != nil || hello.Op != "hello" {
+		if in.N == 0 {
+			err = errHelloTooLong
+		}
 		j.refuse(c, fmt.Sprintf("no hello (op %q): %v", hello.Op, err))
 		return
 	}
@@ -593,7 +583,7 @@ func (j *running) serve(c net.Conn) {
 		j.fail(fmt.Errorf("launch %s: a bootstrap connection with the job's token claims rank %d of %d", j.job.Kind, hello.Rank, j.size))
 		return
 	}
-	in.left = -1
+	in.N = math.MaxInt64
 	c.SetReadDeadline(time.Time{})
 	j.admitted(c)
 	r := hello.Rank

@@ -164,7 +164,7 @@ func TestStrangersAreRefused(t *testing.T) {
 // A stranger that connects and says nothing does not hold the launcher:
 // once the bootstrap closes, so does its connection.
 func TestSilentStrangerIsClosed(t *testing.T) {
-	j := &running{job: Job{Kind: "test"}, token: "t", size: 1, stderr: io.Discard, strangers: map[net.Conn]bool{}}
+	j := newRunning(Job{Kind: "test", Size: 1}, "t", io.Discard)
 	near, far := net.Pipe()
 	defer far.Close()
 	done := make(chan struct{})
@@ -387,15 +387,9 @@ func jsonRaw(v any) (json.RawMessage, error) { return json.Marshal(v) }
 // bootJob is a job of size ranks as Run sets it up, every rank already
 // reaped: what a bootstrap connection meets.
 func bootJob(size int, token string) *running {
-	j := &running{job: Job{Kind: "boot", Size: size}, token: token, size: size, stderr: io.Discard,
-		local: make([]*exec.Cmd, size), pidOf: make([]int, size), node: make([]int, size),
-		conns: make([]*rankConn, size), results: make(Result, size), reported: make([]bool, size),
-		exitErr: make([]error, size), exited: make([]chan struct{}, size), allExited: make(chan struct{}),
-		stderrTail: make([]*tailBuffer, size), doneCh: make(chan struct{}), failed: make(chan error, 1),
-		strangers: map[net.Conn]bool{}}
-	for r := range size {
-		j.exited[r] = make(chan struct{})
-		close(j.exited[r])
+	j := newRunning(Job{Kind: "boot", Size: size}, token, io.Discard)
+	for _, ch := range j.exited {
+		close(ch)
 	}
 	return j
 }

@@ -105,3 +105,33 @@ func FirstDiff(want, got string) string {
 	}
 	return ""
 }
+
+// SharedExecutable copies this process's executable (a test binary, whose
+// own directory is private to the user who built it) into a new directory
+// every user may enter, as a file every user may run, so that a test can
+// start it as another user. remove deletes the copy and its directory.
+func SharedExecutable() (path string, remove func(), err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "gotune-shared-")
+	if err != nil {
+		return "", nil, err
+	}
+	remove = func() { os.RemoveAll(dir) }
+	path = filepath.Join(dir, filepath.Base(self))
+	if err := os.WriteFile(path, data, 0o755); err != nil {
+		remove()
+		return "", nil, err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return path, remove, nil
+}

@@ -109,11 +109,12 @@ func (c *routedCopy) Rendezvous(n int) bool { return c.r.Rendezvous(n) }
 // its mechanism's own.
 func (c *routedCopy) RouteFor(n int, _, _ sm.Place) sm.Route {
 	pull := true
-	if i := c.r.rangeOf(n); i >= 0 && c.mechs[c.r.single[i]] != nil {
-		s := c.mechs[c.r.single[i]]
-		pull = s.Pull()
-		if _, handles := s.(sm.Exporter); !handles && c.r.modes[i] != "" {
-			pull = c.r.modes[i] == "pull"
+	if i := c.r.rangeOf(n); i >= 0 {
+		if s := c.mechs[c.r.single[i]]; s != nil {
+			pull = s.Pull()
+			if _, handles := s.(sm.Exporter); !handles && c.r.modes[i] != "" {
+				pull = c.r.modes[i] == "pull"
+			}
 		}
 	}
 	if pull {

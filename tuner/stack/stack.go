@@ -194,7 +194,7 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 			}
 			runs = append(runs, run{p.Name + "=" + v, params})
 		}
-		results, err := cfg.measure(ctx, a, "weigh "+p.Name, runs, p.Pattern, p.Sizes, cfg.Rounds)
+		results, err := cfg.measure(ctx, a, "weigh "+p.Name, runs, p.Pattern, p.Sizes)
 		if err != nil {
 			return res, fmt.Errorf("tune %s: %s: %w", a.Name(), p.Name, err)
 		}
@@ -289,13 +289,13 @@ func (cfg Config) confirmSizes() []int {
 	return ConfirmSizes
 }
 
-// measure runs the contenders of runs through a side by side in rounds
+// measure runs the contenders of runs through a side by side in cfg.Rounds
 // interleaved rounds over sizes of pattern, one repetition a round; or
 // recalls them from cfg.Memo, where an earlier run of the step left them.
 // step names what the measurement is for: two steps that measure alike
 // (a confirmation and its second set of rounds) are kept apart.
-func (cfg Config) measure(ctx context.Context, a Adapter, step string, runs []run, pattern bench.Pattern, sizes []int, rounds int) ([]bench.Result, error) {
-	key := cfg.stepKey(a.Name(), step, runs, pattern, sizes, rounds)
+func (cfg Config) measure(ctx context.Context, a Adapter, step string, runs []run, pattern bench.Pattern, sizes []int) ([]bench.Result, error) {
+	key := cfg.stepKey(a.Name(), step, runs, pattern, sizes)
 	if cfg.Memo != nil {
 		if results, ok := cfg.Memo.Recall(key); ok && len(results) == len(runs) {
 			return results, nil
@@ -306,7 +306,7 @@ func (cfg Config) measure(ctx context.Context, a Adapter, step string, runs []ru
 		cs[i] = a.Contender(cfg.Dir, r.label, r.params)
 	}
 	spec := bench.Spec{Pattern: pattern, Sizes: sizes, Reps: 1, Iters: cfg.Iters}
-	results, err := mpistack.Interleave(ctx, cs, spec, rounds, cfg.Settle, 0, mpistack.Lines(cfg.Progress))
+	results, err := mpistack.Interleave(ctx, cs, spec, cfg.Rounds, cfg.Settle, 0, mpistack.Lines(cfg.Progress))
 	if err != nil || cfg.Memo == nil {
 		return results, err
 	}
@@ -318,9 +318,9 @@ func (cfg Config) measure(ctx context.Context, a Adapter, step string, runs []ru
 
 // stepKey names one step's measurements: what a step measures and how, so
 // that a changed plan or space measures anew.
-func (cfg Config) stepKey(stack, step string, runs []run, pattern bench.Pattern, sizes []int, rounds int) string {
+func (cfg Config) stepKey(stack, step string, runs []run, pattern bench.Pattern, sizes []int) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s|%s|%s|%v|rounds %d|settle %d|iters %d", stack, step, pattern, sizes, rounds, cfg.Settle, cfg.Iters)
+	fmt.Fprintf(h, "%s|%s|%s|%v|rounds %d|settle %d|iters %d", stack, step, pattern, sizes, cfg.Rounds, cfg.Settle, cfg.Iters)
 	for _, r := range runs {
 		fmt.Fprintf(h, "|%s: %s", r.label, ParamsLine(r.params))
 	}
@@ -345,13 +345,13 @@ func confirmFile(ctx context.Context, a Adapter, cfg Config, params map[string]s
 		{Param{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Latency, Sizes: []int{8}}, true},
 	} {
 		p := step.p
-		results, err := cfg.measure(ctx, a, "confirm", runs, p.Pattern, p.Sizes, cfg.Rounds)
+		results, err := cfg.measure(ctx, a, "confirm", runs, p.Pattern, p.Sizes)
 		if err != nil {
 			return nil, fmt.Errorf("tune %s: confirm %s: %w", a.Name(), p.Pattern, err)
 		}
 		c := choose(p, results)
 		if at := c.lostAt(step.byScore); len(at) > 0 {
-			again, err := cfg.measure(ctx, a, "confirm again", runs, p.Pattern, at, cfg.Rounds)
+			again, err := cfg.measure(ctx, a, "confirm again", runs, p.Pattern, at)
 			if err != nil {
 				return nil, fmt.Errorf("tune %s: confirm %s again at %d sizes: %w", a.Name(), p.Pattern, len(at), err)
 			}
@@ -469,7 +469,7 @@ func worstOf(ctx context.Context, a Adapter, cfg Config, kept []map[string]strin
 		runs = append(runs, run{"without " + ParamsLine(kept[i]), paramsOf(without)})
 	}
 	pattern := confirmPattern(a)
-	results, err := cfg.measure(ctx, a, "narrow", runs, pattern, cfg.confirmSizes(), cfg.Rounds)
+	results, err := cfg.measure(ctx, a, "narrow", runs, pattern, cfg.confirmSizes())
 	if err != nil {
 		return 0, fmt.Errorf("tune %s: narrow the file: %w", a.Name(), err)
 	}

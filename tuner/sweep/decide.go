@@ -278,8 +278,9 @@ func pick(trials []Trial, stage string, patterns []bench.Pattern, cands []candid
 		if sc.Dropped != "" || sc.Candidate == bestName {
 			continue
 		}
+		bestCand, cand := find(cands, bestName), find(cands, sc.Candidate)
 		for _, pt := range common {
-			if same != nil && same(*find(cands, bestName), *find(cands, sc.Candidate), pt.size) {
+			if same != nil && same(*bestCand, *cand, pt.size) {
 				continue // one path: a difference here is noise
 			}
 			cmp := comparePoint(values[bestName][pt], values[sc.Candidate][pt], prior.At(pt.size))

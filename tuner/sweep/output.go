@@ -263,7 +263,8 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 		best := medianOf(ev.series(bestName, n))
 		geoBestPerSize += logRatio(am, best)
 		pairedCol := "-"
-		if pr, ok := pairedRatio(ev.auto[n], ev.series(bestName, n)); ok {
+		pr, prOK := pairedRatio(ev.auto[n], ev.series(bestName, n))
+		if prOK {
 			geoBestPaired += math.Log(pr)
 			paired++
 			pairedCol = fmt.Sprintf("%.3f", pr)
@@ -274,11 +275,9 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 			mark = " (best: the singles pooled)"
 		case alike != nil && alike(n):
 			mark = " (sent alike by both profiles: the rounds' noise)"
-		case alike != nil:
-			if pr, ok := pairedRatio(ev.auto[n], ev.series(bestName, n)); ok {
-				geoApart += math.Log(pr)
-				apart++
-			}
+		case alike != nil && prOK:
+			geoApart += math.Log(pr)
+			apart++
 		}
 		fmt.Fprintf(w, " %10.3f %8s  %v%s\n", am/best, pairedCol, ev.compare(n, bestName), mark)
 	}

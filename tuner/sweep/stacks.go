@@ -13,7 +13,6 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/mpistack"
-	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/profile/native"
 	"github.com/gotune/gotune/tuner/stack"
@@ -184,11 +183,7 @@ func choiceLine(c stack.Choice) string {
 	}
 	line := fmt.Sprintf("%s (%s over %d sizes): %s", c.Param.Name, c.Param.Pattern, len(c.Param.Sizes), strings.Join(vs, "  "))
 	if len(c.Again) > 0 {
-		var at []string
-		for _, n := range c.Again {
-			at = append(at, bytesize.Format(n))
-		}
-		line += fmt.Sprintf(" (lost at %s in the first rounds: measured again, judged on all)", strings.Join(at, ","))
+		line += fmt.Sprintf(" (lost at %s in the first rounds: measured again, judged on all)", sizeList(c.Again))
 	}
 	return line
 }
