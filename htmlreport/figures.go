@@ -299,15 +299,14 @@ func footprintFigure(run *Run) (*Figure, error) {
 		if final != nil { // the decided geometry with this depth
 			g.cell, g.frag, g.slots = final.Cell, final.Frag, final.Slots
 		}
-		pair := sweep.PairBytes(g.depth, g.cell, g.frag, g.slots)
-		l := line{label: fmt.Sprintf("%s (%s a pair)", name, humanBytes(pair)), bold: g.depth == chosenDepth}
+		l := line{label: fmt.Sprintf("%s (%s a pair)", name, humanBytes(sweep.PairBytes(g.depth, g.cell))), bold: g.depth == chosenDepth}
 		for n := 2; n <= top; n *= 2 {
-			v := float64(sweep.NodeBytes(pair, n))
+			v := float64(sweep.NodeBytes(g.depth, g.cell, g.frag, g.slots, n))
 			l.pts = append(l.pts, xy{x: float64(n), y: v, lo: v, hi: v})
 		}
 		c.lines = append(c.lines, l)
 	}
-	caption := "Every ordered pair of ranks on a node has its own cell FIFO and fragment ring."
+	caption := "Every ordered pair of ranks on a node has its own cell FIFO; every rank one fragment ring for all its peers."
 	if final != nil {
 		caption += fmt.Sprintf(" Each depth candidate with the decided cell (%d B) and fragments (%s x %d).", final.Cell, transports.FormatSize(final.Frag), final.Slots)
 	}

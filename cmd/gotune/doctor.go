@@ -182,16 +182,24 @@ func doctorCPUs(w io.Writer, mask, cpuset, ranks []int) {
 }
 
 // doctorFootprint says what sm's built-in channels take with a rank on
-// every core of the node: every ordered pair of ranks has its own.
+// every core of the node: a cell FIFO per ordered pair of ranks, a
+// fragment ring per rank.
 func doctorFootprint(w io.Writer, p hostinfo.Provenance) {
 	d := sm.DefaultParams()
 	node := int64(d.SegmentBytes(p.Cores))
 	share := ""
 	if p.MemBytes > 0 {
 		share = fmt.Sprintf(", %.2g%% of this node's %s", 100*float64(node)/float64(p.MemBytes), bytesize.Human(p.MemBytes))
+		budget := sm.DefaultBudget(p.MemBytes)
+		if node > budget {
+			share += fmt.Sprintf(", over the built-in sm.budget of %s (1/%d of memory): such a job fails to start unless given a larger sm.budget or smaller channels", bytesize.Human(budget), sm.DefaultBudgetShare)
+		} else {
+			share += fmt.Sprintf(", within the built-in sm.budget of %s (1/%d of memory)", bytesize.Human(budget), sm.DefaultBudgetShare)
+		}
 	}
-	fmt.Fprintf(w, "sm memory: %s of shared memory at one rank per core (%d ranks)%s; %s per ordered pair (%d cells of %d B, fragments %s x %d; a profile's footprint line gives its own)\n",
-		bytesize.Human(node), p.Cores, share, bytesize.Human(int64(d.ChannelBytes())), d.Depth, d.CellSize, bytesize.Human(int64(d.FragSize)), d.FragSlots)
+	fmt.Fprintf(w, "sm memory: %s of shared memory at one rank per core (%d ranks)%s; %s per ordered pair (%d cells of %d B), %s per rank (fragments %s x %d); a profile's footprint line gives its own\n",
+		bytesize.Human(node), p.Cores, share, bytesize.Human(int64(d.PairBytes())), d.Depth, d.CellSize,
+		bytesize.Human(int64(d.RingBytes())), bytesize.Human(int64(d.FragSize)), d.FragSlots)
 }
 
 // launcherFlag is the --launcher value for a launcher's environment.

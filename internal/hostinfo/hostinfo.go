@@ -239,6 +239,15 @@ func readInt(dir, name string) int {
 	return v
 }
 
+// MemBytes is this node's physical memory (MemTotal); 0 if unknown.
+func MemBytes() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	return memTotal(string(b))
+}
+
 // memTotal reads MemTotal from /proc/meminfo's text, in bytes; 0 if absent.
 func memTotal(meminfo string) int64 {
 	for _, line := range strings.Split(meminfo, "\n") {

@@ -88,7 +88,10 @@ func Load(o transports.Options) (*Route, error) {
 	if err != nil {
 		return nil, fmt.Errorf("profile %s: decisions.%s.%s: %w", path, loc, mem, err)
 	}
-	return r, nil
+	if r.SM.Budget, err = o.Int(sm.KeyBudget, 0); err != nil {
+		return nil, err
+	}
+	return r, r.SM.Validate()
 }
 
 // UsesSingleCopy reports whether any range goes by single copy.
@@ -147,6 +150,9 @@ func init() {
 			}
 			if r.Locality == profile.Internode {
 				return 0, nil
+			}
+			if err := r.SM.CheckBudget(size, hostinfo.MemBytes()); err != nil {
+				return 0, err
 			}
 			return r.SM.SegmentBytes(size), nil
 		},

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/gpumem"
@@ -177,6 +178,9 @@ func init() {
 func sharedBytes(size int, o transports.Options) (int, error) {
 	p, err := sm.ParseParams(o)
 	if err != nil {
+		return 0, err
+	}
+	if err := p.CheckBudget(size, hostinfo.MemBytes()); err != nil {
 		return 0, err
 	}
 	return p.SegmentBytes(size) + size*tableBytes, nil

@@ -3,8 +3,9 @@
 // plug into.
 //
 // Every ordered pair of ranks owns one single-producer/single-consumer channel
-// in the job's shared segment: a ring of fixed-size cells and a byte ring
-// for fragments. A cell's first word is its sequence number, written last,
+// in the job's shared segment, a ring of fixed-size cells, and every rank one
+// byte ring for the fragments it sends to any peer (so the segment grows with
+// n rings, not n²). A cell's first word is its sequence number, written last,
 // so a receiver polls one cache line and finds the header and an eager
 // payload together. Messages up to the eager limit travel inline in one cell;
 // larger ones are pipelined through the fragment ring (one descriptor cell

@@ -1,6 +1,9 @@
 package sm
 
-import "github.com/gotune/gotune/transports"
+import (
+	"github.com/gotune/gotune/internal/hostinfo"
+	"github.com/gotune/gotune/transports"
+)
 
 func init() {
 	transports.Register(&transports.Driver{
@@ -25,6 +28,9 @@ func init() {
 func SharedBytes(size int, o transports.Options) (int, error) {
 	p, err := ParseParams(o)
 	if err != nil {
+		return 0, err
+	}
+	if err := p.CheckBudget(size, hostinfo.MemBytes()); err != nil {
 		return 0, err
 	}
 	return p.SegmentBytes(size), nil

@@ -186,6 +186,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 	e.events, _ = single.(EventCopy)
 	e.export, _ = single.(Exporter)
 	self := os.Getpid()
+	ring := &fragRing{}
 	for r := 0; r < env.Size; r++ {
 		if r == env.Rank {
 			continue
@@ -200,7 +201,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 			e.closeWatches()
 			return nil, err
 		}
-		pr := &peer{rank: r, pid: env.PIDs[r], tx: producer{channel: out}, rx: consumer{channel: in}, credits: p.Depth,
+		pr := &peer{rank: r, pid: env.PIDs[r], tx: producer{channel: out, ring: ring}, rx: consumer{channel: in}, credits: p.Depth,
 			spell: newSpellGuard(localPerKiB)}
 		if pr.pid != self {
 			if pr.watch, err = sys.WatchProcess(pr.pid); err != nil {

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/gotune/gotune/internal/bytesize"
+	"github.com/gotune/gotune/internal/queue"
 	"github.com/gotune/gotune/internal/sys"
 )
 
@@ -49,6 +51,9 @@ type Params struct {
 	// the same) or "thread": a progress goroutine on its own OS thread also
 	// advances them while the application is away from the engine.
 	Progress string
+	// Budget is the most shared memory a job's channels may take
+	// (SegmentBytes); 0 is DefaultBudget.
+	Budget int
 	// LeakPersistent makes freeing a persistent send forget to return its
 	// credit: hazard H3's leak (nccl#1251's shape), kept so that the probe
 	// can prove its detector works. Never set it for real traffic.
@@ -66,9 +71,8 @@ const DefaultStreamMin = 16 << 20
 // 64 KiB): room for a whole 64-message window of 32 KiB (OSU's bw window)
 // and for a 64 KiB one to stream without the sender waiting on every
 // fragment. Why: smaller rings lose at 32 KiB in the fast phase
-// (docs/transports.md, sm: fragments). The cost is shared memory: two ranks map
-// 2 x 4.3 MiB; n ranks n(n-1) x 4.3 MiB, so jobs of many ranks set
-// sm.frags (or load a profile, whose sweep sizes the ring).
+// (docs/transports.md, sm: fragments). Each rank has one ring for all its
+// peers, so n ranks map n x 4 MiB of rings.
 const DefaultFragSlots = 64
 
 // DefaultWrap is the built-in sm.wrap: large messages cycle through the
@@ -119,30 +123,67 @@ func (p Params) wrapBytes() int {
 	return p.Wrap
 }
 
-// ChannelBytes is the shared memory one directed channel occupies.
-func (p Params) ChannelBytes() int {
-	cells := sys.RoundUp(ctlSize+p.Depth*p.CellSize, sys.PageSize)
-	return cells + sys.RoundUp(p.FragSlots*p.FragSize, sys.PageSize)
+// The job's segment holds one fragment ring per rank, its outgoing
+// fragments to every peer, then one cell FIFO per ordered pair of ranks
+// with its control words. Why: a ring per ordered pair made the segment
+// n(n-1) rings (17 GiB for 64 ranks with the built-ins); per rank, the
+// bulk grows with n and only the small FIFOs with n².
+
+// RingBytes is the shared memory of one rank's fragment ring.
+func (p Params) RingBytes() int { return sys.RoundUp(p.FragSlots*p.FragSize, sys.PageSize) }
+
+// PairBytes is the shared memory of one ordered pair's cell FIFO.
+func (p Params) PairBytes() int { return sys.RoundUp(ctlSize+p.Depth*p.CellSize, sys.PageSize) }
+
+// SegmentBytes is the shared memory n ranks need: a fragment ring per rank
+// and a cell FIFO per ordered pair.
+func (p Params) SegmentBytes(n int) int { return n*p.RingBytes() + n*(n-1)*p.PairBytes() }
+
+// DefaultBudgetShare is the built-in sm.budget as a share of the node's
+// memory: 1/32. Why: the built-in channels of one rank per core then fit
+// nodes of 48 cores on 24 GiB and of 128 cores on 512 GiB, and a job asks
+// for more only by saying so.
+const DefaultBudgetShare = 32
+
+// DefaultBudget is the built-in sm.budget on a node of mem bytes (0:
+// unknown, no ceiling).
+func DefaultBudget(mem int64) int64 {
+	if mem <= 0 {
+		return 0
+	}
+	return mem / DefaultBudgetShare
 }
 
-// SegmentBytes is the shared memory n ranks need: one channel per ordered
-// pair, so it grows with n².
-func (p Params) SegmentBytes(n int) int { return n * (n - 1) * p.ChannelBytes() }
+// CheckBudget fails when n ranks need more shared memory than p's budget
+// allows on a node of mem bytes, naming what it takes and what to change.
+func (p Params) CheckBudget(n int, mem int64) error {
+	budget := int64(p.Budget)
+	if budget == 0 {
+		budget = DefaultBudget(mem)
+	}
+	need := int64(p.SegmentBytes(n))
+	if budget == 0 || need <= budget {
+		return nil
+	}
+	return fmt.Errorf("sm: %d ranks need %s of shared memory (%s per ordered pair: sm.depth=%d x sm.cell=%d; %s per rank: sm.frag=%d x sm.frags=%d), over sm.budget=%s: lower those, or raise sm.budget",
+		n, bytesize.Human(need), bytesize.Human(int64(p.PairBytes())), p.Depth, p.CellSize, bytesize.Human(int64(p.RingBytes())), p.FragSize, p.FragSlots, bytesize.Human(budget))
+}
 
-func channelIndex(src, dst, n int) int {
+func pairIndex(src, dst, n int) int {
 	if dst > src {
 		dst--
 	}
 	return src*(n-1) + dst
 }
 
-// channel is one directed ring as mapped in this process.
+// channel is one directed cell FIFO as mapped in this process, with the
+// fragment ring of its sending rank.
 type channel struct {
 	tail     *uint64 // cells consumed (written by the consumer)
-	fragTail *uint64 // fragment ring bytes consumed, padding included (written by the consumer)
+	fragTail *uint64 // fragments consumed (written by the consumer)
 	awaited  *uint64 // receives the consumer has posted for this channel's messages, ever (written by the consumer)
 	cells    []byte
-	frags    []byte
+	frags    []byte // the sender's fragment ring
 	depth    uint64
 	cellSize uint64
 	fragSize uint64
@@ -151,19 +192,17 @@ type channel struct {
 }
 
 func openChannel(seg []byte, src, dst, n int, p Params) (*channel, error) {
-	size := p.ChannelBytes()
-	off := channelIndex(src, dst, n) * size
-	if off+size > len(seg) {
-		return nil, fmt.Errorf("channel %d->%d: segment of %d bytes too small (need %d)", src, dst, len(seg), p.SegmentBytes(n))
+	if need := p.SegmentBytes(n); len(seg) < need {
+		return nil, fmt.Errorf("channel %d->%d: segment of %d bytes too small (need %d)", src, dst, len(seg), need)
 	}
-	b := seg[off : off+size]
-	cellsEnd := sys.RoundUp(ctlSize+p.Depth*p.CellSize, sys.PageSize)
+	ring := seg[src*p.RingBytes():]
+	b := seg[n*p.RingBytes()+pairIndex(src, dst, n)*p.PairBytes():]
 	return &channel{
 		tail:     (*uint64)(unsafe.Pointer(&b[0])),
 		fragTail: (*uint64)(unsafe.Pointer(&b[8])),
 		awaited:  (*uint64)(unsafe.Pointer(&b[16])),
 		cells:    b[ctlSize : ctlSize+p.Depth*p.CellSize],
-		frags:    b[cellsEnd : cellsEnd+p.FragSlots*p.FragSize],
+		frags:    ring[:p.FragSlots*p.FragSize],
 		depth:    uint64(p.Depth),
 		cellSize: uint64(p.CellSize),
 		fragSize: uint64(p.FragSize),
@@ -192,15 +231,16 @@ func (c *channel) payload(off uint64) []byte {
 	return c.cells[off+headerSize : off+c.cellSize]
 }
 
-// The fragment ring is a ring of bytes. A fragment of n bytes takes n
-// rounded up to a cache line, contiguously: one that would cross the end of
-// the ring starts at offset 0 instead, and the bytes it skipped count as
-// used until the consumer passes them. Small fragments pack densely (a
-// 256 KiB ring holds 32 fragments of 8 KiB), and both sides compute every
-// placement from the lengths alone, so nothing but the descriptor cell
-// travels.
+// A rank's fragment ring is a ring of bytes shared by its channels to every
+// peer. A fragment of n bytes takes n rounded up to a cache line,
+// contiguously: one that would cross the end of the ring starts at offset 0
+// instead, and the bytes it skipped count as used until the fragments
+// before them are released. Small fragments pack densely (a 256 KiB ring
+// holds 32 fragments of 8 KiB). The descriptor cell carries the fragment's
+// offset; each consumer counts the fragments it has released, and the
+// sender frees ring space in the order it placed fragments (fragRing).
 
-// fragPos is a position in the fragment ring: bytes passed (padding
+// fragPos is a position in a fragment ring: bytes passed (padding
 // included) and the offset they lead to.
 type fragPos struct {
 	n   uint64
@@ -216,7 +256,6 @@ type fragPos struct {
 // then streams through the first c.wrap bytes, which stay cached, instead
 // of the whole ring, which the receiver would find evicted. Shorter
 // fragments, of the small messages that fill a window, use the whole ring.
-// Both sides place a fragment from its length alone.
 func (c *channel) place(pos fragPos, n int) (off uint64, next fragPos) {
 	size := uint64(len(c.frags))
 	take := uint64(sys.RoundUp(n, cacheLine))
@@ -251,13 +290,54 @@ func (r *ring) advance(entry, size uint64) {
 	}
 }
 
+// fragRing is the sending rank's private view of its fragment ring,
+// shared by its producers.
+type fragRing struct {
+	head fragPos
+	// tail is the ring position up to which every fragment placed has
+	// been released by its consumer.
+	tail uint64
+	// placed are the fragments not yet known released, oldest first.
+	placed queue.FIFO[placedFrag]
+}
+
+// placedFrag is a fragment in a consumer's hands: it is free once the
+// consumer's count of released fragments reaches count, and the ring is
+// then free up to end.
+type placedFrag struct {
+	released *uint64
+	count    uint64
+	end      uint64
+}
+
+// reclaim moves tail past the fragments their consumers have released.
+func (r *fragRing) reclaim() {
+	for r.placed.Len() > 0 {
+		f := r.placed.Front()
+		if atomic.LoadUint64(f.released) < f.count {
+			return
+		}
+		r.tail = f.end
+		r.placed.Pop()
+	}
+}
+
+// fits reports whether the ring can hold everything up to next, given what
+// the consumers have released as far as the sender knows. An empty ring
+// takes any placement: the bytes skipped then were never written.
+func (r *fragRing) fits(next fragPos, size uint64) bool {
+	return r.placed.Len() == 0 || next.n-r.tail <= size
+}
+
 // producer is the sending side's private view of a channel.
 type producer struct {
 	*channel
-	head                   ring
-	fragHead               fragPos
-	tailSeen, fragTailSeen uint64
-	pendNext               fragPos // after the fragment nextFrag handed out, for publishFrag
+	ring     *fragRing
+	head     ring
+	tailSeen uint64
+	sent     uint64  // fragments published on this channel
+	pendOff  uint64  // where the fragment nextFrag handed out lies, for publishFrag
+	pendNext fragPos // the ring position after it
 }
 
 func (p *producer) cellFree() bool {
@@ -268,13 +348,6 @@ func (p *producer) cellFree() bool {
 	return p.head.n-p.tailSeen < p.depth
 }
 
-// fits reports whether the ring can hold everything up to next, given what
-// the consumer has released as far as the producer knows. An empty ring
-// takes any placement: the bytes skipped then were never written.
-func (p *producer) fits(next fragPos) bool {
-	return p.fragHead.n == p.fragTailSeen || next.n-p.fragTailSeen <= uint64(len(p.frags))
-}
-
 // cell is the payload area of the cell being filled.
 func (p *producer) cell() []byte { return p.payload(p.head.off) }
 
@@ -283,14 +356,14 @@ func (p *producer) cell() []byte { return p.payload(p.head.off) }
 // has no room for it yet. publishFrag hands it over.
 func (p *producer) nextFrag(rest int) []byte {
 	n := min(rest, int(p.fragSize))
-	off, next := p.place(p.fragHead, n)
-	if !p.fits(next) {
-		p.fragTailSeen = atomic.LoadUint64(p.fragTail)
-		if !p.fits(next) {
+	off, next := p.place(p.ring.head, n)
+	if size := uint64(len(p.frags)); !p.ring.fits(next, size) {
+		p.ring.reclaim()
+		if !p.ring.fits(next, size) {
 			return nil
 		}
 	}
-	p.pendNext = next
+	p.pendOff, p.pendNext = off, next
 	return p.frags[off : off+uint64(n)]
 }
 
@@ -327,22 +400,28 @@ func (p *producer) publish(kind uint8, length int) {
 // publishFrag hands the fragment nextFrag returned over with its
 // descriptor cell, whose words are the message size and the message's
 // number on the channel (kindFrag), or the receive request it is for
-// (kindFragTo, w1 unused). length must be the length of that fragment: the
-// consumer places it from the length.
+// (kindFragTo, w1 unused), then the fragment's offset in the ring. length
+// is the fragment's length.
 func (p *producer) publishFrag(kind uint8, length int, w0, w1 uint64) {
 	body := p.cell()
 	binary.LittleEndian.PutUint64(body, w0)
 	binary.LittleEndian.PutUint64(body[8:], w1)
-	p.fragHead = p.pendNext
+	binary.LittleEndian.PutUint64(body[fragOffWord:], p.pendOff)
+	p.sent++
+	p.ring.placed.Push(placedFrag{released: p.fragTail, count: p.sent, end: p.pendNext.n})
+	p.ring.head = p.pendNext
 	p.publish(kind, length)
 }
+
+// fragOffWord is where a descriptor cell's body holds its fragment's
+// offset in the sender's ring.
+const fragOffWord = 16
 
 // consumer is the receiving side's private view of a channel.
 type consumer struct {
 	*channel
-	head     ring
-	fragHead fragPos
-	curNext  fragPos // after the fragment curFrag placed, for releaseFrag
+	head  ring
+	taken uint64 // fragments released
 }
 
 // peek returns the next published cell, or nil.
@@ -357,11 +436,13 @@ func (c *consumer) peek() *cellHeader {
 // body is the payload area of the current cell.
 func (c *consumer) body() []byte { return c.payload(c.head.off) }
 
-// curFrag is the oldest unconsumed fragment, n bytes long (the length in
-// its descriptor cell).
+// curFrag is the fragment the current descriptor cell hands over, n bytes
+// long (the length in the cell).
 func (c *consumer) curFrag(n int) []byte {
-	off, next := c.place(c.fragHead, n)
-	c.curNext = next
+	off := binary.LittleEndian.Uint64(c.body()[fragOffWord:])
+	if off > uint64(len(c.frags)) || uint64(n) > uint64(len(c.frags))-off {
+		panic(fmt.Sprintf("sm: corrupt descriptor cell: %d-byte fragment at offset %d of a %d-byte ring", n, off, len(c.frags)))
+	}
 	return c.frags[off : off+uint64(n)]
 }
 
@@ -371,8 +452,8 @@ func (c *consumer) release() {
 	sys.StoreRelease64(c.tail, c.head.n)
 }
 
-// releaseFrag hands the fragment curFrag returned back to the producer.
+// releaseFrag hands the fragment curFrag returned back to its sender.
 func (c *consumer) releaseFrag() {
-	c.fragHead = c.curNext
-	sys.StoreRelease64(c.fragTail, c.fragHead.n)
+	c.taken++
+	sys.StoreRelease64(c.fragTail, c.taken)
 }

@@ -1,6 +1,8 @@
 package sm
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/internal/sys"
@@ -19,7 +21,7 @@ func ringPair(t *testing.T, p Params) (*producer, *consumer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &producer{channel: c}, &consumer{channel: c}
+	return &producer{channel: c, ring: &fragRing{}}, &consumer{channel: c}
 }
 
 // placed is a fragment a test hands to the producer: its length and the
@@ -42,8 +44,8 @@ func packed(n, count int, last placed) []placed {
 
 // The fragment ring is counted in bytes: fragments smaller than FragSize
 // pack densely, one that would cross the end starts over at offset 0, and
-// the consumer finds every fragment where the producer put it from the
-// length in its descriptor cell alone.
+// the consumer finds every fragment where the producer put it through its
+// descriptor cell.
 func TestFragmentRingPlacement(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -106,6 +108,69 @@ func TestFragmentRingPlacement(t *testing.T) {
 	}
 }
 
+// One rank's fragment ring serves all its peers: each consumer finds its
+// own fragments, and space comes back in the order it was placed, so a
+// peer that holds its fragment holds the ring behind it until it lets go.
+func TestFragmentRingSharedByPeers(t *testing.T) {
+	p := Params{Depth: 8, CellSize: 128, EagerLimit: 64, FragSize: 256, FragSlots: 2, Copy: "go"}
+	const n = 3
+	seg, err := sys.MapAnon(p.SegmentBytes(n), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Unmap(seg) })
+	ring := &fragRing{}
+	prods, conss := make([]*producer, n), make([]*consumer, n)
+	for dst := 1; dst < n; dst++ {
+		c, err := openChannel(seg, 0, dst, n, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prods[dst], conss[dst] = &producer{channel: c, ring: ring}, &consumer{channel: c}
+	}
+	send := func(dst int, mark byte) bool {
+		b := prods[dst].nextFrag(256)
+		if b == nil {
+			return false
+		}
+		b[0] = mark
+		prods[dst].publishFrag(kindFrag, 256, 0, 0)
+		return true
+	}
+	take := func(dst int, mark byte) {
+		t.Helper()
+		c := conss[dst]
+		h := c.peek()
+		if h == nil {
+			t.Fatalf("rank %d: no descriptor cell", dst)
+		}
+		if got := c.curFrag(int(h.length)); got[0] != mark {
+			t.Fatalf("rank %d found fragment %d, want %d", dst, got[0], mark)
+		}
+		c.releaseFrag()
+		c.release()
+	}
+	if !send(1, 1) || !send(2, 2) {
+		t.Fatal("two fragments do not fit a ring of two")
+	}
+	if send(2, 3) {
+		t.Fatal("a third fragment fit a full ring")
+	}
+	take(2, 2)
+	if send(2, 3) {
+		t.Fatal("rank 2's release freed the ring ahead of rank 1's fragment")
+	}
+	take(1, 1)
+	if !send(2, 3) || !send(1, 4) {
+		t.Fatal("the ring stayed full after both released")
+	}
+	take(1, 4)
+	take(2, 3)
+	if p.SegmentBytes(n) != n*p.RingBytes()+n*(n-1)*p.PairBytes() {
+		t.Fatalf("segment of %d bytes", p.SegmentBytes(n))
+	}
+}
+
 // TestCellDefaults: the built-in cell fits the eager limit with CellSlack
 // to spare, and an explicit cell without an eager limit caps the limit.
 func TestCellDefaults(t *testing.T) {
@@ -127,5 +192,56 @@ func TestCellDefaults(t *testing.T) {
 		if p.CellSize != c.wantCell || p.EagerLimit != c.eager {
 			t.Errorf("%v: cell %d, eager %d; want cell %d, eager %d", c.opts, p.CellSize, p.EagerLimit, c.wantCell, c.eager)
 		}
+	}
+}
+
+// A job whose channels exceed sm.budget (or the built-in share of the
+// node's memory) fails to start, and the error says what it needs and
+// what to change.
+func TestBudget(t *testing.T) {
+	p := DefaultParams()
+	need := func(n int) int64 { return int64(p.SegmentBytes(n)) }
+	for _, tc := range []struct {
+		name   string
+		budget int
+		ranks  int
+		mem    int64
+		fails  bool
+	}{
+		{"2 ranks within the built-in share", 0, 2, 24 << 30, false},
+		{"64 ranks over 1/32 of 24 GiB", 0, 64, 24 << 30, true},
+		{"64 ranks within 1/32 of 512 GiB", 0, 64, 512 << 30, false},
+		{"an explicit budget is the ceiling", int(need(8)), 8, 1 << 40, false},
+		{"a byte less fails", int(need(8)) - 1, 8, 1 << 40, true},
+		{"memory unknown: no built-in ceiling", 0, 64, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := p
+			q.Budget = tc.budget
+			err := q.CheckBudget(tc.ranks, tc.mem)
+			if (err != nil) != tc.fails {
+				t.Fatalf("CheckBudget = %v, want failure %v", err, tc.fails)
+			}
+			if err != nil {
+				for _, s := range []string{"sm.budget", "sm.depth", "sm.frags", fmt.Sprintf("%d ranks", tc.ranks)} {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("%q does not name %s", err, s)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The job's launcher sizes the segment through SharedBytes, which applies
+// sm.budget, so a job over it fails before any rank starts.
+func TestSharedBytesAppliesTheBudget(t *testing.T) {
+	if _, err := SharedBytes(8, transports.Options{KeyBudget: "1M"}); err == nil || !strings.Contains(err.Error(), "sm.budget=1 MiB") {
+		t.Fatalf("SharedBytes of 8 ranks within 1 MiB: %v, want an error naming sm.budget", err)
+	}
+	p := DefaultParams()
+	got, err := SharedBytes(8, transports.Options{KeyBudget: fmt.Sprint(p.SegmentBytes(8))})
+	if err != nil || got != p.SegmentBytes(8) {
+		t.Fatalf("SharedBytes within its budget = %d, %v; want %d", got, err, p.SegmentBytes(8))
 	}
 }

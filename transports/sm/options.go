@@ -23,6 +23,7 @@ const (
 	KeyDrain    = "sm.drain"
 	KeyProgress = "sm.progress"
 	KeyPersist  = "sm.persist"
+	KeyBudget   = "sm.budget"
 )
 
 // Options documents the options ParseParams reads.
@@ -40,6 +41,7 @@ var Options = func() *transports.OptionSet {
 		{Key: KeyStreams, Type: "int", Default: size(d.Streams), Help: "pipelined sends to one peer that advance together, one fragment each in turn (1: one message at a time)"},
 		{Key: KeyDrain, Type: "always|never", Default: "always", Help: "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)"},
 		{Key: KeyProgress, Type: "poll|thread", Default: d.Progress, Help: "poll (channels advance inside engine calls only) or thread (a progress thread also advances them while the application computes)"},
+		{Key: KeyBudget, Type: "size", Default: "0", Help: "the most shared memory a job's channels may take (a cell FIFO per ordered pair of ranks, a fragment ring per rank); a job that needs more fails to start (0: 1/32 of the node's memory)"},
 		{Key: KeyPersist, Type: "return|leak", Default: "return", Help: "return (freeing a persistent send returns its FIFO credit) or leak (UNSAFE: hazard H3's credit leak, for probes only)"},
 	}}
 }()
@@ -126,6 +128,9 @@ func ParseParams(o transports.Options) (Params, error) {
 		return p, err
 	}
 	p.LeakPersistent = persist == "leak"
+	if p.Budget, err = o.Int(KeyBudget, 0); err != nil {
+		return p, err
+	}
 	return p, p.Validate()
 }
 
@@ -152,6 +157,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sm.streams=%d: want at least 1 (one message at a time)", p.Streams)
 	case p.StreamMin < 0:
 		return fmt.Errorf("sm.stream=%d: want 0 (never) or a message size", p.StreamMin)
+	case p.Budget < 0:
+		return fmt.Errorf("sm.budget=%d: want a size (0: the built-in share of the node's memory)", p.Budget)
 	case p.Progress != "" && p.Progress != "poll" && p.Progress != "thread":
 		return fmt.Errorf("sm.progress=%q: want poll or thread", p.Progress)
 	}

@@ -614,40 +614,36 @@ func copyMode(name string) string {
 }
 
 // footprint describes the shared memory a channel geometry implies.
-func footprint(depth, cell, frag, slots int, ranks []int) string {
-	pair := pairBytes(depth, cell, frag, slots)
-	s := bytesize.Human(pair) + " per ordered pair"
+func footprint(p SMParams, ranks []int) string {
+	q := p.channels()
+	s := fmt.Sprintf("%s per ordered pair, %s per rank", bytesize.Human(int64(q.PairBytes())), bytesize.Human(int64(q.RingBytes())))
 	for _, n := range ranks {
-		s += fmt.Sprintf("; %d ranks: %s", n, bytesize.Human(nodeBytes(pair, n)))
+		s += fmt.Sprintf("; %d ranks: %s", n, bytesize.Human(nodeBytes(p, n)))
 	}
 	return s
 }
 
-// pairBytes is one ordered pair's channel memory: its cell FIFO and its
-// fragment ring, each in whole pages.
-func pairBytes(depth, cell, frag, slots int) int64 {
-	return int64(sm.Params{Depth: depth, CellSize: cell, FragSize: frag, FragSlots: slots}.ChannelBytes())
+// channels is the sm geometry of p.
+func (p SMParams) channels() sm.Params {
+	return sm.Params{Depth: p.Depth, CellSize: p.Cell, FragSize: p.Frag, FragSlots: p.Slots}
 }
 
-// nodeBytes is the channel memory of ranks ranks on a node, every ordered
-// pair taking pair bytes.
-func nodeBytes(pair int64, ranks int) int64 {
-	n := int64(ranks)
-	return pair * n * (n - 1)
-}
+// nodeBytes is the shared memory of sm's channels with ranks ranks on a
+// node: a cell FIFO per ordered pair, a fragment ring per rank.
+func nodeBytes(p SMParams, ranks int) int64 { return int64(p.channels().SegmentBytes(ranks)) }
 
 // memoryShare: channel parameters are affordable on a node when, with one
 // rank per core, their channels take at most 1/memoryShare of its memory.
 const memoryShare = 100
 
-// affordable says whether channels of pair bytes per ordered pair are
-// affordable with one rank on each of cores cores and mem bytes of
-// memory; false when either is unknown.
-func affordable(pair int64, cores int, mem int64) bool {
+// affordable says whether channels of p are affordable with one rank on
+// each of cores cores and mem bytes of memory; false when either is
+// unknown.
+func affordable(p SMParams, cores int, mem int64) bool {
 	if cores < 1 || mem <= 0 {
 		return false
 	}
-	return nodeBytes(pair, cores) <= mem/memoryShare
+	return nodeBytes(p, cores) <= mem/memoryShare
 }
 
 // preferReference holds d's choice to a stricter rule when the reference

@@ -155,10 +155,11 @@ func TestRangesCopyInTheDirectionThatWonThere(t *testing.T) {
 }
 
 func TestFootprint(t *testing.T) {
-	s := footprint(64, 4160, 64<<10, 16, []int{2, 8})
-	// 128 + 64*4160 = 266368 → 266240+4096 = 270336 (page-rounded) + 1 MiB of fragments.
-	if !strings.HasPrefix(s, "1.26 MiB per ordered pair; 2 ranks: 2.52 MiB; 8 ranks: 70.4 MiB") {
-		t.Fatalf("footprint = %q", s)
+	s := footprint(SMParams{Depth: 64, Cell: 4160, Frag: 64 << 10, Slots: 16}, []int{2, 8})
+	// Pair: 128 + 64*4160 = 266368 → 270336 page-rounded; rank: 1 MiB of
+	// fragments. 2 ranks: 2 pairs + 2 rings; 8 ranks: 56 pairs + 8 rings.
+	if want := "264 KiB per ordered pair, 1 MiB per rank; 2 ranks: 2.52 MiB; 8 ranks: 22.4 MiB"; s != want {
+		t.Fatalf("footprint = %q, want %q", s, want)
 	}
 }
 
@@ -409,22 +410,27 @@ func TestPickAgainstNamesWhereTheChoiceTrails(t *testing.T) {
 }
 
 func TestAffordable(t *testing.T) {
-	const pair = 4 << 20 // 4 MiB per ordered pair
+	// 4 MiB per rank, 256 KiB per ordered pair (ctl + 63 cells of 4096 B).
+	geom := SMParams{Depth: 63, Cell: 4096, Frag: 64 << 10, Slots: 64}
+	if got := nodeBytes(geom, 2); got != 2*(4<<20)+2*(256<<10) {
+		t.Fatalf("2 ranks take %d bytes", got)
+	}
 	for _, c := range []struct {
 		name  string
 		cores int
 		mem   int64
 		want  bool
 	}{
-		{"2 cores, 24 GiB: 8 MiB", 2, 24 << 30, true},
-		{"64 cores, 256 GiB: 15.75 GiB", 64, 256 << 30, false},
-		{"exactly a hundredth", 2, 800 << 20, true},
-		{"just above", 2, 800<<20 - 100, false},
-		{"one core: no pairs", 1, 1 << 20, true},
+		{"2 cores, 24 GiB: 8.5 MiB", 2, 24 << 30, true},
+		{"64 cores, 64 GiB: 1.23 GiB", 64, 64 << 30, false},
+		{"64 cores, 256 GiB", 64, 256 << 30, true},
+		{"exactly a hundredth", 2, 850 << 20, true},
+		{"just above", 2, 850<<20 - 100, false},
+		{"one core: one ring", 1, 400 << 20, true},
 		{"memory unknown", 2, 0, false},
 		{"cores unknown", 0, 24 << 30, false},
 	} {
-		if got := affordable(pair, c.cores, c.mem); got != c.want {
+		if got := affordable(geom, c.cores, c.mem); got != c.want {
 			t.Errorf("%s: affordable = %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -343,7 +343,7 @@ func (r *Runner) decide() (Outcome, error) {
 		r.notes = append(r.notes, "allocator: this build has no alloc pattern; defaults stand")
 	}
 	out.SM = sm
-	out.Footprint = footprint(sm.Depth, sm.Cell, sm.Frag, sm.Slots, r.footprintRanks())
+	out.Footprint = footprint(sm, r.footprintRanks())
 	if err := r.internodeStages(&out); err != nil {
 		return out, err
 	}
@@ -425,12 +425,11 @@ func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 	// no bargain.
 	refSM := cands[len(cands)-1].sm
 	prov := r.meta.Provenance
-	pair := pairBytes(refSM.Depth, refSM.Cell, refSM.Frag, refSM.Slots)
-	if ranks := r.ranksPerNode(); affordable(pair, ranks, prov.MemBytes) {
+	if ranks := r.ranksPerNode(); affordable(refSM, ranks, prov.MemBytes) {
 		var held bool
 		if d, held = preferReference(d, ref); held {
 			r.notes = append(r.notes, fmt.Sprintf("confirm: %s kept: its channels take %s with %d ranks per node, within 1/%d of %s of memory, so a choice must beat it by more than %.0f%% to stand",
-				ref, bytesize.Human(nodeBytes(pair, ranks)), ranks, memoryShare, bytesize.Human(prov.MemBytes), 100*search.Noise))
+				ref, bytesize.Human(nodeBytes(refSM, ranks)), ranks, memoryShare, bytesize.Human(prov.MemBytes), 100*search.Noise))
 		}
 	}
 	if c := find(cands, d.Chosen); c != nil {
@@ -465,7 +464,7 @@ func (r *Runner) footprintRanks() []int {
 // memory is unknown).
 func (r *Runner) fits(p SMParams) bool {
 	mem := r.meta.Provenance.MemBytes
-	return mem <= 0 || affordable(pairBytes(p.Depth, p.Cell, p.Frag, p.Slots), r.ranksPerNode(), mem)
+	return mem <= 0 || affordable(p, r.ranksPerNode(), mem)
 }
 
 // withinCeiling keeps the candidates whose channels, with the ranks per
@@ -493,7 +492,7 @@ func (r *Runner) withinCeiling(stage string, cands []candidate) []candidate {
 	}
 	var names []string
 	for _, c := range over {
-		names = append(names, fmt.Sprintf("%s (%s)", c.name, bytesize.Human(nodeBytes(pairBytes(c.sm.Depth, c.sm.Cell, c.sm.Frag, c.sm.Slots), ranks))))
+		names = append(names, fmt.Sprintf("%s (%s)", c.name, bytesize.Human(nodeBytes(c.sm, ranks))))
 	}
 	r.notes = append(r.notes, fmt.Sprintf("%s: not weighed, over 1/%d of %s of memory with %d ranks per node: %s",
 		stage, memoryShare, bytesize.Human(mem), ranks, strings.Join(names, ", ")))

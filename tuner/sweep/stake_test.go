@@ -130,17 +130,19 @@ func TestReferenceOptions(t *testing.T) {
 	thread := &profile.Profile{Decisions: map[string]map[string]profile.Decision{profile.Intranode: {profile.HostHost: {Progress: "thread"}}}}
 	poll := &profile.Profile{Decisions: map[string]map[string]profile.Decision{profile.Intranode: {profile.HostHost: {Progress: "poll"}}}}
 	builtin := defaultSM()
-	pair := pairBytes(builtin.Depth, builtin.Cell, builtin.Frag, builtin.Slots)
+	halved := builtin
+	halved.Slots /= 2
+	full, half := nodeBytes(builtin, 32), nodeBytes(halved, 32)
 	for _, tc := range []struct {
 		name string
 		mem  int64 // node memory; 32 ranks per node
 		p    *profile.Profile
 		want transports.Options
 	}{
-		{"the built-in ring fits, polling progress", 2 * memoryShare * nodeBytes(pair, 32), poll, nil},
-		{"the built-in ring fits, the progress thread", 2 * memoryShare * nodeBytes(pair, 32), thread, transports.Options{sm.KeyProgress: "thread"}},
-		{"half the ring fits", memoryShare * nodeBytes(pair, 32) * 3 / 4, poll, transports.Options{sm.KeyFrag: itoa(builtin.Frag), sm.KeyFrags: itoa(builtin.Slots / 2)}},
-		{"both", memoryShare * nodeBytes(pair, 32) * 3 / 4, thread, transports.Options{sm.KeyFrag: itoa(builtin.Frag), sm.KeyFrags: itoa(builtin.Slots / 2), sm.KeyProgress: "thread"}},
+		{"the built-in ring fits, polling progress", 2 * memoryShare * full, poll, nil},
+		{"the built-in ring fits, the progress thread", 2 * memoryShare * full, thread, transports.Options{sm.KeyProgress: "thread"}},
+		{"half the ring fits", memoryShare * (full + half) / 2, poll, transports.Options{sm.KeyFrag: itoa(builtin.Frag), sm.KeyFrags: itoa(builtin.Slots / 2)}},
+		{"both", memoryShare * (full + half) / 2, thread, transports.Options{sm.KeyFrag: itoa(builtin.Frag), sm.KeyFrags: itoa(builtin.Slots / 2), sm.KeyProgress: "thread"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Runner{plan: Quick()}
