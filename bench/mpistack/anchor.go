@@ -44,8 +44,8 @@ type Stack struct {
 	// Env is added to the launcher's environment (KEY=VALUE), which both
 	// launchers pass on to the ranks; it overrides the same keys there.
 	Env []string
-	// Ranks is the number of processes (0: 2); only the flood pattern
-	// takes more than two.
+	// Ranks is the number of processes (0: 2) of the flood pattern; mbw_mr
+	// and alltoall run with the Spec's Ranks.
 	Ranks int
 }
 
@@ -187,9 +187,10 @@ var (
 // result labelled with the stack's name, one point per size summarized by
 // bench.Summarize, and the MPI library's version in the provenance.
 //
-// Of spec it uses Pattern (bench's, or HeadToHead or Flood; alloc mallocs
-// and frees every message's buffer in the ranks, see anchor.c),
-// Sizes, Reps (0: bench.DefaultReps), Iters and Warmup (0: OSU's counts for
+// Of spec it uses Pattern (bench's but multi_lat and incast, or HeadToHead
+// or Flood; alloc mallocs and frees every message's buffer in the ranks,
+// see anchor.c), Ranks (mbw_mr and alltoall: the launcher starts that
+// many, placed as the Stack's arguments say), Sizes, Reps (0: bench.DefaultReps), Iters and Warmup (0: OSU's counts for
 // each size), Window (0: bench.DefaultWindow) and Validate (every received
 // byte checked; a bad one is ErrCorrupt); the result's Spec records those,
 // with Transport set to the stack's name. Transport options, CPUs and
@@ -197,6 +198,9 @@ var (
 // launcher's (see OpenMPI). A run still going at ctx's deadline is ErrHang
 // (and context.DeadlineExceeded). A missing launcher is sys.ErrNotSupported.
 func Run(ctx context.Context, s Stack, binary string, spec bench.Spec) (bench.Result, error) {
+	if multiRank(spec.Pattern) {
+		s.Ranks = spec.RankCount()
+	}
 	spec, err := resolve(s, spec)
 	if err != nil {
 		return bench.Result{}, fmt.Errorf("run anchor through %s: %w", s.Name, err)
@@ -288,8 +292,14 @@ func resolve(s Stack, spec bench.Spec) (bench.Spec, error) {
 			return spec, err
 		}
 	}
-	if n := s.ranks(); spec.Pattern == Flood && n < 2 || spec.Pattern != Flood && n != 2 {
-		return spec, fmt.Errorf("%s with %d ranks (flood takes 2 or more, every other pattern 2)", spec.Pattern, n)
+	switch n := s.ranks(); {
+	case spec.Pattern == bench.MultiLatency || spec.Pattern == bench.Incast:
+		return spec, fmt.Errorf("%s: the anchor has no such pattern (mbw_mr and alltoall it has)", spec.Pattern)
+	case spec.Pattern == bench.MultiBandwidth && (n < 2 || n%2 != 0):
+		return spec, fmt.Errorf("%s with %d ranks: it pairs the ranks, so it takes an even number", spec.Pattern, n)
+	case (spec.Pattern == Flood || spec.Pattern == bench.AllToAll) && n < 2,
+		spec.Pattern != Flood && !multiRank(spec.Pattern) && n != 2:
+		return spec, fmt.Errorf("%s with %d ranks (flood and alltoall take 2 or more, mbw_mr an even number, every other pattern 2)", spec.Pattern, n)
 	}
 	if len(spec.Sizes) == 0 {
 		return spec, errors.New("no message sizes")
@@ -303,9 +313,14 @@ func resolve(s Stack, spec bench.Spec) (bench.Spec, error) {
 		return spec, fmt.Errorf("negative reps (%d), iters (%d), warmup (%d) or window (%d)",
 			spec.Reps, spec.Iters, spec.Warmup, spec.Window)
 	}
+	ranks := 0
+	if multiRank(spec.Pattern) {
+		ranks = s.ranks()
+	}
 	return bench.Spec{
 		Transport: s.Name,
 		Pattern:   spec.Pattern,
+		Ranks:     ranks,
 		Sizes:     slices.Clone(spec.Sizes),
 		Reps:      cmp.Or(spec.Reps, bench.DefaultReps),
 		Iters:     spec.Iters,
@@ -314,6 +329,10 @@ func resolve(s Stack, spec bench.Spec) (bench.Spec, error) {
 		Validate:  spec.Validate,
 	}, nil
 }
+
+// multiRank says whether the anchor runs p with Spec.Ranks ranks (bench's
+// multi-rank patterns it has: mbw_mr, alltoall).
+func multiRank(p bench.Pattern) bool { return p == bench.MultiBandwidth || p == bench.AllToAll }
 
 // launcherCommand prepares the launcher with the stack's environment:
 // allowed to run as root (Open MPI refuses otherwise; the variables mean

@@ -116,6 +116,51 @@ func TestRunFloodRanks(t *testing.T) {
 	})
 }
 
+// The multi-rank patterns run as many ranks as the spec says, validated,
+// and a flipped byte in a rank's received message is caught.
+func TestRunMultiRankPatterns(t *testing.T) {
+	eachStack(t, 2*time.Minute, func(t *testing.T, ctx context.Context, _ string, s Stack, bin string) {
+		for _, p := range []bench.Pattern{bench.MultiBandwidth, bench.AllToAll} {
+			spec := bench.Spec{Pattern: p, Ranks: 4, Sizes: []int{8, 4096}, Reps: 1, Iters: 5, Warmup: 1, Window: 4, Validate: true}
+			res, err := Run(ctx, s, bin, spec)
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			if res.Spec.Ranks != 4 || len(res.Points) != 2 || !res.Points[1].Validated || !(res.Points[1].Median > 0) || res.Points[1].Unit != p.Unit() {
+				t.Errorf("%s: spec %+v points %+v", p, res.Spec, res.Points)
+			}
+			s := s
+			s.Env = []string{"GOTUNE_ANCHOR_CORRUPT=3"}
+			if _, err := Run(ctx, s, bin, spec); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "payload mismatch: "+string(p)) {
+				t.Errorf("%s with rank 3's message corrupted: got %v, want ErrCorrupt", p, err)
+			}
+		}
+	})
+}
+
+// The anchor's multi-rank patterns refuse rank counts they cannot pair,
+// and bench's patterns it does not have, before any launcher starts.
+func TestResolveMultiRank(t *testing.T) {
+	for _, tc := range []struct {
+		spec bench.Spec
+		want string
+	}{
+		{bench.Spec{Pattern: bench.MultiBandwidth, Ranks: 3, Sizes: []int{8}}, "even number"},
+		{bench.Spec{Pattern: bench.MultiLatency, Ranks: 4, Sizes: []int{8}}, "no such pattern"},
+		{bench.Spec{Pattern: bench.Incast, Ranks: 4, Sizes: []int{8}}, "no such pattern"},
+	} {
+		s := Stack{Name: "x"}
+		s.Ranks = tc.spec.Ranks
+		if _, err := resolve(s, tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s with %d ranks: %v, want an error saying %q", tc.spec.Pattern, tc.spec.Ranks, err, tc.want)
+		}
+	}
+	spec, err := resolve(Stack{Name: "x", Ranks: 6}, bench.Spec{Pattern: bench.AllToAll, Ranks: 6, Sizes: []int{8}})
+	if err != nil || spec.Ranks != 6 {
+		t.Errorf("alltoall with 6 ranks: %+v, %v", spec, err)
+	}
+}
+
 // TestRunCatchesCorruption plants a flipped byte in rank 1's first received
 // message (anchor.c's test hook) under real ranks.
 func TestRunCatchesCorruption(t *testing.T) {

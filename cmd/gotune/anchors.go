@@ -129,6 +129,10 @@ type interleaved struct {
 	opts                          transports.Options
 	quiet                         bool
 	timeout                       time.Duration
+	// ranks > 2 measures the multi-rank patterns instead: alltoall over
+	// a2aSizes, then mbw_mr over bwSizes, ranks placed by bench.PlaceRanks.
+	ranks    int
+	a2aSizes string
 }
 
 // flags registers the ladders' flags on cmd, and --timeout and --quiet,
@@ -169,16 +173,23 @@ func (l *interleaved) parseSettle() error {
 // run measures cs over the latency ladder, then the bandwidth one, and
 // hands each pattern's results to each.
 func (l *interleaved) run(ctx context.Context, cs []mpistack.Contender, m mpistack.Meter, each func(bench.Pattern, []bench.Result) error) error {
-	for _, pc := range []struct {
+	type ladder struct {
 		pattern bench.Pattern
 		sizes   string
 		settle  int
-	}{{bench.Latency, l.latSizes, 0}, {bench.Bandwidth, l.bwSizes, l.settle}} {
+	}
+	ladders := []ladder{{bench.Latency, l.latSizes, 0}, {bench.Bandwidth, l.bwSizes, l.settle}}
+	ranks, cpus := 0, bench.DefaultCPUs(2)
+	if l.ranks > 2 {
+		ladders = []ladder{{bench.AllToAll, l.a2aSizes, 0}, {bench.MultiBandwidth, l.bwSizes, l.settle}}
+		ranks, cpus = l.ranks, bench.PlaceRanks(l.ranks)
+	}
+	for _, pc := range ladders {
 		sizes, err := bench.ParseSizes(pc.sizes)
 		if err != nil {
 			return err
 		}
-		spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, Options: l.opts, CPUs: bench.DefaultCPUs(2)}
+		spec := bench.Spec{Pattern: pc.pattern, Sizes: sizes, Window: bench.DefaultWindow, Options: l.opts, CPUs: cpus, Ranks: ranks}
 		res, err := mpistack.Interleave(ctx, cs, spec, l.rounds, pc.settle, l.block, m)
 		if err != nil {
 			return err

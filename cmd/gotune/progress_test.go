@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,7 +82,7 @@ func fakeRuns(t *testing.T) {
 	anchorContenders = func(_ context.Context, _ string, stderr io.Writer) ([]mpistack.Contender, error) {
 		return fake(stderr), nil
 	}
-	newStackContenders = func(_ context.Context, _ string, _ []string, _ *profile.Profile, stderr io.Writer) ([]mpistack.Contender, error) {
+	newStackContenders = func(_ context.Context, _ string, _ []string, _ *profile.Profile, _ int, stderr io.Writer) ([]mpistack.Contender, error) {
 		return fake(stderr), nil
 	}
 }
@@ -208,5 +209,52 @@ func TestProbeProgressBarOnTerminal(t *testing.T) {
 	}
 	if !strings.HasPrefix(stdout.String(), "H5 safe: passed") {
 		t.Errorf("stdout %q", stdout.String())
+	}
+}
+
+// stacks --ranks N measures alltoall and then mbw_mr at N ranks, through
+// the contenders it made for N; an odd N is refused, and ucx (one pair
+// only) is left out with a note.
+func TestStacksAtManyRanks(t *testing.T) {
+	var specs []bench.Spec
+	var made []int
+	old := newStackContenders
+	t.Cleanup(func() { newStackContenders = old })
+	newStackContenders = func(_ context.Context, _ string, _ []string, _ *profile.Profile, ranks int, _ io.Writer) ([]mpistack.Contender, error) {
+		made = append(made, ranks)
+		mk := func(label string, ours bool) mpistack.Contender {
+			return mpistack.Contender{Label: label, Ours: ours, Run: func(_ context.Context, s bench.Spec) (bench.Result, error) {
+				if ours {
+					specs = append(specs, s)
+				}
+				var pts []bench.Point
+				for _, size := range s.Sizes {
+					pts = append(pts, bench.Summarize(size, s.Pattern.Unit(), []float64{float64(size)}, nil))
+				}
+				return bench.Result{Label: label, Spec: s, Points: pts}, nil
+			}}
+		}
+		return []mpistack.Contender{mk("gotune sm", true), mk("fake mpi", false)}, nil
+	}
+	stdout, stderr, code := run(t, "stacks", "--ranks", "4", "--reps", "1", "--alltoall-sizes", "1K", "--bw-sizes", "4K", "--settle", "0", "-q")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if len(made) != 1 || made[0] != 4 || len(specs) != 2 ||
+		specs[0].Pattern != bench.AllToAll || specs[0].Ranks != 4 || !slices.Equal(specs[0].Sizes, []int{1024}) ||
+		specs[1].Pattern != bench.MultiBandwidth || specs[1].Ranks != 4 || !slices.Equal(specs[1].Sizes, []int{4096}) {
+		t.Fatalf("contenders made for %v ranks; specs run %+v", made, specs)
+	}
+	if !strings.Contains(stdout, "alltoall (us, lower is better)") || !strings.Contains(stdout, "mbw_mr (MB/s") {
+		t.Errorf("stdout lacks the alltoall and mbw_mr tables:\n%s", stdout)
+	}
+	if _, stderr, code := run(t, "stacks", "--ranks", "3"); code == 0 || !strings.Contains(stderr, "even number") {
+		t.Errorf("--ranks 3: exit %d, %s", code, stderr)
+	}
+
+	var note bytes.Buffer
+	cs, err := stackContenders(t.Context(), t.TempDir(), []string{"ucx"}, nil, 4, &note)
+	if err != nil || len(cs) != 1 || !strings.Contains(note.String(), "ucx left out") {
+		t.Errorf("ucx at 4 ranks: %d contenders, %v, note %q", len(cs), err, note.String())
 	}
 }

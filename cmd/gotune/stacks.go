@@ -29,9 +29,9 @@ var stacksMeasured = []string{"openmpi", "mpich", "ucx"}
 
 func newStacks() *cobra.Command {
 	var (
-		ladders                     interleaved
-		profilePath, format, outDir string
-		only                        []string
+		ladders                            interleaved
+		profilePath, format, outDir, ranks string
+		only                               []string
 	)
 	cmd := &cobra.Command{
 		Use:   "stacks",
@@ -46,12 +46,18 @@ each stack the profile has decisions for (its stacks: section, from gotune sweep
 as its native file. Every round runs each configuration once, back to back, in a
 rotating order, so that a machine whose speed drifts is compared with itself.
 
+With --ranks N (an even N, or node) every configuration runs alltoall and then
+mbw_mr at N ranks instead, one rank per core: gotune's own patterns beside the
+reference benchmark's through Open MPI and MPICH (ucx_perftest measures one
+pair, so UCX is left out).
+
 The comparison takes gotune sm as the reference: a ratio > 1 means that side is
 better. A stack that is not installed is left out with a note. On a terminal a bar
 per pattern counts the runs done of those planned; elsewhere plain lines say so
 every 15 s; --quiet shows neither.`,
 		Example: `  gotune stacks
-  gotune stacks --profile /data/node1/RUN/profile.yaml --reps 8 --out /tmp/stacks`,
+  gotune stacks --profile /data/node1/RUN/profile.yaml --reps 8 --out /tmp/stacks
+  gotune stacks --ranks node --bw-sizes 8,4K,64K,1M --alltoall-sizes 1K,64K`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !slices.Contains(compare.Formats, format) {
@@ -67,6 +73,14 @@ every 15 s; --quiet shows neither.`,
 			}
 			if err := ladders.parseSettle(); err != nil {
 				return err
+			}
+			n, err := parseRanks(ranks, bench.MultiBandwidth)
+			if err != nil {
+				return err
+			}
+			ladders.ranks = n
+			if ladders.ranks > 2 && ladders.ranks%2 != 0 {
+				return fmt.Errorf("--ranks %d: mbw_mr pairs the ranks, so give an even number", ladders.ranks)
 			}
 			var prof *profile.Profile
 			if profilePath != "" {
@@ -85,7 +99,7 @@ every 15 s; --quiet shows neither.`,
 			defer end()
 			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), ladders.quiet)
 			defer closeMeter()
-			cs, err := newStackContenders(ctx, dir, only, prof, stderr)
+			cs, err := newStackContenders(ctx, dir, only, prof, ladders.ranks, stderr)
 			if err != nil {
 				return err
 			}
@@ -128,6 +142,8 @@ every 15 s; --quiet shows neither.`,
 	fl.StringSliceVar(&only, "stack", nil, "stacks to measure ("+strings.Join(stacksMeasured, ",")+"; default all installed)")
 	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(compare.Formats, "|"))
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/stacks-<host>-<time>.txt (the comparison) and .jsonl (every run)")
+	fl.StringVar(&ranks, "ranks", "2", "ranks per run: 2 (latency and bw), or an even N, or node (one per core of the cpuset), for alltoall and mbw_mr at N ranks")
+	fl.StringVar(&ladders.a2aSizes, "alltoall-sizes", "1K,64K", "alltoall message sizes (--ranks above 2)")
 	return cmd
 }
 
@@ -139,7 +155,7 @@ var newStackContenders = stackContenders
 // (when there is a profile), then each named stack with its defaults and,
 // where prof has values for it, with those loaded as its file. A stack
 // that is not installed is left out, with a note on stderr.
-func stackContenders(ctx context.Context, dir string, names []string, prof *profile.Profile, stderr io.Writer) ([]mpistack.Contender, error) {
+func stackContenders(ctx context.Context, dir string, names []string, prof *profile.Profile, ranks int, stderr io.Writer) ([]mpistack.Contender, error) {
 	cs := []mpistack.Contender{gotuneContender("sm", nil, stderr)}
 	var tuned map[string]profile.Stack
 	if prof != nil {
@@ -147,6 +163,10 @@ func stackContenders(ctx context.Context, dir string, names []string, prof *prof
 		tuned = prof.Stacks
 	}
 	for _, name := range names {
+		if name == "ucx" && ranks > 2 {
+			fmt.Fprintf(stderr, "stacks: ucx left out: ucx_perftest measures one pair, not %d ranks (MPICH and Open MPI may run over UCX by their own settings)\n", ranks)
+			continue
+		}
 		a, err := stack.New(name)
 		if err != nil {
 			return nil, err

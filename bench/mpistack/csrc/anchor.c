@@ -4,8 +4,9 @@
  *
  *   anchor PATTERN SIZES REPS ITERS WARMUP WINDOW [VALIDATE]
  *
- * PATTERN is latency, bw, bibw, msgrate or alloc (2 ranks), or one of the
- * stack hazards h2h (2 ranks) and flood (2 or more); SIZES a comma-separated list
+ * PATTERN is latency, bw, bibw, msgrate or alloc (2 ranks), mbw_mr (an even
+ * number of ranks) or alltoall (2 or more), or one of the stack hazards h2h
+ * (2 ranks) and flood (2 or more); SIZES a comma-separated list
  * of byte counts; ITERS and WARMUP 0 select OSU's counts for each size. The
  * loops are OSU's: blocking ping-pong for latency, a window of non-blocking
  * sends answered by a 4-byte acknowledgement for bw and msgrate, windows in
@@ -17,6 +18,15 @@
  * ompi#12979). flood: every rank but 0 sends a window to rank 0, which
  * receives them all and acknowledges each sender (mpich#7171). Both report
  * the bytes rank 0 moved (h2h: both directions) in MB/s.
+ *
+ * mbw_mr: rank i of the first half streams bw's windows to rank i + N/2,
+ * every pair at once, as osu_mbw_mr; reported as all pairs' bytes over the
+ * slowest rank's time (MB/s). alltoall: every iteration each rank posts a
+ * receive from every other rank and a send to every other rank (to rank+k,
+ * from rank-k, k = 1..N-1) and waits for them all, the exchange of
+ * osu_alltoall over point-to-point; reported as the time per iteration in
+ * microseconds, averaged over the ranks. Both match gotune's own bench
+ * --ranks patterns.
  *
  * alloc is bw with the allocator in the loop, as gotune's own alloc pattern
  * (bench/alloc.go): every message gets a buffer of its size from malloc
@@ -59,9 +69,9 @@
 #include <string.h>
 #include <unistd.h>
 
-enum pattern { LATENCY, BW, BIBW, MSGRATE, H2H, FLOOD, ALLOC, NPATTERNS };
+enum pattern { LATENCY, BW, BIBW, MSGRATE, H2H, FLOOD, ALLOC, MBW_MR, ALLTOALL, NPATTERNS };
 
-static const char *const pattern_names[NPATTERNS] = {"latency", "bw", "bibw", "msgrate", "h2h", "flood", "alloc"};
+static const char *const pattern_names[NPATTERNS] = {"latency", "bw", "bibw", "msgrate", "h2h", "flood", "alloc", "mbw_mr", "alltoall"};
 
 /* OSU's loop constants, as bench.DefaultIters. */
 enum {
@@ -70,6 +80,8 @@ enum {
     LAT_ITERS_LARGE = 1000, LAT_WARMUP_LARGE = 10,
     BW_ITERS = 100, BW_WARMUP = 10,
     BW_ITERS_LARGE = 20, BW_WARMUP_LARGE = 2,
+    COLL_ITERS = 1000, COLL_WARMUP = 200, /* osu_util.h's collectives */
+    COLL_ITERS_LARGE = 100, COLL_WARMUP_LARGE = 10,
 };
 
 enum { TAG_DATA = 1, TAG_ACK = 2, ACK_BYTES = 4 };
@@ -80,6 +92,7 @@ enum { EXIT_CORRUPT = 3 };
 struct loop {
     enum pattern pattern;
     int rank, nranks, peer;
+    int sender; /* bw-like patterns: this rank sends the windows (rank 0 of a pair, or mbw_mr's first half) */
     int size, iters, warmup, window;
     int validate;
     long seq;      /* iteration counter over every pass, the same on every rank */
@@ -158,6 +171,9 @@ static void default_iters(enum pattern p, int size, int *iters, int *warmup)
     if (p == LATENCY) {
         *iters = large ? LAT_ITERS_LARGE : LAT_ITERS;
         *warmup = large ? LAT_WARMUP_LARGE : LAT_WARMUP;
+    } else if (p == ALLTOALL) {
+        *iters = large ? COLL_ITERS_LARGE : COLL_ITERS;
+        *warmup = large ? COLL_WARMUP_LARGE : COLL_WARMUP;
     } else {
         *iters = large ? BW_ITERS_LARGE : BW_ITERS;
         *warmup = large ? BW_WARMUP_LARGE : BW_WARMUP;
@@ -268,27 +284,49 @@ static void ping_pong(struct loop *l)
     }
 }
 
-/* stream_window: rank 0 sends a window, rank 1 receives it and
+/* stream_window: the sender sends a window, its peer receives it and
  * acknowledges. */
 static void stream_window(struct loop *l)
 {
+    int src = l->sender ? l->rank : l->peer;
     for (int w = 0; w < l->window; w++) {
-        if (l->rank == 0) {
-            fill(l, sbuf(l, w), 0, w, 0);
+        if (l->sender) {
+            fill(l, sbuf(l, w), src, w, 0);
             MPI_Isend(sbuf(l, w), l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[w]);
         } else {
-            fill(l, rbuf(l, w), 0, w, 0xff);
+            fill(l, rbuf(l, w), src, w, 0xff);
             MPI_Irecv(rbuf(l, w), l->size, MPI_CHAR, l->peer, TAG_DATA, MPI_COMM_WORLD, &l->reqs[w]);
         }
     }
     MPI_Waitall(l->window, l->reqs, l->stats);
-    if (l->rank == 0) {
+    if (l->sender) {
         MPI_Recv(l->ack, ACK_BYTES, MPI_CHAR, l->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else {
         for (int w = 0; w < l->window; w++)
-            check(l, rbuf(l, w), 0, w);
+            check(l, rbuf(l, w), src, w);
         MPI_Send(l->ack, ACK_BYTES, MPI_CHAR, l->peer, TAG_ACK, MPI_COMM_WORLD);
     }
+}
+
+/* exchange_all: alltoall's iteration. Receives from rank-k and sends to
+ * rank+k for every k, all posted, then all waited for; message k of each
+ * direction has its own buffer when validating. */
+static void exchange_all(struct loop *l)
+{
+    int n = l->nranks - 1;
+    for (int k = 1; k <= n; k++) {
+        int from = (l->rank - k + l->nranks) % l->nranks;
+        fill(l, rbuf(l, k - 1), from, k, 0xff);
+        MPI_Irecv(rbuf(l, k - 1), l->size, MPI_CHAR, from, TAG_DATA, MPI_COMM_WORLD, &l->reqs[k - 1]);
+    }
+    for (int k = 1; k <= n; k++) {
+        int to = (l->rank + k) % l->nranks;
+        fill(l, sbuf(l, k - 1), l->rank, k, 0);
+        MPI_Isend(sbuf(l, k - 1), l->size, MPI_CHAR, to, TAG_DATA, MPI_COMM_WORLD, &l->reqs[n + k - 1]);
+    }
+    MPI_Waitall(2 * n, l->reqs, l->stats);
+    for (int k = 1; k <= n; k++)
+        check(l, rbuf(l, k - 1), (l->rank - k + l->nranks) % l->nranks, k);
 }
 
 /* churn_window: alloc's iteration. rank 0 allocates and sends a window,
@@ -404,6 +442,9 @@ static double run(struct loop *l)
         case ALLOC:
             churn_window(l);
             break;
+        case ALLTOALL:
+            exchange_all(l);
+            break;
         default:
             stream_window(l);
         }
@@ -431,9 +472,30 @@ static double value(const struct loop *l, double seconds, int n)
         return 2.0 * l->size * msgs / seconds / 1e6;
     case FLOOD:
         return (double)(l->nranks - 1) * l->size * msgs / seconds / 1e6;
+    case MBW_MR:
+        return (double)(l->nranks / 2) * l->size * msgs / seconds / 1e6;
+    case ALLTOALL:
+        return seconds * 1e6 / n;
     default:
         return (double)l->size * msgs / seconds / 1e6;
     }
+}
+
+/* combine makes rank 0's times of n iterations (n values, in place) the
+ * job's: unchanged where rank 0 alone times; mbw_mr's slowest rank; the
+ * ranks' mean for alltoall. Every rank calls it. */
+static void combine(const struct loop *l, double *t, int n)
+{
+    if (l->pattern != MBW_MR && l->pattern != ALLTOALL)
+        return;
+    double *out = malloc(sizeof *out * (size_t)n);
+    if (out == NULL)
+        die("out of memory");
+    MPI_Reduce(t, out, n, MPI_DOUBLE, l->pattern == MBW_MR ? MPI_MAX : MPI_SUM, 0, MPI_COMM_WORLD);
+    if (l->rank == 0)
+        for (int i = 0; i < n; i++)
+            t[i] = l->pattern == MBW_MR ? out[i] : out[i] / l->nranks;
+    free(out);
 }
 
 static void measure(struct loop *l, int reps, double clock_s)
@@ -443,6 +505,7 @@ static void measure(struct loop *l, int reps, double clock_s)
     for (int r = 0; r < reps; r++) {
         MPI_Barrier(MPI_COMM_WORLD);
         double s = run(l);
+        combine(l, &s, 1);
         if (l->rank == 0)
             printf("rep %d %d %.9g\n", l->size, r, value(l, s, l->iters));
     }
@@ -453,6 +516,7 @@ static void measure(struct loop *l, int reps, double clock_s)
     MPI_Barrier(MPI_COMM_WORLD);
     run(l);
     l->iter_times = NULL;
+    combine(l, times, l->iters);
     if (l->rank == 0) {
         /* never below one nanosecond, as gotune's own correction */
         for (int i = 0; i < l->iters; i++) {
@@ -474,16 +538,30 @@ int main(int argc, char **argv)
     if (argc != 7 && argc != 8)
         die("usage: anchor PATTERN SIZES REPS ITERS WARMUP WINDOW [VALIDATE]");
 
-    struct loop l = {.rank = rank, .nranks = nranks, .peer = 1 - rank};
+    struct loop l = {.rank = rank, .nranks = nranks, .peer = 1 - rank, .sender = rank == 0};
     l.pattern = parse_pattern(argv[1]);
-    if (l.pattern == FLOOD ? nranks < 2 : nranks != 2)
-        die("%s needs %s 2 ranks, got %d", argv[1], l.pattern == FLOOD ? "at least" : "exactly", nranks);
+    switch (l.pattern) {
+    case FLOOD:
+    case ALLTOALL:
+        if (nranks < 2)
+            die("%s needs at least 2 ranks, got %d", argv[1], nranks);
+        break;
+    case MBW_MR:
+        if (nranks < 2 || nranks % 2 != 0)
+            die("%s needs an even number of ranks, got %d", argv[1], nranks);
+        l.sender = rank < nranks / 2;
+        l.peer = l.sender ? rank + nranks / 2 : rank - nranks / 2;
+        break;
+    default:
+        if (nranks != 2)
+            die("%s needs exactly 2 ranks, got %d", argv[1], nranks);
+    }
     int nsizes;
     int *sizes = parse_sizes(argv[2], &nsizes);
     int reps = parse_count(argv[3], "reps");
     int iters = parse_count(argv[4], "iters");
     int warmup = parse_count(argv[5], "warmup");
-    l.window = l.pattern == LATENCY ? 1 : parse_count(argv[6], "window");
+    l.window = l.pattern == LATENCY || l.pattern == ALLTOALL ? 1 : parse_count(argv[6], "window");
     l.validate = argc == 8 && parse_count(argv[7], "validate") != 0;
     if (reps < 1 || l.window < 1)
         die("reps and window must be at least 1");
@@ -494,8 +572,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < nsizes; i++)
         if (sizes[i] > max_size)
             max_size = sizes[i];
-    /* rank 0 of a flood receives a window from every other rank */
-    int inflight = l.pattern == FLOOD && rank == 0 ? l.window * (nranks - 1) : 2 * l.window;
+    /* rank 0 of a flood receives a window from every other rank; alltoall
+     * has a send and a receive with every other rank in flight */
+    int inflight = l.pattern == FLOOD && rank == 0 ? l.window * (nranks - 1)
+                 : l.pattern == ALLTOALL ? 2 * (nranks - 1) : 2 * l.window;
     /* alloc holds no buffer between windows: the allocator sees only the
      * churn (and the pointer array, allocated before any message) */
     l.nbufs = l.pattern == ALLOC ? 0 : l.validate ? inflight : 1;
