@@ -28,13 +28,15 @@ func newProbe() *cobra.Command {
 	var (
 		list, unsafe, stacks, quiet bool
 		deadline, timeout           time.Duration
+		ranks                       int
 	)
 	cmd := &cobra.Command{
 		Use:   "probe [ID]",
 		Short: "Run a hazard probe (safe form, or --unsafe); exit 0 passed, 3 hazard detected, other: the probe failed",
 		Example: `  gotune probe --list
   gotune probe H5
-  gotune probe H5 --unsafe   # must be caught: exits 3`,
+  gotune probe H5 --unsafe   # must be caught: exits 3
+  gotune probe H5 --ranks 32 # also every rank to every other at 32 ranks`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := cmd.OutOrStdout()
@@ -70,6 +72,9 @@ func newProbe() *cobra.Command {
 			defer closeMeter()
 			ctx, cancel := jobContext(timeout)
 			defer cancel()
+			if ranks > 0 {
+				ctx = probe.WithRanks(ctx, ranks)
+			}
 			began := time.Now()
 			v := p.Run(ctx, unsafe, deadline)
 			if ctx.Err() == nil {
@@ -102,5 +107,6 @@ func newProbe() *cobra.Command {
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr: the line saying which probe runs (and on a terminal its bar)")
 	fl.DurationVar(&deadline, "deadline", 2*time.Second, "watchdog: a rank without progress for this long is a hang")
 	fl.DurationVar(&timeout, "timeout", 5*time.Minute, "give up on the probe after this long")
+	fl.IntVar(&ranks, "ranks", 0, "the rank count a node will run, for the probes that scale with it (H5: above 3, every rank bursts to every other)")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gotune/gotune/internal/launch"
@@ -15,9 +16,12 @@ import (
 
 // H5: FIFO exhaustion. At the smallest FIFO (one cell, one fragment slot),
 // ranks send bursts to each other before receiving anything: two ranks head
-// to head, and a flood where rank 0 sends to every peer while they all send
-// to it. A sender blocked on a full FIFO must keep draining its incoming
-// channels; the unsafe variant (sm.drain=never) does not, and deadlocks.
+// to head, a flood where rank 0 sends to every peer while they all send
+// to it, and, at the ranks a node will run (WithRanks, above 3), every
+// rank to every other at once, through fragment rings each shared by all
+// of a rank's peers. A sender blocked on a full FIFO must keep draining its
+// incoming channels; the unsafe variant (sm.drain=never) does not, and
+// deadlocks.
 
 const h5Kind = "probe-h5"
 
@@ -25,6 +29,7 @@ type h5Params struct {
 	Unsafe   bool               `json:"unsafe"`
 	Messages int                `json:"messages"` // per direction per pair
 	Base     transports.Options `json:"base,omitempty"`
+	AllPairs bool               `json:"all_pairs,omitempty"` // every rank bursts to every other (else rank 0 to all, all to rank 0)
 }
 
 // h5Sizes mix eager (≤ 64 B) and pipelined (> 64 B) messages.
@@ -57,41 +62,54 @@ func h5Options(unsafe bool, base transports.Options) transports.Options {
 func init() {
 	launch.Register(h5Kind, h5Rank)
 	register(&Probe{
-		ID:          "H5",
-		Hazard:      "FIFO exhaustion: head-to-head sends, many-to-one floods (ompi#12979, mpich#7171)",
-		Description: "bursts both ways before any receive, 2 ranks and a 3-rank flood, at FIFO depth 1; unsafe: a blocked send stops draining (sm.drain=never)",
-		RunOptions:  runH5,
+		ID:              "H5",
+		Hazard:          "FIFO exhaustion: head-to-head sends, many-to-one floods (ompi#12979, mpich#7171)",
+		Description:     "bursts both ways before any receive, 2 ranks, a 3-rank flood and, at a node's rank count, every rank to every other, at FIFO depth 1; unsafe: a blocked send stops draining (sm.drain=never)",
+		RunOptions:      runH5,
+		ScalesWithRanks: true,
 	})
 }
 
 func runH5(ctx context.Context, unsafe bool, deadline time.Duration, base transports.Options) Verdict {
 	var v Verdict
 	const messages = 500
-	for _, ranks := range []int{2, 3} {
+	type scenario struct {
+		ranks    int
+		allPairs bool
+		name     string
+	}
+	scenarios := []scenario{{2, false, "head-to-head"}, {3, false, "3-rank flood"}}
+	if n := RanksFrom(ctx); n > 3 {
+		scenarios = append(scenarios, scenario{n, true, fmt.Sprintf("%d ranks all to all", n)})
+	}
+	var names []string
+	for _, sc := range scenarios {
 		p, err := sm.ParseParams(h5Options(unsafe, base))
 		if err != nil {
 			v.Outcome, v.Detail = ProbeFailed, err.Error()
 			break
 		}
-		params, _ := json.Marshal(h5Params{Unsafe: unsafe, Messages: messages, Base: base}) // plain data always encodes
-		_, err = launch.Run(ctx, launch.Job{Kind: h5Kind, Size: ranks, SegmentBytes: p.SegmentBytes(ranks),
+		params, _ := json.Marshal(h5Params{Unsafe: unsafe, Messages: messages, Base: base, AllPairs: sc.allPairs}) // plain data always encodes
+		_, err = launch.Run(ctx, launch.Job{Kind: h5Kind, Size: sc.ranks, SegmentBytes: p.SegmentBytes(sc.ranks),
 			Params: params, Stall: deadline}, quiet)
-		scenario := "head-to-head"
-		if ranks > 2 {
-			scenario = fmt.Sprintf("%d-rank flood", ranks)
-		}
 		if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
-			v.Detail = scenario + ": " + v.Detail
+			v.Detail = sc.name + ": " + v.Detail
 			break
 		}
-		v.Detail = fmt.Sprintf("head-to-head and 3-rank flood at FIFO depth 1, %d validated messages per direction per pair", messages)
+		names = append(names, sc.name)
+		all := names[len(names)-1]
+		if len(names) > 1 {
+			all = strings.Join(names[:len(names)-1], ", ") + " and " + all
+		}
+		v.Detail = fmt.Sprintf("%s at FIFO depth 1, %d validated messages per direction per pair", all, messages)
 	}
 	return v
 }
 
 // h5Rank: rank 0 sends to every peer, then receives from every peer; every
 // other rank sends to rank 0, then receives from it. With two ranks that is
-// head to head; with more, rank 0 is flooded while it floods.
+// head to head; with more, rank 0 is flooded while it floods. AllPairs:
+// every rank sends to every other (the next rank first), then receives.
 func h5Rank(r *launch.Rank) (any, error) {
 	var par h5Params
 	if err := r.Params(&par); err != nil {
@@ -106,10 +124,10 @@ func h5Rank(r *launch.Rank) (any, error) {
 		return nil, err
 	}
 	peers := []int{0}
-	if r.ID == 0 {
+	if r.ID == 0 || par.AllPairs {
 		peers = nil
-		for q := 1; q < r.Size; q++ {
-			peers = append(peers, q)
+		for k := 1; k < r.Size; k++ {
+			peers = append(peers, (r.ID+k)%r.Size)
 		}
 	}
 	buf := make([]byte, 256)

@@ -64,6 +64,26 @@ type Probe struct {
 	// opts (transport and allocator options) under the probe's own stress
 	// settings. The tuner probes what it is about to emit through it.
 	RunOptions func(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) Verdict
+	// ScalesWithRanks: the probe also runs at the rank count WithRanks
+	// sets, so its verdict holds for that count.
+	ScalesWithRanks bool
+}
+
+// ranksKey carries WithRanks's count on a context.
+type ranksKey struct{}
+
+// WithRanks asks the probes that scale with the ranks of a node (H5) to
+// also run at n ranks, the count the configuration will serve; n of 3 or
+// fewer adds nothing. It travels on the context because only those probes
+// read it.
+func WithRanks(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, ranksKey{}, n)
+}
+
+// RanksFrom is the count WithRanks set, 0 if none.
+func RanksFrom(ctx context.Context) int {
+	n, _ := ctx.Value(ranksKey{}).(int)
+	return n
 }
 
 // RunWith runs p on opts where it takes a configuration, else its fixed form.

@@ -102,6 +102,29 @@ func TestH5FloodUnsafeDeadlocks(t *testing.T) {
 	}
 }
 
+// At a node's rank count (WithRanks) H5 also bursts every rank to every
+// other through rings each shared by all of a rank's peers: the safe form
+// passes and says so, the unsafe twin deadlocks there too.
+func TestH5AtManyRanks(t *testing.T) {
+	p, err := Lookup("H5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := WithRanks(t.Context(), 4)
+	v := p.RunOptions(ctx, false, 5*time.Second, nil)
+	if v.Outcome != Passed || !strings.Contains(v.Detail, "head-to-head, 3-rank flood and 4 ranks all to all") {
+		t.Fatalf("safe H5 at 4 ranks: %s: %s", v.Outcome, v.Detail)
+	}
+	sp, _ := sm.ParseParams(h5Options(true, nil))
+	params, _ := json.Marshal(h5Params{Unsafe: true, Messages: 500, AllPairs: true})
+	_, err = launch.Run(t.Context(), launch.Job{Kind: h5Kind, Size: 4, SegmentBytes: sp.SegmentBytes(4),
+		Params: params, Stall: 500 * time.Millisecond}, launch.Hooks{})
+	var se *launch.StallError
+	if !errors.As(err, &se) {
+		t.Fatalf("unsafe all-to-all burst at 4 ranks: got %v, want a stall", err)
+	}
+}
+
 func TestClassify(t *testing.T) {
 	cases := []struct {
 		err  error

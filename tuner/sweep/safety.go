@@ -55,6 +55,12 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 	rec := ProbeRecord{Probe: p.ID, Unsafe: unsafe, Config: digest(cfg), Options: opts, Versions: vers}
 	vb, _ := json.Marshal(vers) // a string map always encodes
 	key := fmt.Sprintf("verdict:%s:%v:%s:%x", p.ID, unsafe, rec.Config, sha256.Sum256(vb))
+	ctx := r.ctx
+	if n := r.ranksPerNode(); p.ScalesWithRanks && n > 3 {
+		// its verdict is for this rank count (up to 3 ranks it runs alike)
+		key += fmt.Sprintf(":ranks=%d", n)
+		ctx = probe.WithRanks(ctx, n)
+	}
 	for _, s := range []*store.Store{r.store, r.quarantine} {
 		if stored, ok := s.Get(key); ok {
 			var old ProbeRecord
@@ -71,7 +77,7 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 		rec.Outcome, rec.Detail = "not run", "tune runs no probes and this verdict is not stored"
 		return rec, false, nil
 	}
-	v := probe.RunWith(r.ctx, p, unsafe, r.plan.ProbeDeadline, opts)
+	v := probe.RunWith(ctx, p, unsafe, r.plan.ProbeDeadline, opts)
 	rec.Outcome, rec.Detail, rec.Seconds, rec.Measured, rec.Stacks = v.Outcome.String(), v.Detail, v.Duration.Seconds(), v.Measured, stackExcerpt(v.Stacks)
 	if r.ctx.Err() != nil {
 		return rec, false, fmt.Errorf("probe %s: %w", p.ID, context.Cause(r.ctx))
