@@ -78,7 +78,7 @@ type Invalidator interface {
 type Env struct {
 	Rank, Size int
 	PIDs       []int   // process id of every rank, by rank
-	Segment    []byte  // the job's shared segment, mapped by every rank
+	Segment    []byte  // the job's shared segment, mapped by every rank; its pages are committed where first touched (sys.Populate pre-faults a part)
 	Options    Options // transport parameters
 	// Token is the job's secret (the launcher's per-job random token):
 	// transports that accept connections (tcp) refuse any that does not

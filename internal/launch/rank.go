@@ -126,7 +126,10 @@ func (r *Rank) run(shmPath string) (any, error) {
 		} else {
 			fd = segmentFD // the launcher's memfd
 		}
-		seg, err := sys.MapShared(fd, n)
+		// Lazily: a transport pre-faults the parts it uses (sm: its own
+		// fragment ring), and the rest is committed only where touched,
+		// so pairs of ranks that never talk cost the node no memory.
+		seg, err := sys.MapSharedLazy(fd, n)
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -50,6 +51,37 @@ func MapShared(fd uintptr, size int) ([]byte, error) {
 		return nil, fmt.Errorf("map %d bytes of shared segment: %w", size, err)
 	}
 	return b, nil
+}
+
+// MapSharedLazy maps size bytes of fd shared and read-write without
+// faulting anything in: a page is committed when a process first touches
+// it, so parts no process uses cost no memory. Populate pre-faults a part.
+func MapSharedLazy(fd uintptr, size int) ([]byte, error) {
+	b, err := unix.Mmap(int(fd), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map %d bytes of shared segment: %w", size, err)
+	}
+	return b, nil
+}
+
+// Populate faults b's pages in for writing without changing their
+// contents (MADV_POPULATE_WRITE; before Linux 5.14, a read of each page,
+// which commits a shared page too). b's first byte must be page-aligned.
+func Populate(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	err := unix.Madvise(b, unix.MADV_POPULATE_WRITE)
+	if err != unix.EINVAL {
+		if err != nil {
+			return fmt.Errorf("populate %d bytes at %#x: %w", len(b), AddressOf(b), err)
+		}
+		return nil
+	}
+	for i := 0; i+4 <= len(b); i += PageSize {
+		atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[i]))) // a load the compiler keeps
+	}
+	return nil
 }
 
 // Unmap releases a mapping made by MapAnon or MapShared.

@@ -212,6 +212,16 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		e.peers[r] = pr
 		e.active = append(e.active, pr)
 	}
+	// The segment is mapped lazily: this rank's own ring, which every send
+	// above the eager limit writes, is faulted in now, outside any
+	// measurement; a pair's cells as the pair first uses them.
+	if env.Size > 1 {
+		ring := env.Segment[env.Rank*p.RingBytes() : (env.Rank+1)*p.RingBytes()]
+		if err := sys.Populate(ring); err != nil {
+			e.closeWatches()
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	// sm.progress=thread: the goroutine is made here and parks until the
 	// first operation above the eager limit (startProgressFor), or starts
 	// at once with a Memory hook (NewWithMemory).
