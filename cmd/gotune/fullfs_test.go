@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/tuner/sweep"
 )
@@ -26,14 +27,7 @@ func TestSweepOnAFullDisk(t *testing.T) {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mount := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
-			t.Skipf("mount %v: %v: %s", args, err, out)
-		}
-	}
-	mount("-t", "tmpfs", "-o", "size=24k", "tmpfs", mnt)
-	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	testutil.MountTmpfs(t, mnt, "size=24k")
 	plan := filepath.Join(dir, "small.yaml")
 	if err := os.WriteFile(plan, []byte(smallPlanYAML), 0o644); err != nil {
 		t.Fatal(err)
@@ -52,7 +46,9 @@ func TestSweepOnAFullDisk(t *testing.T) {
 			t.Errorf("left in the run directory: %s", name)
 		}
 	}
-	mount("-o", "remount,size=2m", mnt)
+	if out, err := exec.Command("mount", "-o", "remount,size=2m", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("make room: %v: %s", err, out)
+	}
 	if _, stderr, code := run(t, "sweep", "--resume", runs[0], "-q", "--no-report"); code != 0 {
 		t.Fatalf("resume once there is room: exit %d: %s", code, stderr)
 	}
@@ -68,10 +64,7 @@ func TestSweepOnAReadOnlyFilesystem(t *testing.T) {
 		t.Skip("needs root to mount a read-only tmpfs")
 	}
 	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	testutil.MountTmpfs(t, mnt, "ro,size=1m")
 	_, stderr, code := run(t, "sweep", "--plan", "quick", "--out", filepath.Join(mnt, "results"), "-q", "--no-report")
 	if code == 0 || !strings.Contains(stderr, "read-only file system") || !strings.Contains(stderr, mnt) {
 		t.Fatalf("a sweep on a read-only filesystem: exit %d, stderr %q; want an error naming %s and the cause", code, stderr, mnt)

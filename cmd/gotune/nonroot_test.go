@@ -42,9 +42,6 @@ verify_sizes: 1K,1M
 verify_rounds: 1
 `
 
-// nobody is the unprivileged user the test drops to when it runs as root.
-const nobody = 65534
-
 // asUnprivileged runs the CLI (this test binary) with args as a user
 // without privileges: nobody when the test runs as root, else the test's
 // own user. It returns the CLI's output and error.
@@ -54,7 +51,7 @@ func asUnprivileged(t *testing.T, exe, dir string, args ...string) (string, erro
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "HOME="+dir, cliEnv+"="+strings.Join(args, "\x1f"))
 	if os.Geteuid() == 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		testutil.AsNobody(cmd)
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -95,7 +92,7 @@ func TestRunsWithoutPrivileges(t *testing.T) {
 	if len(profiles) != 1 {
 		t.Fatalf("the sweep left %d profiles:\n%s", len(profiles), out)
 	}
-	if st, err := os.Stat(profiles[0]); err == nil && os.Geteuid() == 0 && st.Sys().(*syscall.Stat_t).Uid != nobody {
+	if st, err := os.Stat(profiles[0]); err == nil && os.Geteuid() == 0 && st.Sys().(*syscall.Stat_t).Uid != testutil.Nobody {
 		t.Fatalf("the profile is owned by uid %d: the sweep did not run as nobody", st.Sys().(*syscall.Stat_t).Uid)
 	}
 	out, err = asUnprivileged(t, exe, dir, "bench", "-t", "auto", "--profile", profiles[0], "-p", "bw", "-s", "8,1M", "--reps", "2", "--iters", "10", "--warmup", "1", "--window", "4", "--settle", "0", "--validate", "-q")

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/gotune/gotune/internal/sys"
@@ -19,9 +18,6 @@ import (
 // intrudeEnv makes the test binary play another user's process: it tries
 // to reach the job described in the variable and prints what got through.
 const intrudeEnv = "GOTUNE_TEST_INTRUDE"
-
-// stranger is the other user (nobody).
-const stranger = 65534
 
 // targets is what an intruder knows of a job: a rank's pid and memory,
 // the bootstrap socket, the segment's name.
@@ -87,7 +83,7 @@ func runIntruder(tg targets) (map[string]string, error) {
 	b, _ := json.Marshal(tg)
 	cmd := exec.Command(exe)
 	cmd.Env = []string{intrudeEnv + "=" + string(b)}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: stranger, Gid: stranger}}
+	testutil.AsNobody(cmd)
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("the intruder: %w", err)

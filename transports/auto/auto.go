@@ -151,10 +151,7 @@ func init() {
 			if r.Locality == profile.Internode {
 				return 0, nil
 			}
-			if err := r.SM.CheckBudget(size, hostinfo.MemBytes()); err != nil {
-				return 0, err
-			}
-			return r.SM.SegmentBytes(size), nil
+			return r.SM.JobBytes(size)
 		},
 		New:   New,
 		Check: Check,

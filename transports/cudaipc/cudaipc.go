@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/gotune/gotune/internal/cuda"
-	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/gpumem"
@@ -180,10 +179,11 @@ func sharedBytes(size int, o transports.Options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := p.CheckBudget(size, hostinfo.MemBytes()); err != nil {
+	seg, err := p.JobBytes(size)
+	if err != nil {
 		return 0, err
 	}
-	return p.SegmentBytes(size) + size*tableBytes, nil
+	return seg + size*tableBytes, nil
 }
 
 // Transport is the sm engine over GPU memory, plus what it holds of CUDA.

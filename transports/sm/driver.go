@@ -1,9 +1,6 @@
 package sm
 
-import (
-	"github.com/gotune/gotune/internal/hostinfo"
-	"github.com/gotune/gotune/transports"
-)
+import "github.com/gotune/gotune/transports"
 
 func init() {
 	transports.Register(&transports.Driver{
@@ -30,8 +27,5 @@ func SharedBytes(size int, o transports.Options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := p.CheckBudget(size, hostinfo.MemBytes()); err != nil {
-		return 0, err
-	}
-	return p.SegmentBytes(size), nil
+	return p.JobBytes(size)
 }

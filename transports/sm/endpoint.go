@@ -216,8 +216,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 	// above the eager limit writes, is faulted in now, outside any
 	// measurement; a pair's cells as the pair first uses them.
 	if env.Size > 1 {
-		ring := env.Segment[env.Rank*p.RingBytes() : (env.Rank+1)*p.RingBytes()]
-		if err := sys.Populate(ring); err != nil {
+		if err := sys.Populate(p.ringOf(env.Segment, env.Rank)); err != nil {
 			e.closeWatches()
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/gotune/gotune/internal/bytesize"
+	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/queue"
 	"github.com/gotune/gotune/internal/sys"
 )
@@ -139,6 +140,22 @@ func (p Params) PairBytes() int { return sys.RoundUp(ctlSize+p.Depth*p.CellSize,
 // and a cell FIFO per ordered pair.
 func (p Params) SegmentBytes(n int) int { return n*p.RingBytes() + n*(n-1)*p.PairBytes() }
 
+// ringOf is rank's fragment ring in seg.
+func (p Params) ringOf(seg []byte, rank int) []byte {
+	off := rank * p.RingBytes()
+	return seg[off : off+p.FragSlots*p.FragSize]
+}
+
+// JobBytes is the shared segment n ranks need on this node, or an error
+// when that is over the budget (CheckBudget with this node's memory): what
+// every driver built on the engine declares as its segment.
+func (p Params) JobBytes(n int) (int, error) {
+	if err := p.CheckBudget(n, hostinfo.MemBytes()); err != nil {
+		return 0, err
+	}
+	return p.SegmentBytes(n), nil
+}
+
 // DefaultBudgetShare is the built-in sm.budget as a share of the node's
 // memory: 1/32. Why: the built-in channels of one rank per core then fit
 // nodes of 48 cores on 24 GiB and of 128 cores on 512 GiB, and a job asks
@@ -195,14 +212,13 @@ func openChannel(seg []byte, src, dst, n int, p Params) (*channel, error) {
 	if need := p.SegmentBytes(n); len(seg) < need {
 		return nil, fmt.Errorf("channel %d->%d: segment of %d bytes too small (need %d)", src, dst, len(seg), need)
 	}
-	ring := seg[src*p.RingBytes():]
 	b := seg[n*p.RingBytes()+pairIndex(src, dst, n)*p.PairBytes():]
 	return &channel{
 		tail:     (*uint64)(unsafe.Pointer(&b[0])),
 		fragTail: (*uint64)(unsafe.Pointer(&b[8])),
 		awaited:  (*uint64)(unsafe.Pointer(&b[16])),
 		cells:    b[ctlSize : ctlSize+p.Depth*p.CellSize],
-		frags:    ring[:p.FragSlots*p.FragSize],
+		frags:    p.ringOf(seg, src),
 		depth:    uint64(p.Depth),
 		cellSize: uint64(p.CellSize),
 		fragSize: uint64(p.FragSize),

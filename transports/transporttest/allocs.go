@@ -59,7 +59,7 @@ func allocationSites() map[string]int64 {
 }
 
 // ownStack renders pcs one frame per line and says whether a function of
-// this module other than the sampling itself is among them.
+// this module is among them (the sampling's own stacks excepted).
 func ownStack(pcs []uintptr) (string, bool) {
 	var b strings.Builder
 	own := false
@@ -69,9 +69,7 @@ func ownStack(pcs []uintptr) (string, bool) {
 		if strings.HasSuffix(fr.Function, "transporttest.allocationSites") {
 			return "", false
 		}
-		if strings.HasPrefix(fr.Function, modulePrefix) && !strings.Contains(fr.Function, "transporttest.OwnAllocations") {
-			own = true
-		}
+		own = own || strings.HasPrefix(fr.Function, modulePrefix)
 		b.WriteString(fr.Function)
 		b.WriteByte('\n')
 		if !more {

@@ -82,15 +82,15 @@ func runH5(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 	if n := RanksFrom(ctx); n > 3 {
 		scenarios = append(scenarios, scenario{n, true, fmt.Sprintf("%d ranks all to all", n)})
 	}
+	p, err := sm.ParseParams(h5Options(unsafe, base))
+	if err != nil {
+		v.Outcome, v.Detail = ProbeFailed, err.Error()
+		return v
+	}
 	var names []string
 	for _, sc := range scenarios {
-		p, err := sm.ParseParams(h5Options(unsafe, base))
-		if err != nil {
-			v.Outcome, v.Detail = ProbeFailed, err.Error()
-			break
-		}
 		params, _ := json.Marshal(h5Params{Unsafe: unsafe, Messages: messages, Base: base, AllPairs: sc.allPairs}) // plain data always encodes
-		_, err = launch.Run(ctx, launch.Job{Kind: h5Kind, Size: sc.ranks, SegmentBytes: p.SegmentBytes(sc.ranks),
+		_, err := launch.Run(ctx, launch.Job{Kind: h5Kind, Size: sc.ranks, SegmentBytes: p.SegmentBytes(sc.ranks),
 			Params: params, Stall: deadline}, quiet)
 		if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
 			v.Detail = sc.name + ": " + v.Detail
