@@ -164,6 +164,63 @@ func TestConfirmNarrowsAFileThatLosesAtASize(t *testing.T) {
 	}
 }
 
+// eager is a stack whose limit=16K gains most bandwidth but costs 8-byte
+// latency 1.2x, while limit=8K gains less and costs none; limit=32K, the
+// last value, wins nowhere. Where the milder value also costs latency
+// (cost8K), nothing is left to narrow to.
+type eager struct {
+	noMPI
+	cost8K float64
+}
+
+func (eager) Space() []Param {
+	return []Param{{Name: "limit", Values: []string{"4K", "8K", "16K", "32K"}, Pattern: bench.Bandwidth, Sizes: []int{4096, 65536}}}
+}
+func (e eager) Contender(_, label string, params map[string]string) mpistack.Contender {
+	gain := map[string]float64{"8K": 1.2, "16K": 1.4, "32K": 1.0}[params["limit"]]
+	cost := map[string]float64{"8K": e.cost8K, "16K": 1.2, "32K": 1.0}[params["limit"]]
+	return measured(label, func(spec bench.Spec, _ int) float64 {
+		switch {
+		case params["limit"] == "":
+			return 100
+		case spec.Pattern == bench.Latency:
+			return 100 * cost
+		default:
+			return 100 * gain
+		}
+	})
+}
+
+// A value that makes the file lose gives way to its parameter's runner-up
+// (one that also won its stage), which the file is confirmed with; only
+// when no runner-up is left is the parameter dropped.
+func TestConfirmNarrowsToTheRunnerUp(t *testing.T) {
+	for _, tc := range []struct {
+		cost8K float64
+		want   string // limit in the file, "" for none
+		note   []string
+	}{
+		{1.0, "8K", []string{"narrowed limit=16K to 8K", "8-byte latency"}},
+		{1.2, "", []string{"narrowed limit=16K to 8K", "dropped limit=8K", "defaults kept"}},
+	} {
+		res, err := Tune(context.Background(), eager{cost8K: tc.cost8K}, Config{Dir: t.TempDir(), Rounds: 5, ConfirmSizes: []int{4096}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Params["limit"] != tc.want {
+			t.Errorf("8K costing latency x%.1f: params %v, want limit=%q", tc.cost8K, res.Params, tc.want)
+		}
+		for _, want := range tc.note {
+			if !strings.Contains(res.Note, want) {
+				t.Errorf("8K costing latency x%.1f: note %q lacks %q", tc.cost8K, res.Note, want)
+			}
+		}
+		if got := res.Choices[0].Chosen; tc.want != "" && got != tc.want {
+			t.Errorf("the choice's value is %q, the file's %q: its evidence would describe another value", got, tc.want)
+		}
+	}
+}
+
 // unlucky is a stack whose x=b gains 1.5x everywhere, but whose file's
 // first confirmation rounds at 32 KiB ran on a slow pair of processes
 // (0.8x the defaults); every later run gains there too.

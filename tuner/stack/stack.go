@@ -213,12 +213,17 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 	// The file as users load it, against the defaults at every size of the
 	// ladder it claims: it must lose settled at no size, nor in geomean,
 	// nor 8-byte latency beyond the noise. A file that does is narrowed,
-	// one value at a time (the one whose absence scores best), until one
-	// passes or none is left.
+	// one value at a time (the one whose absence scores best): the value
+	// gives way to its parameter's runner-up where one also won its stage,
+	// else it is dropped, until the file passes or nothing is left. Why a
+	// runner-up: a parameter's best value can cost what a milder one does
+	// not (an eager limit of 16 KiB costing 8-byte latency that 8 KiB
+	// leaves alone).
 	kept := departures(res.Choices)
-	var dropped []string
+	tried := map[int][]string{}
+	var notes []string
 	for len(kept) > 0 {
-		params := paramsOf(kept)
+		params := paramsOf(res.Choices, kept)
 		confirm, err := confirmFile(ctx, a, cfg, params)
 		if err != nil {
 			return res, err
@@ -228,48 +233,80 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 		if why == "" {
 			res.Params = params
 			res.Gains = gains(confirm)
-			if len(dropped) > 0 {
-				res.Note = "dropped " + strings.Join(dropped, "; ")
-			}
+			res.Note = strings.Join(notes, "; ")
 			return res, nil
 		}
-		if len(kept) == 1 {
-			dropped = append(dropped, fmt.Sprintf("%s (%s)", ParamsLine(kept[0]), why))
-			break
+		i := 0
+		if len(kept) > 1 {
+			if i, err = worstOf(ctx, a, cfg, res.Choices, kept); err != nil {
+				return res, err
+			}
+			why = "with it the file " + why
 		}
-		i, err := worstOf(ctx, a, cfg, kept)
-		if err != nil {
-			return res, err
+		d := kept[i]
+		c := &res.Choices[d.choice]
+		tried[d.choice] = append(tried[d.choice], d.value)
+		if next := c.runnerUp(tried[d.choice]); next != "" {
+			notes = append(notes, fmt.Sprintf("narrowed %s to %s (%s)", d.line(res.Choices), next, why))
+			kept[i].value, c.Chosen = next, next
+			continue
 		}
-		dropped = append(dropped, fmt.Sprintf("%s (with it the file %s)", ParamsLine(kept[i]), why))
+		notes = append(notes, fmt.Sprintf("dropped %s (%s)", d.line(res.Choices), why))
 		kept = slices.Delete(kept, i, i+1)
 	}
-	res.Note = "dropped " + strings.Join(dropped, "; ") + ": defaults kept"
+	res.Note = strings.Join(notes, "; ") + ": defaults kept"
 	res.Params = map[string]string{}
 	return res, nil
 }
 
-// departures are the values of choices that depart from the defaults,
-// each with the settings it needs, in the order they were chosen.
-func departures(choices []Choice) []map[string]string {
-	var out []map[string]string
-	for _, c := range choices {
+// departure is a value the file departs from the defaults with: its
+// parameter's index among the choices, and the value.
+type departure struct {
+	choice int
+	value  string
+}
+
+// line is d's settings as k=v.
+func (d departure) line(choices []Choice) string {
+	return ParamsLine(paramsOf(choices, []departure{d}))
+}
+
+// departures are the values of choices that depart from the defaults, in
+// the order they were chosen.
+func departures(choices []Choice) []departure {
+	var out []departure
+	for i, c := range choices {
 		if c.Chosen != c.Param.Values[0] {
-			v := map[string]string{}
-			c.Param.set(v, c.Chosen)
-			out = append(out, v)
+			out = append(out, departure{i, c.Chosen})
 		}
 	}
 	return out
 }
 
-// paramsOf merges values.
-func paramsOf(values []map[string]string) map[string]string {
+// paramsOf merges the settings of values, each with what it needs.
+func paramsOf(choices []Choice, values []departure) map[string]string {
 	params := map[string]string{}
-	for _, v := range values {
-		maps.Copy(params, v)
+	for _, d := range values {
+		choices[d.choice].Param.set(params, d.value)
 	}
 	return params
+}
+
+// runnerUp is the best value of c, other than the default and those
+// tried, that choose would have taken had the others been absent: scored
+// above the default by more than the noise, better settled at some size,
+// worse at none. "" when there is none.
+func (c Choice) runnerUp(tried []string) string {
+	best, value := 1+search.Noise, ""
+	for i := 1; i < len(c.Param.Values); i++ {
+		v := c.Param.Values[i]
+		won := slices.ContainsFunc(c.Verdicts[i], func(v search.Comparison) bool { return v.Outcome == search.BWins })
+		lost := slices.ContainsFunc(c.Verdicts[i], func(v search.Comparison) bool { return v.Outcome == search.AWins })
+		if !slices.Contains(tried, v) && won && !lost && c.Scores[i] > best {
+			best, value = c.Scores[i], v
+		}
+	}
+	return value
 }
 
 // ParamsLine is params as k=v, sorted, space-separated.
@@ -462,11 +499,11 @@ func sizeRanges(at, ladder []int) string {
 // worstOf weighs, side by side with the defaults, the file without each
 // of kept's values in turn, and returns the index of the value whose
 // absence scores best (a file that loses no size first).
-func worstOf(ctx context.Context, a Adapter, cfg Config, kept []map[string]string) (int, error) {
+func worstOf(ctx context.Context, a Adapter, cfg Config, choices []Choice, kept []departure) (int, error) {
 	runs := []run{{"defaults", nil}}
-	for i := range kept {
+	for i, d := range kept {
 		without := slices.Concat(kept[:i], kept[i+1:])
-		runs = append(runs, run{"without " + ParamsLine(kept[i]), paramsOf(without)})
+		runs = append(runs, run{"without " + d.line(choices), paramsOf(choices, without)})
 	}
 	pattern := confirmPattern(a)
 	results, err := cfg.measure(ctx, a, "narrow", runs, pattern, cfg.confirmSizes())
