@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,7 +32,7 @@ func newStacks() *cobra.Command {
 	var (
 		ladders                            interleaved
 		profilePath, format, outDir, ranks string
-		only                               []string
+		only, osuDirs                      []string
 	)
 	cmd := &cobra.Command{
 		Use:   "stacks",
@@ -51,13 +52,21 @@ mbw_mr at N ranks instead, one rank per core: gotune's own patterns beside the
 reference benchmark's through Open MPI and MPICH (ucx_perftest measures one
 pair, so UCX is left out).
 
+With --osu DIR (repeatable) the OSU Micro-Benchmarks installed there join
+every round: osu_latency, osu_bw, osu_mbw_mr and osu_alltoall as the pattern
+needs, run through the launcher of the MPI library they link (read from their
+ELF headers) with that stack's defaults, labelled "osu openmpi" or "osu mpich".
+Their rows check the reference benchmark against OSU's own figures on the
+same node, in the same rounds.
+
 The comparison takes gotune sm as the reference: a ratio > 1 means that side is
 better. A stack that is not installed is left out with a note. On a terminal a bar
 per pattern counts the runs done of those planned; elsewhere plain lines say so
 every 15 s; --quiet shows neither.`,
 		Example: `  gotune stacks
   gotune stacks --profile /data/node1/RUN/profile.yaml --reps 8 --out /tmp/stacks
-  gotune stacks --ranks node --bw-sizes 8,4K,64K,1M --alltoall-sizes 1K,64K`,
+  gotune stacks --ranks node --bw-sizes 8,4K,64K,1M --alltoall-sizes 1K,64K
+  gotune stacks --osu /opt/osu-7.4-openmpi --stack openmpi`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !slices.Contains(compare.Formats, format) {
@@ -99,10 +108,15 @@ every 15 s; --quiet shows neither.`,
 			defer end()
 			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), ladders.quiet)
 			defer closeMeter()
+			osu, err := osuContenders(osuDirs, stderr) // before any stack is built: a wrong --osu fails at once
+			if err != nil {
+				return err
+			}
 			cs, err := newStackContenders(ctx, dir, only, prof, ladders.ranks, stderr)
 			if err != nil {
 				return err
 			}
+			cs = append(cs, osu...)
 			results := map[string][]bench.Result{}
 			err = ladders.run(ctx, cs, m, func(_ bench.Pattern, res []bench.Result) error {
 				for _, r := range res {
@@ -139,6 +153,7 @@ every 15 s; --quiet shows neither.`,
 	ladders.flags(cmd, 8, "size of one discarded bandwidth point opening every bw run (0: none)", "interleaved rounds: each configuration once per round")
 	fl := cmd.Flags()
 	fl.StringVar(&profilePath, "profile", "", "also measure each stack with the tuned values of this profile's stacks: section")
+	fl.StringArrayVar(&osuDirs, "osu", nil, "also run the OSU Micro-Benchmarks installed under DIR (repeatable; built by Open MPI's or MPICH's mpicc)")
 	fl.StringSliceVar(&only, "stack", nil, "stacks to measure ("+strings.Join(stacksMeasured, ",")+"; default all installed)")
 	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(compare.Formats, "|"))
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/stacks-<host>-<time>.txt (the comparison) and .jsonl (every run)")
@@ -186,6 +201,31 @@ func stackContenders(ctx context.Context, dir string, names []string, prof *prof
 		if t, ok := tuned[name]; ok && len(t.Params) > 0 {
 			cs = append(cs, a.Contender(sdir, "tuned", t.Params))
 		}
+	}
+	return cs, nil
+}
+
+// osuContenders are the OSU installs under dirs, each run with its MPI
+// library's defaults. An install whose launcher is missing is left out,
+// with a note on stderr; one gotune cannot read is an error.
+func osuContenders(dirs []string, stderr io.Writer) ([]mpistack.Contender, error) {
+	var cs []mpistack.Contender
+	seen := map[string]int{}
+	for _, dir := range dirs {
+		o, err := mpistack.FindOSU(dir)
+		if err != nil {
+			return nil, fmt.Errorf("--osu: %w", err)
+		}
+		if _, err := exec.LookPath(o.Launcher()); err != nil {
+			fmt.Fprintf(stderr, "stacks: osu %s left out: its binaries link %s, whose %s is not in PATH\n", dir, o.Family, o.Launcher())
+			continue
+		}
+		seen[o.Family]++
+		label := "osu " + o.Family
+		if n := seen[o.Family]; n > 1 {
+			label += fmt.Sprintf(" %d", n)
+		}
+		cs = append(cs, o.Contender(label))
 	}
 	return cs, nil
 }

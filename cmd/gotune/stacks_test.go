@@ -63,3 +63,13 @@ func TestStacks(t *testing.T) {
 		}
 	}
 }
+
+// --osu names an OSU install: one gotune cannot read stops the command
+// before anything runs, naming the directory.
+func TestStacksOSUDirectory(t *testing.T) {
+	empty := t.TempDir()
+	_, stderr, code := run(t, "stacks", "--osu", empty, "--stack", "openmpi", "--reps", "1")
+	if code == 0 || !strings.Contains(stderr, "--osu: osu "+empty+": none of osu_alltoall") {
+		t.Errorf("exit %d, stderr %q: want a failure naming %s", code, stderr, empty)
+	}
+}
