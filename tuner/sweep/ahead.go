@@ -42,7 +42,7 @@ func stageIndex(stage string) int {
 // decided, and to the decision with the most at stake). Counts follow the
 // candidate builders with the built-in parameters; a stage that may skip
 // itself (confirmation) is counted as measuring.
-func requiredTrials(p Plan, nodes int) []plannedTrial {
+func requiredTrials(p Plan, nodes, geometryRanks int) []plannedTrial {
 	sm := defaultSM()
 	var out []plannedTrial
 	add := func(stage string, cands int, patterns []bench.Pattern, sizes []int) {
@@ -53,8 +53,8 @@ func requiredTrials(p Plan, nodes int) []plannedTrial {
 		}
 	}
 	add(stageEager, len(eagerCandidates(p, sm)), eagerPatterns, p.EagerSizes.Sizes())
-	add(stageFragment, len(fragmentCandidates(p, sm)), fragmentPatterns, p.FragmentSizes.Sizes())
-	add(stageDepth, len(depthCandidates(p, sm)), depthPatterns, withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager))
+	add(stageFragment, len(fragmentCandidates(p, sm)), atNode(fragmentPatterns, fragmentNodePattern, geometryRanks), p.FragmentSizes.Sizes())
+	add(stageDepth, len(depthCandidates(p, sm)), atNode(depthPatterns, depthNodePattern, geometryRanks), withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager))
 	add(stageConfirm, 3, confirmPatterns, p.ConfirmSizes.Sizes())
 	add(stageTransport, len(p.Transports)*max(p.Rounds, 1), transportPatterns, p.TransportSizes.Every(p.LadderStep))
 	if len(p.AllocPurges) > 0 {
@@ -227,7 +227,7 @@ func (r *Runner) requiredAfter(stage string) time.Duration {
 	at := stageIndex(stage)
 	pc := r.pace()
 	sec := 0.0
-	for _, t := range requiredTrials(r.plan, len(r.meta.Nodes)) {
+	for _, t := range requiredTrials(r.plan, len(r.meta.Nodes), r.geometryRanks()) {
 		if stageIndex(t.stage) > at {
 			sec += float64(t.count) * pc.seconds(r.plan, t)
 		}

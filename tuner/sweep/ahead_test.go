@@ -96,7 +96,7 @@ func plannedCovers(t *testing.T, dir string, plan Plan) {
 		}
 	}
 	planned := map[kind]plannedTrial{}
-	for _, pt := range requiredTrials(plan, 1) {
+	for _, pt := range requiredTrials(plan, 1, 0) {
 		planned[kind{pt.stage, pt.pattern}] = pt
 	}
 	for k, n := range ran {
@@ -124,7 +124,7 @@ func plannedCovers(t *testing.T, dir string, plan Plan) {
 // and sm would keep every size by construction.
 func TestReserveHoldsEveryTransportRound(t *testing.T) {
 	p := Quick()
-	for _, pt := range requiredTrials(p, 1) {
+	for _, pt := range requiredTrials(p, 1, 0) {
 		if pt.stage == stageTransport {
 			if want := len(p.Transports) * p.Rounds; pt.count != want {
 				t.Fatalf("transport trials reserved: %d, want %d (%d transports x %d rounds)", pt.count, want, len(p.Transports), p.Rounds)

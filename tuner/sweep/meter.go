@@ -35,7 +35,11 @@ func (r *Runner) meterDone(t Trial, reused bool, status string) {
 
 // trialLine is a trial as the progress lines show it.
 func trialLine(t Trial, status string) string {
-	return fmt.Sprintf("%-9s %-14s %-7s round %d  %s", t.Stage, t.Candidate, t.Pattern, t.Round, status)
+	pattern := string(t.Pattern)
+	if t.Ranks > 0 {
+		pattern += fmt.Sprintf("/%d", t.Ranks)
+	}
+	return fmt.Sprintf("%-9s %-14s %-7s round %d  %s", t.Stage, t.Candidate, pattern, t.Round, status)
 }
 
 // stackExcerptBytes bounds the stacks kept of each stalled rank: what a

@@ -51,6 +51,10 @@ func (r *Runner) summary(res Result) string {
 	for _, d := range out.Stages {
 		var pats []string
 		for _, p := range d.Patterns {
+			if p.MultiRank() {
+				pats = append(pats, fmt.Sprintf("%s at %d ranks", p, r.geometryRanks()))
+				continue
+			}
 			pats = append(pats, string(p))
 		}
 		rule := fmt.Sprintf("cheapest within %.0f%% of best and beaten at no point wins", 100*search.Noise)

@@ -68,6 +68,9 @@ type Plan struct {
 	FootprintRanks []int    `json:"footprint_ranks" mapstructure:"footprint_ranks" help:"ranks per node at which the summary reports the channels' memory footprint, after ranks_per_node"`
 	// RanksPerNode 0 means one rank per core of the node.
 	RanksPerNode int `json:"ranks_per_node,omitempty" mapstructure:"ranks_per_node" help:"ranks per node the profile will serve (0: one per core): channel geometries whose shared memory at that count exceeds the node's share are not weighed, and the footprint is reported there first"`
+	// GeometryRanks 0 means ranks_per_node, at most the cores of the
+	// sweep's cpuset, made even.
+	GeometryRanks int `json:"geometry_ranks,omitempty" mapstructure:"geometry_ranks" help:"ranks at which the fragment stage also weighs mbw_mr and the depth stage alltoall (0: ranks_per_node, at most the cpuset's cores, made even; below 4 neither: a pair is what the stages measure anyway)"`
 
 	GPU GPUPlan `json:"gpu" mapstructure:"gpu"`
 
@@ -257,6 +260,8 @@ func (p Plan) Check() error {
 		return fmt.Errorf("alloc_window %d, alloc_rep_bytes %d: want 0 (the plan's window, rep_bytes) or more", p.AllocWindow, p.AllocRepBytes)
 	case p.RanksPerNode < 0 || p.RanksPerNode == 1:
 		return fmt.Errorf("ranks_per_node: %d: want 0 (one per core) or at least 2", p.RanksPerNode)
+	case p.GeometryRanks < 0 || p.GeometryRanks%2 != 0:
+		return fmt.Errorf("geometry_ranks: %d: want 0 (ranks_per_node) or an even number (mbw_mr pairs the ranks)", p.GeometryRanks)
 	case p.LadderStep < 1:
 		return fmt.Errorf("ladder_step: %d: need at least 1", p.LadderStep)
 	case p.Stall <= 0 || p.ProbeDeadline <= 0:

@@ -48,6 +48,7 @@ func TestLoadPlanFile(t *testing.T) {
 		{"badtransport.yaml", "transports: [sm, ucx]\n", "transports"},
 		{"maxrounds.yaml", "rounds: 4\nmax_rounds: 2\n", "max_rounds"},
 		{"ranks.yaml", "ranks_per_node: 1\n", "ranks_per_node"},
+		{"geometry.yaml", "geometry_ranks: 3\n", "geometry_ranks: 3: want 0 (ranks_per_node) or an even number"},
 		{"allocwindow.yaml", "alloc_window: -1\n", "alloc_window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -139,7 +140,7 @@ func (r *Runner) measureRounds(stage string, cands []candidate, patterns []bench
 			}
 			for _, pattern := range patterns {
 				_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
-					Pattern: pattern, Sizes: sizes, Round: round, GPU: tg, Nodes: c.nodes}, round > required)
+					Pattern: pattern, Sizes: sizes, Round: round, GPU: tg, Nodes: c.nodes, Ranks: r.ranksOf(pattern)}, round > required)
 				if errors.Is(err, ErrBudget) {
 					return nil
 				}
@@ -154,12 +155,18 @@ func (r *Runner) measureRounds(stage string, cands []candidate, patterns []bench
 
 // Patterns each stage is scored on.
 var (
-	eagerPatterns     = []bench.Pattern{bench.Latency, bench.Bandwidth}
-	fragmentPatterns  = []bench.Pattern{bench.Bandwidth}
-	depthPatterns     = []bench.Pattern{bench.MsgRate, bench.Bandwidth} // bw: a shallow ring shows at 512 B-1 KiB
-	confirmPatterns   = []bench.Pattern{bench.Bandwidth}
-	transportPatterns = []bench.Pattern{bench.Bandwidth}
-	allocPatterns     = []bench.Pattern{allocPattern}
+	eagerPatterns    = []bench.Pattern{bench.Latency, bench.Bandwidth}
+	fragmentPatterns = []bench.Pattern{bench.Bandwidth}
+	depthPatterns    = []bench.Pattern{bench.MsgRate, bench.Bandwidth} // bw: a shallow ring shows at 512 B-1 KiB
+	// At the node's ranks (geometryRanks), the fragment stage also weighs
+	// N/2 pairs streaming at once, whose rings share the caches and the
+	// memory; the depth stage every rank sending to every other, which
+	// uses every pair's FIFO.
+	fragmentNodePattern = bench.MultiBandwidth
+	depthNodePattern    = bench.AllToAll
+	confirmPatterns     = []bench.Pattern{bench.Bandwidth}
+	transportPatterns   = []bench.Pattern{bench.Bandwidth}
+	allocPatterns       = []bench.Pattern{allocPattern}
 )
 
 // eagerCandidates, fragmentCandidates, ... build each stage's candidates
@@ -281,10 +288,11 @@ func (r *Runner) decide() (Outcome, error) {
 
 	// Fragment geometry: bandwidth of pipelined sizes.
 	cands = r.withinCeiling(stageFragment, fragmentCandidates(p, sm))
-	if err := r.measure(stageFragment, cands, fragmentPatterns, p.FragmentSizes.Sizes(), p.Rounds); err != nil {
+	patterns := atNode(fragmentPatterns, fragmentNodePattern, r.geometryRanks())
+	if err := r.measure(stageFragment, cands, patterns, p.FragmentSizes.Sizes(), p.Rounds); err != nil {
 		return out, err
 	}
-	d = pickCheapest(r.trials, stageFragment, fragmentPatterns, cands)
+	d = pickCheapest(r.trials, stageFragment, patterns, cands)
 	out.Stages = append(out.Stages, d)
 	if c := find(cands, d.Chosen); c != nil {
 		sm = c.sm
@@ -296,10 +304,11 @@ func (r *Runner) decide() (Outcome, error) {
 	// eager limit, needs as many cells as an eager window).
 	depthSizes := withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager)
 	cands = r.withinCeiling(stageDepth, depthCandidates(p, sm))
-	if err := r.measure(stageDepth, cands, depthPatterns, depthSizes, p.Rounds); err != nil {
+	patterns = atNode(depthPatterns, depthNodePattern, r.geometryRanks())
+	if err := r.measure(stageDepth, cands, patterns, depthSizes, p.Rounds); err != nil {
 		return out, err
 	}
-	d = pickCheapest(r.trials, stageDepth, depthPatterns, cands)
+	d = pickCheapest(r.trials, stageDepth, patterns, cands)
 	out.Stages = append(out.Stages, d)
 	if c := find(cands, d.Chosen); c != nil {
 		sm = c.sm
@@ -445,6 +454,69 @@ func (r *Runner) ranksPerNode() int {
 		return r.plan.RanksPerNode
 	}
 	return max(r.meta.Provenance.Cores, 2)
+}
+
+// geometryRanks is the rank count the geometry stages also weigh their
+// candidates at: what the run's store holds (so that a resume or a
+// replay on another machine decides on what was measured), else, when
+// measuring, the plan's geometry_ranks or the ranks per node at most the
+// cpuset's cores, made even; 0 below 4, where a pair is what the stages
+// measure anyway.
+func (r *Runner) geometryRanks() int {
+	if r.geometry != nil {
+		return *r.geometry
+	}
+	n := r.storedGeometryRanks()
+	switch {
+	case n > 0 || r.replayOnly:
+	case r.plan.GeometryRanks > 0:
+		n = r.plan.GeometryRanks
+	default:
+		n = r.ranksPerNode()
+		if cores, err := bench.NodeRanks(bench.MultiBandwidth); err == nil {
+			n = min(n, cores)
+		}
+		if n -= n % 2; n < 4 {
+			n = 0
+		}
+	}
+	r.geometry = &n
+	return n
+}
+
+// storedGeometryRanks is the rank count of the geometry stages' stored
+// multi-rank trials, 0 when there are none.
+func (r *Runner) storedGeometryRanks() int {
+	if r.store == nil {
+		return 0
+	}
+	for _, rec := range r.store.Records() {
+		if rec.Kind != "trial" {
+			continue
+		}
+		var t Trial
+		if json.Unmarshal(rec.Data, &t) == nil && (t.Stage == stageFragment || t.Stage == stageDepth) && t.Ranks > 0 {
+			return t.Ranks
+		}
+	}
+	return 0
+}
+
+// ranksOf is the rank count a trial of pattern runs at: the geometry
+// ranks for a multi-rank pattern, 0 (a pair) for the others.
+func (r *Runner) ranksOf(p bench.Pattern) int {
+	if p.MultiRank() {
+		return r.geometryRanks()
+	}
+	return 0
+}
+
+// atNode is patterns with node added when ranks is not 0.
+func atNode(patterns []bench.Pattern, node bench.Pattern, ranks int) []bench.Pattern {
+	if ranks == 0 {
+		return patterns
+	}
+	return append(slices.Clone(patterns), node)
 }
 
 // footprintRanks are the rank counts the footprint is reported at: the

@@ -33,7 +33,10 @@ type Trial struct {
 	// GPU is set for the GPU stages' trials: buffers, devices and load.
 	GPU *TrialGPU `json:"gpu,omitempty"`
 	// Nodes is 2 for the inter-node stages' trials: the pair spans nodes.
-	Nodes  int           `json:"nodes,omitempty"`
+	Nodes int `json:"nodes,omitempty"`
+	// Ranks is the rank count of a multi-rank pattern's trial (mbw_mr,
+	// alltoall), placed one per core by bench.PlaceRanks; 0: a pair.
+	Ranks  int           `json:"ranks,omitempty"`
 	Points []bench.Point `json:"points,omitempty"`
 	// Failed says why the candidate produced no points: a hang the
 	// watchdog caught (the candidate is then dropped, never emitted).
@@ -68,7 +71,8 @@ func (t Trial) key() string {
 		Round                       int
 		GPU                         *TrialGPU `json:",omitempty"`
 		Nodes                       int       `json:",omitempty"`
-	}{t.Stage, t.Candidate, t.Transport, t.Options, t.Pattern, t.Sizes, t.Round, t.GPU, t.Nodes})
+		Ranks                       int       `json:",omitempty"`
+	}{t.Stage, t.Candidate, t.Transport, t.Options, t.Pattern, t.Sizes, t.Round, t.GPU, t.Nodes, t.Ranks})
 	sum := sha256.Sum256(b)
 	return "trial:" + hex.EncodeToString(sum[:12])
 }
@@ -135,6 +139,7 @@ type Runner struct {
 	stakeStops   []string // stages whose extra rounds their stake did not buy
 	notes        []string // for the summary: budget cuts, dropped candidates
 	replayOnly   bool     // tune: use stored trials only
+	geometry     *int     // geometryRanks, once known
 	// routes are the decided size ranges, as options, for verdict digests.
 	routes transports.Options
 	// verified are the hashes of the profiles this run measured auto with
@@ -306,6 +311,9 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 	spec := bench.Spec{Transport: t.Transport, Options: t.Options.With(t.extra), Pattern: t.Pattern, Sizes: t.Sizes,
 		Reps: r.plan.Reps, Window: r.plan.window(t.Pattern), CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment, RepBytes: r.plan.repBytes(t.Pattern),
 		Nodes: t.Nodes}
+	if t.Ranks > 2 {
+		spec.Ranks, spec.CPUs = t.Ranks, bench.PlaceRanks(t.Ranks)
+	}
 	if err := t.GPU.apply(&spec); err != nil {
 		return Trial{}, fmt.Errorf("trial %s %s: %w", t.Stage, t.Candidate, err)
 	}

@@ -388,3 +388,48 @@ func TestBudgetCutIsReplayed(t *testing.T) {
 		t.Fatalf("resume of a finished run measured %d trials", resumed.Measured)
 	}
 }
+
+// At the node's ranks the fragment stage also weighs mbw_mr and the depth
+// stage alltoall, every rank placed by bench.PlaceRanks; the summary says
+// at how many ranks, and a replay decides on what the store holds.
+func TestGeometryAtTheNodesRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real rank processes")
+	}
+	p := tinyPlan()
+	p.GeometryRanks = 4 // above this machine's cores, if it has 2: function, not speed
+	p.Rounds, p.MaxRound = 1, 1
+	p.FragmentSizes, p.Transports, p.TransportSizes = mustSizes("64K"), []string{"sm"}, mustSizes("64K")
+	p.AllocPurges, p.Probes, p.VerifySizes = nil, nil, SizeList{}
+	res, err := Run(t.Context(), Config{Plan: p, Out: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]int{}
+	for _, tr := range storedTrials(t, res.Dir) {
+		if tr.Pattern.MultiRank() {
+			if tr.Ranks != 4 || tr.Failed != "" || len(tr.Points) == 0 {
+				t.Errorf("%s %s %s: ranks %d, failed %q, %d points", tr.Stage, tr.Candidate, tr.Pattern, tr.Ranks, tr.Failed, len(tr.Points))
+			}
+			at[tr.Stage+" "+string(tr.Pattern)]++
+		}
+	}
+	if at["fragment mbw_mr"] != len(p.Fragments) || at["depth alltoall"] != len(p.Depths) || len(at) != 2 {
+		t.Errorf("multi-rank trials by stage and pattern: %v; want one per fragment and depth candidate", at)
+	}
+	summary, _ := os.ReadFile(filepath.Join(res.Dir, SummaryFile))
+	for _, want := range []string{"## fragment (bw+mbw_mr at 4 ranks over", "## depth (msgrate+bw+alltoall at 4 ranks over"} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("summary lacks %q:\n%s", want, summary)
+		}
+	}
+	before, _ := os.ReadFile(res.ProfilePath)
+	tuned, err := Tune(t.Context(), res.Dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(tuned.ProfilePath)
+	if tuned.Measured != 0 || string(before) != string(after) {
+		t.Errorf("tune measured %d trials; profile re-emitted alike: %v", tuned.Measured, string(before) == string(after))
+	}
+}
