@@ -107,6 +107,6 @@ func newProbe() *cobra.Command {
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr: the line saying which probe runs (and on a terminal its bar)")
 	fl.DurationVar(&deadline, "deadline", 2*time.Second, "watchdog: a rank without progress for this long is a hang")
 	fl.DurationVar(&timeout, "timeout", 5*time.Minute, "give up on the probe after this long")
-	fl.IntVar(&ranks, "ranks", 0, "the rank count a node will run, for the probes that scale with it (H5: above 3, every rank bursts to every other)")
+	fl.IntVar(&ranks, "ranks", 0, "the rank count a node will run, for the probes that scale with it (above 3: H5 bursts every rank to every other, H8 sends from every other rank to the one computing)")
 	return cmd
 }

@@ -24,7 +24,9 @@ import (
 // request-to-send (push) or pulls (pull) and drains the fragments while it
 // computes, and the sender is done in milliseconds. With polling progress
 // (the unsafe variant) the sender waits for the whole computation and the
-// watchdog reports it.
+// watchdog reports it. At a node's rank count (WithRanks, above 3) it runs
+// again with every other rank sending both messages to the one computing,
+// whose progress thread then serves all of them at once.
 
 const h8Kind = "probe-h8"
 
@@ -49,13 +51,14 @@ func init() {
 	register(&Probe{
 		ID:          "H8",
 		Hazard:      "progress starvation: a rendezvous completes only while the receiver polls (async-progress bugs in MPICH, Open MPI)",
-		Description: "receiver posts a rendezvous and a pipelined receive (> fragment ring), then computes 3 deadlines without entering the transport; the sender must finish meanwhile, cma pull and push; unsafe: polling progress (sm.progress=poll)",
+		Description: "receiver posts a rendezvous and a pipelined receive (> fragment ring), then computes 3 deadlines without entering the transport; the sender must finish meanwhile, cma pull and push, and at a node's rank count every other rank sending to it; unsafe: polling progress (sm.progress=poll)",
 		Run: func(ctx context.Context, unsafe bool, deadline time.Duration) Verdict {
 			o := maps.Clone(h8Geometry)
 			o[sm.KeyProgress] = "thread"
 			return runH8(ctx, unsafe, deadline, o)
 		},
-		RunOptions: runH8,
+		RunOptions:      runH8,
+		ScalesWithRanks: true,
 	})
 }
 
@@ -85,63 +88,96 @@ func runH8(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 		return v
 	}
 	compute := 3 * deadline
+	sizes := []int{2}
+	if n := RanksFrom(ctx); n > 3 {
+		sizes = append(sizes, n)
+	}
 	var sends []string
 	var pipe, rndv int
 	var progress string
-	for _, mode := range []string{"pull", "push"} {
-		var o transports.Options
-		o, pipe, rndv, err = h8Setup(base, mode, unsafe)
-		if err == nil {
-			var seg int
-			if seg, err = d.SharedBytes(2, o); err == nil {
-				params, _ := json.Marshal(h8Params{Options: o, Compute: compute, Rndv: rndv, Pipeline: pipe}) // plain data always encodes
-				var res launch.Result
-				res, err = launch.Run(ctx, launch.Job{Kind: h8Kind, Size: 2, SegmentBytes: seg, Params: params, Stall: deadline}, quiet)
-				if err == nil {
-					var sender h8Result
-					if err = json.Unmarshal(res[0], &sender); err == nil {
-						sends = append(sends, fmt.Sprintf("%s %.1f ms", mode, sender.SendSeconds*1e3))
+	for _, size := range sizes {
+		for _, mode := range []string{"pull", "push"} {
+			var o transports.Options
+			o, pipe, rndv, err = h8Setup(base, mode, unsafe)
+			if err == nil {
+				var seg int
+				if seg, err = d.SharedBytes(size, o); err == nil {
+					params, _ := json.Marshal(h8Params{Options: o, Compute: compute, Rndv: rndv, Pipeline: pipe}) // plain data always encodes
+					var res launch.Result
+					res, err = launch.Run(ctx, launch.Job{Kind: h8Kind, Size: size, SegmentBytes: seg, Params: params, Stall: deadline}, quiet)
+					if err == nil {
+						sends = append(sends, "")
+						err = h8Sends(res[:size-1], mode, size, &sends[len(sends)-1])
 					}
 				}
 			}
-		}
-		progress = o[sm.KeyProgress]
-		if progress == "" {
-			progress = "poll"
-		}
-		if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
-			v.Detail = fmt.Sprintf("cma %s, sm.progress=%s, receiver computing %v: %s", mode, progress, compute, v.Detail)
-			return v
+			progress = o[sm.KeyProgress]
+			if progress == "" {
+				progress = "poll"
+			}
+			if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
+				v.Detail = fmt.Sprintf("cma %s, sm.progress=%s, %d ranks, receiver computing %v: %s", mode, progress, size, compute, v.Detail)
+				return v
+			}
 		}
 	}
-	v.Detail = fmt.Sprintf("receiver computed %v without entering the transport after posting a %s rendezvous and a %s pipelined receive (> the fragment ring); "+
-		"with sm.progress=%s the sender's sends completed meanwhile (%s), data validated", compute,
-		transports.FormatSize(rndv), transports.FormatSize(pipe), progress, strings.Join(sends, ", "))
+	senders := "the sender's sends"
+	if len(sizes) > 1 {
+		senders = fmt.Sprintf("the sender's sends (and at %d ranks those of %d senders at once)", sizes[1], sizes[1]-1)
+	}
+	v.Detail = fmt.Sprintf("receiver computed %v without entering the transport after posting a %s rendezvous and a %s pipelined receive (> the fragment ring) per sender; "+
+		"with sm.progress=%s %s completed meanwhile (%s), data validated", compute,
+		transports.FormatSize(rndv), transports.FormatSize(pipe), progress, senders, strings.Join(sends, ", "))
 	return v
 }
 
-// h8Rank: rank 0 sends, rank 1 receives and computes.
+// h8Sends writes how long the senders of one run took: the slowest of
+// them, labelled with the mode (and the ranks, above 2).
+func h8Sends(results []json.RawMessage, mode string, size int, out *string) error {
+	slowest := 0.0
+	for i, raw := range results {
+		var s h8Result
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("sender %d's result: %w", i, err)
+		}
+		slowest = max(slowest, s.SendSeconds)
+	}
+	*out = fmt.Sprintf("%s %.1f ms", mode, slowest*1e3)
+	if size > 2 {
+		*out = fmt.Sprintf("%s at %d ranks %.1f ms", mode, size, slowest*1e3)
+	}
+	return nil
+}
+
+// h8Rank: the last rank receives from every other and computes; the
+// others send (with two ranks: rank 0 sends, rank 1 receives).
 func h8Rank(r *launch.Rank) (any, error) {
 	var par h8Params
 	t, err := cmaRank(r, &par, &par.Options)
 	if err != nil {
 		return nil, err
 	}
-	buf, err := sys.MapAnon(par.Rndv+par.Pipeline, true)
+	receiver := r.Size - 1
+	per := par.Rndv + par.Pipeline // one sender's two messages
+	senders := 1
+	if r.ID == receiver {
+		senders = r.Size - 1
+	}
+	buf, err := sys.MapAnon(senders*per, true)
 	if err != nil {
 		return nil, err
 	}
 	defer sys.Unmap(buf)
-	rndv, pipe := buf[:par.Rndv], buf[par.Rndv:]
-	if r.ID == 0 {
-		fillH6(rndv, 0, 1)
-		fillH6(pipe, 0, 2)
+	if r.ID != receiver {
+		rndv, pipe := buf[:par.Rndv], buf[par.Rndv:]
+		fillH6(rndv, r.ID, 1)
+		fillH6(pipe, r.ID, 2)
 		if err := r.Barrier(); err != nil {
 			return nil, err
 		}
 		start := time.Now()
 		for _, m := range [][]byte{rndv, pipe} {
-			if err := t.Send(1, m); err != nil {
+			if err := t.Send(receiver, m); err != nil {
 				return nil, fmt.Errorf("send %d bytes: %w", len(m), err)
 			}
 			r.Beat() // only a completed send counts as progress
@@ -149,10 +185,15 @@ func h8Rank(r *launch.Rank) (any, error) {
 		return h8Result{SendSeconds: time.Since(start).Seconds()}, t.Close()
 	}
 	poison(buf)
-	reqs := make([]transports.Request, 2)
-	for i, m := range [][]byte{rndv, pipe} {
-		if reqs[i], err = t.Irecv(0, m); err != nil {
-			return nil, err
+	var reqs []transports.Request
+	for from := range senders {
+		b := buf[from*per : (from+1)*per]
+		for _, m := range [][]byte{b[:par.Rndv], b[par.Rndv:]} {
+			q, err := t.Irecv(from, m)
+			if err != nil {
+				return nil, err
+			}
+			reqs = append(reqs, q)
 		}
 	}
 	if err := r.Barrier(); err != nil { // the sender starts now
@@ -164,11 +205,13 @@ func h8Rank(r *launch.Rank) (any, error) {
 	if err := t.Wait(reqs...); err != nil {
 		return nil, err
 	}
-	want := make([]byte, len(buf))
-	fillH6(want[:par.Rndv], 0, 1)
-	fillH6(want[par.Rndv:], 0, 2)
-	if i := firstDiff(buf, want); i < len(buf) {
-		return nil, fmt.Errorf("%s: byte %d of the rendezvous and pipelined messages", corruptionMarker, i)
+	want := make([]byte, per)
+	for from := range senders {
+		fillH6(want[:par.Rndv], from, 1)
+		fillH6(want[par.Rndv:], from, 2)
+		if i := firstDiff(buf[from*per:(from+1)*per], want); i < per {
+			return nil, fmt.Errorf("%s: byte %d of the rendezvous and pipelined messages from rank %d", corruptionMarker, i, from)
+		}
 	}
 	return h8Result{ComputeSeconds: took.Seconds()}, t.Close()
 }

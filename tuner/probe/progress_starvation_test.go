@@ -1,8 +1,14 @@
 package probe
 
 import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/internal/launch"
 
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
@@ -36,4 +42,38 @@ func keys(m map[int]string) []int {
 		k = append(k, r)
 	}
 	return k
+}
+
+// At a node's rank count (WithRanks) H8 runs again with three senders to
+// the rank that computes: the progress thread serves them all and the
+// detail says so; with polling progress every sender stalls.
+func TestH8AtManyRanks(t *testing.T) {
+	const deadline = 500 * time.Millisecond
+	p, err := Lookup("H8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := WithRanks(t.Context(), 4)
+	v := p.Run(ctx, false, deadline)
+	if v.Outcome != Passed || !strings.Contains(v.Detail, "at 4 ranks those of 3 senders at once") || !strings.Contains(v.Detail, "push at 4 ranks") {
+		t.Fatalf("safe H8 at 4 ranks: %s: %s", v.Outcome, v.Detail)
+	}
+	o, pipe, rndv, err := h8Setup(h8Geometry, "pull", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := transports.Lookup("cma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := d.SharedBytes(4, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, _ := json.Marshal(h8Params{Options: o, Compute: 3 * deadline, Rndv: rndv, Pipeline: pipe})
+	_, err = launch.Run(t.Context(), launch.Job{Kind: h8Kind, Size: 4, SegmentBytes: seg, Params: params, Stall: deadline}, launch.Hooks{})
+	var se *launch.StallError
+	if !errors.As(err, &se) || len(se.Ranks) != 3 || slices.Contains(se.Ranks, 3) {
+		t.Fatalf("polling progress, 3 senders to 1 computing rank: got %v, want the 3 senders stalled", err)
+	}
 }
