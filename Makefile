@@ -15,7 +15,7 @@ BUILD_PKGS := gcc libc6-dev libibverbs-dev
 DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev mpich libmpich-dev ucx-utils libmimalloc2.0 python3 \
 	slurmctld slurmd slurm-client munge iperf3 chromium iproute2
 
-.PHONY: all build build-deps deps test fuzz race bench sweep anchors lint clean
+.PHONY: all build build-deps deps test fuzz race faults bench sweep anchors lint clean
 
 all: build
 
@@ -64,6 +64,21 @@ fuzz:
 
 race: deps
 	$(GO) test -race $(TESTFLAGS) ./...
+
+# faults runs the fault campaign (internal/faults): FAULT_RUNS gotune
+# commands (bench, probe, sweep), each with a rank killed or stopped, or
+# the command killed, at a random moment, and what is left checked after
+# each; one JSON line per run goes to FAULT_REPORT. FAULT_SEED repeats a
+# campaign. make test runs its short form, one run of each kind.
+FAULT_RUNS ?= 200
+FAULT_STAMP := $(shell date -u +%Y%m%d-%H%M%S)
+FAULT_REPORT ?= results/faults-$(FAULT_STAMP).jsonl
+faults: build
+	@mkdir -p $(dir $(FAULT_REPORT))
+	GOTUNE_BIN=$(abspath $(BIN)) GOTUNE_FAULT_RUNS=$(FAULT_RUNS) GOTUNE_FAULT_REPORT=$(abspath $(FAULT_REPORT)) \
+		$(if $(FAULT_SEED),GOTUNE_FAULT_SEED=$(FAULT_SEED)) \
+		$(GO) test -count=1 -timeout 0 -run '^TestFaultCampaign$$' -v ./internal/faults
+	@echo "report: $(FAULT_REPORT)"
 
 # In-process micro-benchmarks of the engine (Go benchmark format).
 bench:

@@ -96,7 +96,7 @@ func newProbe() *cobra.Command {
 			case probe.HazardDetected:
 				return &exitStatus{code: probeHazard, err: fmt.Errorf("%s: hazard detected", p.ID)}
 			default:
-				return fmt.Errorf("%s: probe failed", p.ID)
+				return fmt.Errorf("%s: probe failed: %s", p.ID, v.Detail)
 			}
 		},
 	}

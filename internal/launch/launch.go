@@ -118,6 +118,7 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 		return nil, err
 	}
 	RemoveStaleSegments()
+	RemoveStaleBootDirs()
 	exe := hooks.Exe
 	if exe == "" {
 		var err error
@@ -133,7 +134,7 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "gotune-boot-")
+	dir, err := os.MkdirTemp("", bootDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("launch: bootstrap dir: %w", err)
 	}
@@ -775,6 +776,35 @@ func StaleSegments() []string {
 		}
 	}
 	return stale
+}
+
+// bootDirPrefix starts the name of a launcher's bootstrap directory in
+// the temporary directory, followed by the launcher's pid and a dash.
+const bootDirPrefix = "gotune-boot-"
+
+// RemoveStaleBootDirs deletes the bootstrap directories of launchers that
+// no longer exist (killed before they could remove their own) and returns
+// the paths removed.
+func RemoveStaleBootDirs() []string {
+	entries, err := os.ReadDir(os.TempDir())
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), bootDirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidStr, _, withPID := strings.Cut(name, "-") // an older gotune's name has no pid
+		if pid, err := strconv.Atoi(pidStr); withPID && err == nil && pid > 0 && sys.ProcessGone(pid) {
+			path := filepath.Join(os.TempDir(), e.Name())
+			if os.RemoveAll(path) == nil {
+				removed = append(removed, path)
+			}
+		}
+	}
+	return removed
 }
 
 // RemoveStaleSegments deletes the StaleSegments and returns the paths

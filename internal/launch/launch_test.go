@@ -382,6 +382,34 @@ func TestStaleSegmentsOfDeadLaunchersAreRemoved(t *testing.T) {
 	}
 }
 
+// A launcher killed before it removed its bootstrap directory leaves it
+// to the next launch on the node: the directories of dead launchers go,
+// a live one's (this process's) and names of other shapes stay.
+func TestStaleBootDirsOfDeadLaunchersAreRemoved(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(tmp, fmt.Sprintf("%s%d-123", bootDirPrefix, dead.Process.Pid))
+	live := filepath.Join(tmp, fmt.Sprintf("%s%d-456", bootDirPrefix, os.Getpid()))
+	other := filepath.Join(tmp, bootDirPrefix+"789") // an older gotune's name: no pid to judge by
+	for _, d := range []string{stale, live, other} {
+		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if removed := RemoveStaleBootDirs(); len(removed) != 1 || removed[0] != stale {
+		t.Errorf("removed %v, want only %s", removed, stale)
+	}
+	for _, d := range []string{live, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s removed: %v", d, err)
+		}
+	}
+}
+
 func jsonRaw(v any) (json.RawMessage, error) { return json.Marshal(v) }
 
 // bootJob is a job of size ranks as Run sets it up, every rank already

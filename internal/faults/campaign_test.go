@@ -1,0 +1,536 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/testutil"
+)
+
+// record is one fault run, as the report keeps it.
+type record struct {
+	Run     int     `json:"run"`
+	Kind    string  `json:"kind"`
+	DelayMS int     `json:"delay_ms"` // from the command's start to the fault
+	Target  string  `json:"target"`   // what was signalled ("rank 1", "command"); "" if it had finished
+	Signal  string  `json:"signal,omitempty"`
+	Exit    int     `json:"exit"`
+	Seconds float64 `json:"seconds"`
+	// Outcome says how the command ended: "failed with a clear error",
+	// "finished before the fault", "resumed to the same profile", ...
+	Outcome string `json:"outcome"`
+	// Left are what the run left behind: processes, POSIX segments
+	// (until the next gotune command removes them), temporary files.
+	Left []string `json:"left,omitempty"`
+	// Problem is why the run fails the campaign ("" when it does not).
+	Problem string `json:"problem,omitempty"`
+}
+
+// campaign is what every run shares: the binary under test and where
+// each run's files go.
+type campaign struct {
+	t    *testing.T
+	bin  string
+	root string // the module's root, where gotune is built
+	tmp  string // the current run's TMPDIR
+}
+
+// kinds are the faults the campaign draws from, with their weights.
+var kinds = []struct {
+	name   string
+	weight int
+	run    func(c *campaign, rng *rand.Rand, rec *record)
+}{
+	{"bench: kill -9 a rank", 4, func(c *campaign, rng *rand.Rand, rec *record) { c.benchFault(rng, rec, syscall.SIGKILL, false) }},
+	{"bench: SIGSTOP a rank", 3, func(c *campaign, rng *rand.Rand, rec *record) { c.benchFault(rng, rec, syscall.SIGSTOP, false) }},
+	{"bench: kill -9 the command", 3, func(c *campaign, rng *rand.Rand, rec *record) { c.benchFault(rng, rec, syscall.SIGKILL, true) }},
+	{"probe: kill -9 a rank", 2, func(c *campaign, rng *rand.Rand, rec *record) { c.probeFault(rng, rec, false) }},
+	{"probe: kill -9 the command", 2, func(c *campaign, rng *rand.Rand, rec *record) { c.probeFault(rng, rec, true) }},
+	{"sweep: kill -9 the command, then --resume", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.sweepFault(rng, rec) }},
+}
+
+// TestFaultCampaign runs GOTUNE_FAULT_RUNS faults (the short form: one of
+// each kind) drawn with GOTUNE_FAULT_SEED (default: the time), and fails
+// on any leak, hang past a deadline, lost result or unclear error.
+func TestFaultCampaign(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real gotune commands")
+	}
+	runs, err := envInt("GOTUNE_FAULT_RUNS", len(kinds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := envInt("GOTUNE_FAULT_SEED", int(time.Now().UnixNano()%1e9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fault campaign: %d runs, seed %d (GOTUNE_FAULT_SEED=%d repeats it)", runs, seed, seed)
+	c := &campaign{t: t, root: testutil.ModuleRoot(t), bin: os.Getenv("GOTUNE_BIN")}
+	if c.bin == "" {
+		c.bin = filepath.Join(t.TempDir(), "gotune")
+		build := exec.Command("go", "build", "-o", c.bin, "./cmd/gotune")
+		build.Dir = c.root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build gotune: %v\n%s", err, out)
+		}
+	}
+	var report *os.File
+	if path := os.Getenv("GOTUNE_FAULT_REPORT"); path != "" {
+		if report, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer report.Close()
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	total := 0
+	for _, k := range kinds {
+		total += k.weight
+	}
+	byKind := map[string]int{}
+	var problems []string
+	c.tmp = t.TempDir()
+	for i := range runs {
+		k := kinds[i%len(kinds)] // the short form: each kind once
+		if runs > len(kinds) {
+			k = kinds[pick(rng, total)]
+		}
+		rec := record{Run: i, Kind: k.name}
+		// What a killed command could not remove (a POSIX segment, its
+		// bootstrap directory) is the next command's to remove: what the
+		// previous run left must be gone after this one.
+		before := c.files()
+		began := time.Now()
+		k.run(c, rng, &rec)
+		rec.Seconds = time.Since(began).Seconds()
+		left := c.leftProcesses()
+		after := c.files()
+		for _, f := range after {
+			if !slices.Contains(before, f) {
+				rec.Left = append(rec.Left, f+" (until the next gotune command)")
+			}
+		}
+		var stale []string
+		for _, f := range before {
+			if slices.Contains(after, f) {
+				stale = append(stale, f)
+			}
+		}
+		switch {
+		case len(left) > 0:
+			rec.Left = append(rec.Left, left...)
+			rec.Problem = strings.TrimPrefix(rec.Problem+"; ", "; ") + "processes left: " + strings.Join(left, ", ")
+		case len(stale) > 0:
+			rec.Problem = strings.TrimPrefix(rec.Problem+"; ", "; ") + "not removed by the next gotune command: " + strings.Join(stale, ", ")
+		}
+		byKind[k.name]++
+		if rec.Problem != "" {
+			problems = append(problems, fmt.Sprintf("run %d (%s, fault at %d ms on %s): %s", i, k.name, rec.DelayMS, rec.Target, rec.Problem))
+		}
+		t.Logf("run %3d %-42s fault at %5d ms on %-9s exit %3d %5.1fs %s%s", i, k.name, rec.DelayMS, or(rec.Target, "-"), rec.Exit, rec.Seconds, rec.Outcome, leftNote(rec.Left))
+		if report != nil {
+			line, _ := json.Marshal(rec) // plain data always encodes
+			if _, err := report.Write(append(line, '\n')); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A segment a killed command left is the next command's to remove
+	// (launch.RemoveStaleSegments): one more run must leave none.
+	c.command(context.Background(), nil, "bench", "-t", "sm", "-p", "latency", "-s", "8", "--reps", "1", "--segment", "posix", "-q")
+	if left := c.files(); len(left) > 0 {
+		problems = append(problems, fmt.Sprintf("left after a clean run: %v", left))
+	}
+	t.Logf("runs by kind: %v", byKind)
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// benchFault runs a bandwidth ladder between two ranks through POSIX
+// segments and, after a random delay, signals a rank (or the command).
+// A killed rank must fail the command with an error that names the rank;
+// a stopped one is a hang the watchdog reports within --stall.
+func (c *campaign) benchFault(rng *rand.Rand, rec *record, sig syscall.Signal, command bool) {
+	const stall = 3 * time.Second
+	args := []string{"bench", "-t", "sm", "-p", "bw", "-s", "4K:4M", "--reps", "20", "--segment", "posix",
+		"--stall", stall.String(), "--timeout", "2m", "-q"}
+	c.fault(rng, rec, args, sig, command, 1500*time.Millisecond, stall+30*time.Second, []string{"rank"})
+}
+
+// probeFault runs H8's safe form (a receiver computing 1.5 s while its
+// sender sends, pull then push) and kills a rank or the command at a
+// random moment.
+func (c *campaign) probeFault(rng *rand.Rand, rec *record, command bool) {
+	c.fault(rng, rec, []string{"probe", "H8", "--deadline", "500ms", "--timeout", "1m", "-q"}, syscall.SIGKILL, command,
+		3500*time.Millisecond, time.Minute, []string{"rank"})
+}
+
+// fault starts gotune with args, signals a random rank (or the command)
+// within the first maxDelay, and judges the end: within deadline, and,
+// when a rank was hit while the command ran, a failure whose message has
+// each of words.
+func (c *campaign) fault(rng *rand.Rand, rec *record, args []string, sig syscall.Signal, command bool, maxDelay, deadline time.Duration, words []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := c.start(ctx, &stderr, args...)
+	if cmd == nil {
+		rec.Problem = "could not start gotune"
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	delay := time.Duration(rng.Int64N(int64(maxDelay)))
+	rec.DelayMS, rec.Signal = int(delay/time.Millisecond), sig.String()
+	var err error
+	select {
+	case err = <-done:
+		rec.Outcome = "finished before the fault"
+	case <-time.After(delay):
+		rec.Target = c.signal(rng, cmd.Process.Pid, sig, command)
+		err = <-done
+	}
+	rec.Exit = exitCode(err)
+	switch {
+	case ctx.Err() != nil:
+		rec.Problem = fmt.Sprintf("ran past its %v deadline", deadline)
+		rec.Outcome = "killed at its deadline"
+	case rec.Target == "":
+		if rec.Outcome == "" {
+			rec.Outcome = "finished before the fault"
+		}
+		if rec.Exit != 0 && rec.Outcome == "finished before the fault" {
+			rec.Problem = "failed without a fault: " + lastLine(stderr.String())
+		}
+	case command:
+		rec.Outcome = "command killed"
+	case rec.Exit == 0:
+		rec.Outcome = "finished: the rank had finished its part"
+	default:
+		rec.Outcome = "failed: " + lastLine(stderr.String())
+		for _, w := range words {
+			if !strings.Contains(stderr.String(), w) {
+				rec.Problem = fmt.Sprintf("its error does not say %q: %s", w, lastLine(stderr.String()))
+			}
+		}
+	}
+}
+
+// sweepFault runs a small sweep, kills it at a random moment, resumes it,
+// and checks that gotune tune re-emits the profile the resumed run wrote.
+func (c *campaign) sweepFault(rng *rand.Rand, rec *record) {
+	dir := c.t.TempDir()
+	plan := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(plan, []byte(smallPlan), 0o644); err != nil {
+		rec.Problem = err.Error()
+		return
+	}
+	out := filepath.Join(dir, "results")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := c.start(ctx, &stderr, "sweep", "--plan", plan, "--out", out, "--no-report", "-q")
+	if cmd == nil {
+		rec.Problem = "could not start gotune"
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	delay := time.Duration(rng.Int64N(int64(25 * time.Second)))
+	rec.DelayMS, rec.Signal = int(delay/time.Millisecond), "SIGKILL"
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(delay):
+		rec.Target = c.signal(rng, cmd.Process.Pid, syscall.SIGKILL, true)
+		err = <-done
+	}
+	rec.Exit = exitCode(err)
+	var runs []string
+	metas, _ := filepath.Glob(filepath.Join(out, "*", "*", "meta.json"))
+	for _, m := range metas {
+		runs = append(runs, filepath.Dir(m))
+	}
+	switch {
+	case rec.Target == "" && rec.Exit != 0:
+		rec.Problem = "the sweep failed without a fault: " + lastLine(stderr.String())
+		return
+	case rec.Target == "":
+		rec.Outcome = "finished before the fault"
+	case len(runs) == 0:
+		rec.Outcome = "killed before its run directory existed"
+		return
+	default:
+		var resumeErr bytes.Buffer
+		if code := c.command(ctx, &resumeErr, "sweep", "--resume", runs[0], "--no-report", "-q"); code != 0 {
+			rec.Problem = fmt.Sprintf("--resume %s exited %d: %s", runs[0], code, lastLine(resumeErr.String()))
+			return
+		}
+		rec.Outcome = "resumed"
+	}
+	if len(runs) != 1 {
+		rec.Problem = fmt.Sprintf("%d run directories under %s", len(runs), out)
+		return
+	}
+	emitted, err := os.ReadFile(filepath.Join(runs[0], "profile.yaml"))
+	if err != nil {
+		rec.Problem = "no profile: " + err.Error()
+		return
+	}
+	var tuneErr bytes.Buffer
+	if code := c.command(ctx, &tuneErr, "tune", runs[0]); code != 0 {
+		rec.Problem = fmt.Sprintf("tune exited %d: %s", code, lastLine(tuneErr.String()))
+		return
+	}
+	tuned, err := os.ReadFile(filepath.Join(runs[0], "profile.yaml"))
+	if err != nil || !bytes.Equal(withoutComments(emitted), withoutComments(tuned)) {
+		rec.Problem = "tune re-emitted another profile from the store"
+		return
+	}
+	rec.Outcome += "; tune re-emitted the same profile"
+}
+
+// smallPlan is a sweep of one candidate per geometry stage, sm and cma,
+// H5 and a verification: every phase, in about half a minute.
+const smallPlan = `budget: 2m
+rounds: 1
+max_rounds: 1
+eager: ["4K"]
+eager_sizes: "4K"
+fragments: ["64Kx64"]
+fragment_sizes: "64K"
+depths: [64]
+depth_sizes: "8"
+confirm_sizes: ""
+transports: ["sm", "cma"]
+transport_sizes: "64K:256K"
+ladder_step: 2
+bisect: false
+alloc_purges: []
+probes: ["H5"]
+verify_sizes: "64K"
+verify_rounds: 1
+`
+
+// start runs gotune with args, its temporary files in the run's own
+// directory (c.tmp, checked empty afterwards).
+func (c *campaign) start(ctx context.Context, stderr *bytes.Buffer, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Env = append(os.Environ(), "GOTUNE_BOOTSTRAP_ADDR=127.0.0.1", "TMPDIR="+c.tmp)
+	cmd.Stdout, cmd.Stderr = nil, stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGKILL) }
+	if err := cmd.Start(); err != nil {
+		c.t.Log(err)
+		return nil
+	}
+	return cmd
+}
+
+// command runs gotune with args to its end and returns its exit code.
+func (c *campaign) command(ctx context.Context, stderr *bytes.Buffer, args ...string) int {
+	if stderr == nil {
+		stderr = &bytes.Buffer{}
+	}
+	cmd := c.start(ctx, stderr, args...)
+	if cmd == nil {
+		return -1
+	}
+	return exitCode(cmd.Wait())
+}
+
+// signal sends sig to the command (pid) or to one of its rank processes,
+// chosen at random, and says which; "" when no rank was running.
+func (c *campaign) signal(rng *rand.Rand, pid int, sig syscall.Signal, command bool) string {
+	if command {
+		if p, err := os.FindProcess(pid); err == nil && p.Signal(sig) == nil {
+			return "command"
+		}
+		return ""
+	}
+	ranks := c.children(pid)
+	if len(ranks) == 0 {
+		return ""
+	}
+	target := ranks[rng.IntN(len(ranks))]
+	p, err := os.FindProcess(target)
+	if err != nil || p.Signal(sig) != nil {
+		return ""
+	}
+	if sig == syscall.SIGSTOP {
+		// A stopped rank is the watchdog's to kill; should it not, the
+		// leak check finds it. Continue it then, so it can die.
+		c.t.Cleanup(func() { _ = p.Signal(syscall.SIGCONT) })
+	}
+	return "rank pid " + strconv.Itoa(target)
+}
+
+// children are the processes of the campaign's binary whose parent is pid.
+func (c *campaign) children(pid int) []int {
+	var out []int
+	for _, p := range c.ours() {
+		if ppid(p) == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ours are the live processes running the campaign's binary.
+func (c *campaign) ours() []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == c.bin && state(pid) != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// leftProcesses waits up to 10 s for the campaign's processes to end
+// (a killed command's ranks die with it), then names and kills those left.
+func (c *campaign) leftProcesses() []string {
+	end := time.Now().Add(10 * time.Second)
+	for time.Now().Before(end) && len(c.ours()) > 0 {
+		time.Sleep(50 * time.Millisecond) // polling for exits, with a deadline: not a synchronisation
+	}
+	var left []string
+	for _, pid := range c.ours() {
+		left = append(left, fmt.Sprintf("process %d (state %c)", pid, state(pid)))
+		if p, err := os.FindProcess(pid); err == nil {
+			_ = p.Signal(syscall.SIGKILL)
+			_ = p.Signal(syscall.SIGCONT)
+		}
+	}
+	return left
+}
+
+// files are gotune's POSIX segments under /dev/shm and what is in the
+// campaign's temporary directory (bootstrap directories and the like).
+func (c *campaign) files() []string {
+	var out []string
+	entries, _ := os.ReadDir(launch.ShmDir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), launch.ShmPrefix) {
+			out = append(out, "segment "+e.Name())
+		}
+	}
+	entries, _ = os.ReadDir(c.tmp)
+	for _, e := range entries {
+		out = append(out, "temporary "+e.Name())
+	}
+	return out
+}
+
+// stat fields of /proc/PID/stat after the command name.
+func statFields(pid int) []string {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil
+	}
+	_, rest, ok := bytes.Cut(b, []byte(") "))
+	if !ok {
+		return nil
+	}
+	return strings.Fields(string(rest))
+}
+
+func ppid(pid int) int {
+	f := statFields(pid)
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+func state(pid int) byte {
+	f := statFields(pid)
+	if len(f) < 1 || f[0] == "" {
+		return '?'
+	}
+	return f[0][0]
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	default:
+		return -1
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func withoutComments(b []byte) []byte {
+	var out [][]byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if !bytes.HasPrefix(l, []byte("#")) {
+			out = append(out, l)
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
+}
+
+func leftNote(left []string) string {
+	if len(left) == 0 {
+		return ""
+	}
+	return "; left: " + strings.Join(left, ", ")
+}
+
+func or(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
+}
+
+// pick draws an index of kinds by weight.
+func pick(rng *rand.Rand, total int) int {
+	n := rng.IntN(total)
+	for i, k := range kinds {
+		if n < k.weight {
+			return i
+		}
+		n -= k.weight
+	}
+	return len(kinds) - 1
+}
+
+func envInt(name string, def int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q: want a positive integer", name, v)
+	}
+	return n, nil
+}
