@@ -198,6 +198,8 @@ var (
 // launcher's (see OpenMPI). A run still going at ctx's deadline is ErrHang
 // (and context.DeadlineExceeded). A missing launcher is sys.ErrNotSupported.
 func Run(ctx context.Context, s Stack, binary string, spec bench.Spec) (bench.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, LaunchBound)
+	defer cancel()
 	if multiRank(spec.Pattern) {
 		s.Ranks = spec.RankCount()
 	}
@@ -278,6 +280,14 @@ func Run(ctx context.Context, s Stack, binary string, spec bench.Spec) (bench.Re
 	}
 	return res, nil
 }
+
+// LaunchBound bounds one launch of a stack's benchmark (one repetition of
+// a ladder): one still running then is a hang (ErrHang). Why: Open MPI's
+// mpirun was seen waiting on, for minutes, after a rank was killed early
+// in a run (docs/reliability.md), and a user's job has its own deadline
+// only at the end (gotune stacks --timeout, an hour). A ladder's launch
+// takes seconds; a minute is the slowest seen on a loaded 2-core machine.
+var LaunchBound = 5 * time.Minute
 
 // mismatch is anchor.c's report of a bad payload byte (its first line).
 var mismatch = regexp.MustCompile(`anchor rank \d+: payload mismatch: [^\n]*`)

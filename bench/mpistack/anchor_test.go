@@ -130,3 +130,18 @@ func TestRunRejectsBadSpecs(t *testing.T) {
 		})
 	}
 }
+
+// A launch still running at LaunchBound is a hang: Open MPI's head-to-head
+// with a fast box of one byte never ends, and Run says so in time.
+func TestRunBoundsALaunch(t *testing.T) {
+	bin := buildOrSkip(t, t.Context())
+	old := LaunchBound
+	LaunchBound = 3 * time.Second
+	t.Cleanup(func() { LaunchBound = old })
+	s := OpenMPI("openmpi fbox 1")
+	s.Env = paramFile(t, "btl_vader_fbox_size = 1")
+	_, err := Run(t.Context(), s, bin, bench.Spec{Pattern: HeadToHead, Sizes: []int{8}, Reps: 1, Iters: 10, Window: 16})
+	if !errors.Is(err, ErrHang) {
+		t.Fatalf("%v, want ErrHang", err)
+	}
+}

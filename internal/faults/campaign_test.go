@@ -46,7 +46,10 @@ type campaign struct {
 	t    *testing.T
 	bin  string
 	root string // the module's root, where gotune is built
-	tmp  string // the current run's TMPDIR
+	tmp  string // the campaign's TMPDIR
+	// tree is the command's process tree when the fault struck (launchers
+	// and the ranks they started included), checked gone afterwards.
+	tree []int
 }
 
 // kinds are the faults the campaign draws from, with their weights.
@@ -61,6 +64,7 @@ var kinds = []struct {
 	{"probe: kill -9 a rank", 2, func(c *campaign, rng *rand.Rand, rec *record) { c.probeFault(rng, rec, false) }},
 	{"probe: kill -9 the command", 2, func(c *campaign, rng *rand.Rand, rec *record) { c.probeFault(rng, rec, true) }},
 	{"sweep: kill -9 the command, then --resume", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.sweepFault(rng, rec) }},
+	{"stacks: kill -9 an Open MPI rank", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.stacksFault(rng, rec) }},
 }
 
 // TestFaultCampaign runs GOTUNE_FAULT_RUNS faults (the short form: one of
@@ -109,6 +113,7 @@ func TestFaultCampaign(t *testing.T) {
 			k = kinds[pick(rng, total)]
 		}
 		rec := record{Run: i, Kind: k.name}
+		c.tree = nil
 		// What a killed command could not remove (a POSIX segment, its
 		// bootstrap directory) is the next command's to remove: what the
 		// previous run left must be gone after this one.
@@ -168,7 +173,7 @@ func (c *campaign) benchFault(rng *rand.Rand, rec *record, sig syscall.Signal, c
 	const stall = 3 * time.Second
 	args := []string{"bench", "-t", "sm", "-p", "bw", "-s", "4K:4M", "--reps", "20", "--segment", "posix",
 		"--stall", stall.String(), "--timeout", "2m", "-q"}
-	c.fault(rng, rec, args, sig, command, 1500*time.Millisecond, stall+30*time.Second, []string{"rank"})
+	c.fault(rng, rec, args, sig, command, c.children, 1500*time.Millisecond, stall+30*time.Second, []string{"rank"})
 }
 
 // probeFault runs H8's safe form (a receiver computing 1.5 s while its
@@ -176,14 +181,28 @@ func (c *campaign) benchFault(rng *rand.Rand, rec *record, sig syscall.Signal, c
 // random moment.
 func (c *campaign) probeFault(rng *rand.Rand, rec *record, command bool) {
 	c.fault(rng, rec, []string{"probe", "H8", "--deadline", "500ms", "--timeout", "1m", "-q"}, syscall.SIGKILL, command,
-		3500*time.Millisecond, time.Minute, []string{"rank"})
+		c.children, 3500*time.Millisecond, time.Minute, []string{"rank"})
+}
+
+// stacksFault runs gotune stacks through Open MPI and kills one of the
+// reference benchmark's ranks that mpirun started: the command must fail
+// naming the stack, and mpirun and its ranks must be gone.
+func (c *campaign) stacksFault(rng *rand.Rand, rec *record) {
+	if _, err := exec.LookPath("mpirun.openmpi"); err != nil {
+		rec.Outcome = "skipped: no mpirun.openmpi"
+		return
+	}
+	args := []string{"stacks", "--stack", "openmpi", "--reps", "3", "--latency-sizes", "8", "--bw-sizes", "4K:4M", "--settle", "0", "-q"}
+	// Deadline: mpistack.LaunchBound (5 min), which ends a hung launch,
+	// and the runs around it.
+	c.fault(rng, rec, args, syscall.SIGKILL, false, c.anchors, 6*time.Second, 7*time.Minute, []string{"openmpi"})
 }
 
 // fault starts gotune with args, signals a random rank (or the command)
 // within the first maxDelay, and judges the end: within deadline, and,
 // when a rank was hit while the command ran, a failure whose message has
 // each of words.
-func (c *campaign) fault(rng *rand.Rand, rec *record, args []string, sig syscall.Signal, command bool, maxDelay, deadline time.Duration, words []string) {
+func (c *campaign) fault(rng *rand.Rand, rec *record, args []string, sig syscall.Signal, command bool, ranks func(int) []int, maxDelay, deadline time.Duration, words []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	var stderr bytes.Buffer
@@ -201,8 +220,27 @@ func (c *campaign) fault(rng *rand.Rand, rec *record, args []string, sig syscall
 	case err = <-done:
 		rec.Outcome = "finished before the fault"
 	case <-time.After(delay):
-		rec.Target = c.signal(rng, cmd.Process.Pid, sig, command)
-		err = <-done
+		// The first moment after the delay at which there is a process to
+		// hit (the ranks may not have started yet; gotune stacks runs the
+		// anchor only in its turns).
+		for wait := time.Now().Add(15 * time.Second); ; {
+			if rec.Target = c.signal(rng, cmd.Process.Pid, sig, command, ranks); rec.Target != "" || time.Now().After(wait) {
+				break
+			}
+			select {
+			case err = <-done:
+				rec.Outcome = "finished before the fault"
+			case <-time.After(20 * time.Millisecond): // polling for a target, not a synchronisation
+				continue
+			}
+			break
+		}
+		if rec.Outcome == "" {
+			if rec.Target == "" {
+				rec.Outcome = "no process to signal within 15 s of the fault: ran to its end"
+			}
+			err = <-done
+		}
 	}
 	rec.Exit = exitCode(err)
 	switch {
@@ -210,10 +248,7 @@ func (c *campaign) fault(rng *rand.Rand, rec *record, args []string, sig syscall
 		rec.Problem = fmt.Sprintf("ran past its %v deadline", deadline)
 		rec.Outcome = "killed at its deadline"
 	case rec.Target == "":
-		if rec.Outcome == "" {
-			rec.Outcome = "finished before the fault"
-		}
-		if rec.Exit != 0 && rec.Outcome == "finished before the fault" {
+		if rec.Exit != 0 {
 			rec.Problem = "failed without a fault: " + lastLine(stderr.String())
 		}
 	case command:
@@ -250,13 +285,13 @@ func (c *campaign) sweepFault(rng *rand.Rand, rec *record) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	delay := time.Duration(rng.Int64N(int64(25 * time.Second)))
+	delay := time.Duration(rng.Int64N(int64(12 * time.Second))) // the sweep takes 10-15 s here
 	rec.DelayMS, rec.Signal = int(delay/time.Millisecond), "SIGKILL"
 	var err error
 	select {
 	case err = <-done:
 	case <-time.After(delay):
-		rec.Target = c.signal(rng, cmd.Process.Pid, syscall.SIGKILL, true)
+		rec.Target = c.signal(rng, cmd.Process.Pid, syscall.SIGKILL, true, nil)
 		err = <-done
 	}
 	rec.Exit = exitCode(err)
@@ -354,14 +389,15 @@ func (c *campaign) command(ctx context.Context, stderr *bytes.Buffer, args ...st
 
 // signal sends sig to the command (pid) or to one of its rank processes,
 // chosen at random, and says which; "" when no rank was running.
-func (c *campaign) signal(rng *rand.Rand, pid int, sig syscall.Signal, command bool) string {
+func (c *campaign) signal(rng *rand.Rand, pid int, sig syscall.Signal, command bool, pool func(int) []int) string {
+	c.tree = descendants(pid)
 	if command {
 		if p, err := os.FindProcess(pid); err == nil && p.Signal(sig) == nil {
 			return "command"
 		}
 		return ""
 	}
-	ranks := c.children(pid)
+	ranks := pool(pid)
 	if len(ranks) == 0 {
 		return ""
 	}
@@ -389,6 +425,42 @@ func (c *campaign) children(pid int) []int {
 	return out
 }
 
+// anchors are the reference benchmark's ranks below pid (mpirun's
+// children, running the anchor gotune stacks built).
+func (c *campaign) anchors(pid int) []int {
+	var out []int
+	for _, p := range descendants(pid) {
+		if exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(p), "exe")); err == nil && filepath.Base(exe) == "anchor" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// descendants are the live processes below pid.
+func descendants(pid int) []int {
+	parent := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if p, err := strconv.Atoi(e.Name()); err == nil {
+			parent[p] = ppid(p)
+		}
+	}
+	var out []int
+	frontier := []int{pid}
+	for len(frontier) > 0 {
+		var next []int
+		for p, pp := range parent {
+			if slices.Contains(frontier, pp) {
+				out = append(out, p)
+				next = append(next, p)
+			}
+		}
+		frontier = next
+	}
+	return out
+}
+
 // ours are the live processes running the campaign's binary.
 func (c *campaign) ours() []int {
 	entries, _ := os.ReadDir("/proc")
@@ -408,12 +480,21 @@ func (c *campaign) ours() []int {
 // leftProcesses waits up to 10 s for the campaign's processes to end
 // (a killed command's ranks die with it), then names and kills those left.
 func (c *campaign) leftProcesses() []string {
+	alive := func() []int {
+		pids := c.ours()
+		for _, p := range c.tree {
+			if s := state(p); s != '?' && s != 'Z' && !slices.Contains(pids, p) {
+				pids = append(pids, p)
+			}
+		}
+		return pids
+	}
 	end := time.Now().Add(10 * time.Second)
-	for time.Now().Before(end) && len(c.ours()) > 0 {
+	for time.Now().Before(end) && len(alive()) > 0 {
 		time.Sleep(50 * time.Millisecond) // polling for exits, with a deadline: not a synchronisation
 	}
 	var left []string
-	for _, pid := range c.ours() {
+	for _, pid := range alive() {
 		left = append(left, fmt.Sprintf("process %d (state %c)", pid, state(pid)))
 		if p, err := os.FindProcess(pid); err == nil {
 			_ = p.Signal(syscall.SIGKILL)
@@ -482,8 +563,15 @@ func exitCode(err error) int {
 	}
 }
 
+// lastLine is the line of a command's stderr that says why it failed:
+// its "gotune: " line (a launcher's report may follow it), else the last.
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for _, l := range lines {
+		if strings.HasPrefix(l, "gotune: ") {
+			return l
+		}
+	}
 	return lines[len(lines)-1]
 }
 
