@@ -106,8 +106,10 @@ func runH8(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 					var res launch.Result
 					res, err = launch.Run(ctx, launch.Job{Kind: h8Kind, Size: size, SegmentBytes: seg, Params: params, Stall: deadline}, quiet)
 					if err == nil {
-						sends = append(sends, "")
-						err = h8Sends(res[:size-1], mode, size, &sends[len(sends)-1])
+						var line string
+						if line, err = h8Sends(res[:size-1], mode, size); err == nil {
+							sends = append(sends, line)
+						}
 					}
 				}
 			}
@@ -133,20 +135,19 @@ func runH8(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 
 // h8Sends writes how long the senders of one run took: the slowest of
 // them, labelled with the mode (and the ranks, above 2).
-func h8Sends(results []json.RawMessage, mode string, size int, out *string) error {
+func h8Sends(results []json.RawMessage, mode string, size int) (string, error) {
 	slowest := 0.0
 	for i, raw := range results {
 		var s h8Result
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return fmt.Errorf("sender %d's result: %w", i, err)
+			return "", fmt.Errorf("sender %d's result: %w", i, err)
 		}
 		slowest = max(slowest, s.SendSeconds)
 	}
-	*out = fmt.Sprintf("%s %.1f ms", mode, slowest*1e3)
 	if size > 2 {
-		*out = fmt.Sprintf("%s at %d ranks %.1f ms", mode, size, slowest*1e3)
+		return fmt.Sprintf("%s at %d ranks %.1f ms", mode, size, slowest*1e3), nil
 	}
-	return nil
+	return fmt.Sprintf("%s %.1f ms", mode, slowest*1e3), nil
 }
 
 // h8Rank: the last rank receives from every other and computes; the

@@ -299,14 +299,20 @@ func paramsOf(choices []Choice, values []departure) map[string]string {
 func (c Choice) runnerUp(tried []string) string {
 	best, value := 1+search.Noise, ""
 	for i := 1; i < len(c.Param.Values); i++ {
-		v := c.Param.Values[i]
-		won := slices.ContainsFunc(c.Verdicts[i], func(v search.Comparison) bool { return v.Outcome == search.BWins })
-		lost := slices.ContainsFunc(c.Verdicts[i], func(v search.Comparison) bool { return v.Outcome == search.AWins })
-		if !slices.Contains(tried, v) && won && !lost && c.Scores[i] > best {
+		if v := c.Param.Values[i]; !slices.Contains(tried, v) && c.stands(i) && c.Scores[i] > best {
 			best, value = c.Scores[i], v
 		}
 	}
 	return value
+}
+
+// stands says whether value i beat the default, settled, at some size
+// and lost to it at none: with a score above the noise, what a value
+// needs to be chosen.
+func (c Choice) stands(i int) bool {
+	won := slices.ContainsFunc(c.Verdicts[i], func(v search.Comparison) bool { return v.Outcome == search.BWins })
+	lost := slices.ContainsFunc(c.Verdicts[i], func(v search.Comparison) bool { return v.Outcome == search.AWins })
+	return won && !lost
 }
 
 // ParamsLine is params as k=v, sorted, space-separated.
@@ -531,10 +537,9 @@ func choose(p Param, results []bench.Result) Choice {
 	c.Scores[0] = 1
 	best := 1 + search.Noise
 	for i := 1; i < len(results); i++ {
-		score, verdicts, lost := against(results[0], results[i], higher)
+		score, verdicts, _ := against(results[0], results[i], higher)
 		c.Scores[i], c.Verdicts[i] = score, verdicts
-		won := slices.ContainsFunc(verdicts, func(v search.Comparison) bool { return v.Outcome == search.BWins })
-		if won && !lost && score > best {
+		if c.stands(i) && score > best {
 			best, c.Chosen = score, p.Values[i]
 		}
 	}
