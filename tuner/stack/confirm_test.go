@@ -167,10 +167,13 @@ func TestConfirmNarrowsAFileThatLosesAtASize(t *testing.T) {
 // eager is a stack whose limit=16K gains most bandwidth but costs 8-byte
 // latency 1.2x, while limit=8K gains less and costs none; limit=32K, the
 // last value, wins nowhere. Where the milder value also costs latency
-// (cost8K), nothing is left to narrow to.
+// (cost8K), nothing is left to narrow to. With struck8K, limit=8K ran on
+// a slow pair at 64 KiB while its stage weighed it (0.9x the default
+// there), and is as fast as elsewhere in every later run.
 type eager struct {
 	noMPI
-	cost8K float64
+	cost8K   float64
+	struck8K bool
 }
 
 func (eager) Space() []Param {
@@ -179,12 +182,14 @@ func (eager) Space() []Param {
 func (e eager) Contender(_, label string, params map[string]string) mpistack.Contender {
 	gain := map[string]float64{"8K": 1.2, "16K": 1.4, "32K": 1.0}[params["limit"]]
 	cost := map[string]float64{"8K": e.cost8K, "16K": 1.2, "32K": 1.0}[params["limit"]]
-	return measured(label, func(spec bench.Spec, _ int) float64 {
+	return measured(label, func(spec bench.Spec, n int) float64 {
 		switch {
 		case params["limit"] == "":
 			return 100
 		case spec.Pattern == bench.Latency:
 			return 100 * cost
+		case e.struck8K && label == "limit=8K" && n == 65536:
+			return 90
 		default:
 			return 100 * gain
 		}
@@ -192,18 +197,21 @@ func (e eager) Contender(_, label string, params map[string]string) mpistack.Con
 }
 
 // A value that makes the file lose gives way to its parameter's runner-up
-// (one that also won its stage), which the file is confirmed with; only
-// when no runner-up is left is the parameter dropped.
+// (one that also won its stage somewhere, even where it lost at a size
+// there: the confirmation measures that size again), which the file is
+// confirmed with; only when no runner-up is left is the parameter dropped.
 func TestConfirmNarrowsToTheRunnerUp(t *testing.T) {
 	for _, tc := range []struct {
-		cost8K float64
-		want   string // limit in the file, "" for none
-		note   []string
+		cost8K   float64
+		struck8K bool
+		want     string // limit in the file, "" for none
+		note     []string
 	}{
-		{1.0, "8K", []string{"narrowed limit=16K to 8K", "8-byte latency"}},
-		{1.2, "", []string{"narrowed limit=16K to 8K", "dropped limit=8K", "defaults kept"}},
+		{1.0, false, "8K", []string{"narrowed limit=16K to 8K", "8-byte latency"}},
+		{1.0, true, "8K", []string{"narrowed limit=16K to 8K", "8-byte latency"}},
+		{1.2, false, "", []string{"narrowed limit=16K to 8K", "dropped limit=8K", "defaults kept"}},
 	} {
-		res, err := Tune(context.Background(), eager{cost8K: tc.cost8K}, Config{Dir: t.TempDir(), Rounds: 5, ConfirmSizes: []int{4096}})
+		res, err := Tune(context.Background(), eager{cost8K: tc.cost8K, struck8K: tc.struck8K}, Config{Dir: t.TempDir(), Rounds: 5, ConfirmSizes: []int{4096, 65536}})
 		if err != nil {
 			t.Fatal(err)
 		}
