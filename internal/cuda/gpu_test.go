@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -213,6 +214,48 @@ func TestSynchronousCopies(t *testing.T) {
 		}
 		a.Free()
 		b.Free()
+	}
+}
+
+// CopyDtoD and Memset return when their bytes are in place: a copy on a
+// non-blocking stream, which does not wait for the legacy stream, queued
+// right after them reads what they wrote. (Before they waited, validation
+// through staging read a device buffer's previous bytes on 2 x H100.)
+func TestLegacyStreamOperationsCompleteBeforeTheyReturn(t *testing.T) {
+	d := cudatest.Device(t, 0)
+	const n = 256 << 20 // long enough that a copy racing them would see old bytes
+	a := cudatest.Alloc(t, d, cuda.MemDevice, n)
+	b := cudatest.Alloc(t, d, cuda.MemDevice, n)
+	host := cudatest.Alloc(t, d, cuda.MemPinned, n)
+	s := cudatest.Stream(t)
+	readBack := func() []byte {
+		t.Helper()
+		if err := cuda.CopyAsync(host.Ptr(), b.Ptr(), n, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		return host.Bytes()[:n]
+	}
+	for round := range 8 {
+		old, fresh := byte(2*round+1), byte(2*round+2)
+		for _, step := range []struct {
+			name string
+			f    func() error
+		}{
+			{"Memset", func() error { return cuda.Memset(b.Ptr(), old, n) }},
+			{"Memset", func() error { return cuda.Memset(a.Ptr(), fresh, n) }},
+			{"DtoD", func() error { return cuda.CopyDtoD(b.Ptr(), a.Ptr(), n) }},
+		} {
+			if err := step.f(); err != nil {
+				t.Fatalf("round %d: %s: %v", round, step.name, err)
+			}
+		}
+		got := readBack()
+		if i := slices.IndexFunc(got, func(c byte) bool { return c != fresh }); i >= 0 {
+			t.Fatalf("round %d: a non-blocking stream's copy right after CopyDtoD read byte %d before it was written (want %#x everywhere)", round, i, fresh)
+		}
 	}
 }
 

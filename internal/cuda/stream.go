@@ -222,15 +222,25 @@ func CopyDtoH(dst []byte, src uintptr) error {
 }
 
 // CopyDtoD copies n bytes between device memory (cuMemcpyDtoD, on the legacy
-// default stream: see Copy).
+// default stream: see Copy) and returns when done. The driver returns from a
+// device-to-device copy before it completes, and a non-blocking stream does
+// not wait for it, so without the wait a copy on one (validation's staging)
+// could read the bytes this copy has yet to write.
 func CopyDtoD(dst, src uintptr, n int) error {
-	return invokeSized(&table.cuMemcpyDtoD, "cuMemcpyDtoD", n, dst, src, uintptr(n))
+	if err := invokeSized(&table.cuMemcpyDtoD, "cuMemcpyDtoD", n, dst, src, uintptr(n)); err != nil {
+		return err
+	}
+	return LegacyStream.Synchronize()
 }
 
 // Memset sets n bytes at device (or managed) memory dst to v (cuMemsetD8,
-// on the legacy default stream).
+// on the legacy default stream) and returns when done: like CopyDtoD's, the
+// driver's memset of device memory is asynchronous to the host.
 func Memset(dst uintptr, v byte, n int) error {
-	return invokeSized(&table.cuMemsetD8, "cuMemsetD8", n, dst, uintptr(v), uintptr(n))
+	if err := invokeSized(&table.cuMemsetD8, "cuMemsetD8", n, dst, uintptr(v), uintptr(n)); err != nil {
+		return err
+	}
+	return LegacyStream.Synchronize()
 }
 
 // MemsetAsync queues setting n bytes at dst to v on s. It allocates nothing.
