@@ -18,10 +18,11 @@ import (
 //   - incast: ranks 1..N-1 stream windows to rank 0, which posts the
 //     receives of every sender's window before it waits; the aggregate
 //     MB/s and messages/s at rank 0.
-//   - alltoall: the communication of osu_alltoall as a pairwise exchange:
-//     in step k = 1..N-1 rank r sends to (r+k) mod N and receives from
-//     (r-k) mod N; the time per whole exchange, averaged over the ranks,
-//     with the fastest and slowest rank's beside it.
+//   - alltoall: the communication of osu_alltoall: rank r sends to
+//     (r+k) mod N and receives from (r-k) mod N for k = 1..N-1, all at
+//     once up to AllToAllScatter bytes, step by step above (exchangeAll);
+//     the time per whole exchange, averaged over the ranks, with the
+//     fastest and slowest rank's beside it.
 //
 // Every rank times its own passes, each lined up with all the others at a
 // barrier, and returns the raw times (rankTimes); Run combines them.
@@ -194,33 +195,82 @@ func (l *loop) incastSlot(i, s, w int) []byte {
 	return l.rbuf[k%len(l.rbuf)]
 }
 
-// exchangeAll is one whole pairwise exchange: in step k rank r receives
-// from (r-k) mod N while it sends to (r+k) mod N, and waits for both.
+// AllToAllScatter is the largest alltoall message exchanged scattered:
+// every receive and send posted at once (AllToAllThrottle peers at a
+// time) and waited for together, as MPICH's medium-message alltoall does
+// up to its MPIR_CVAR_ALLTOALL_MEDIUM_MSG_SIZE (32 KiB); larger messages
+// go pairwise, one peer at a time, as there. Small messages are what a
+// step-by-step exchange pays N-1 handshakes for.
+const (
+	AllToAllScatter  = 32 << 10
+	AllToAllThrottle = 32
+)
+
+// scattered says whether alltoall exchanges size-byte messages scattered.
+func scattered(size int) bool { return size <= AllToAllScatter }
+
+// allToAllBytes is the send (and receive) buffer alltoall needs for sizes
+// up to largest among ranks: one message per peer side by side where the
+// exchange is scattered, as osu_alltoall's buffers.
+func allToAllBytes(largest, ranks int) int {
+	return max(largest, (ranks-1)*min(largest, AllToAllScatter))
+}
+
+// exchangeAll is one whole exchange, every rank sending one message to
+// every other. Scattered (scattered(size)): in blocks of AllToAllThrottle
+// steps, the receives from (r-k) mod N and then the sends to (r+k) mod N
+// are posted, each step's in its own buffer, and waited for together.
+// Pairwise (larger sizes): in step k rank r receives from (r-k) mod N
+// while it sends to (r+k) mod N, and waits for both.
 func (l *loop) exchangeAll(i int) error {
 	n := l.ranks
-	for k := 1; k < n; k++ {
-		to, from := (l.rank+k)%n, (l.rank-k+n)%n
-		j := i*(n-1) + k - 1 // the buffers go round the whole run's messages
-		s, r := l.sbuf[j%len(l.sbuf)], l.rbuf[j%len(l.rbuf)]
-		if err := l.fill(s, i, l.rank, k); err != nil {
-			return err
+	block := 1
+	if scattered(l.size) {
+		block = AllToAllThrottle
+	}
+	for first := 1; first < n; first += block {
+		last := min(first+block, n)
+		l.reqs = l.reqs[:0]
+		for k := first; k < last; k++ {
+			rq, err := l.t.Irecv((l.rank-k+n)%n, l.allToAllSlot(l.rbuf, i, k))
+			if err != nil {
+				return err
+			}
+			l.reqs = append(l.reqs, rq)
 		}
-		rq, err := l.t.Irecv(from, r)
-		if err != nil {
-			return err
+		for k := first; k < last; k++ {
+			s := l.allToAllSlot(l.sbuf, i, k)
+			if err := l.fill(s, i, l.rank, k); err != nil {
+				return err
+			}
+			sq, err := l.t.Isend((l.rank+k)%n, s)
+			if err != nil {
+				return err
+			}
+			l.reqs = append(l.reqs, sq)
 		}
-		sq, err := l.t.Isend(to, s)
-		if err != nil {
-			return err
+		if err := l.t.Wait(l.reqs...); err != nil {
+			return fmt.Errorf("steps %d-%d (to ranks r+k, from r-k of %d): %w", first, last-1, n, err)
 		}
-		if err := l.t.Wait(rq, sq); err != nil {
-			return fmt.Errorf("step %d (to rank %d, from rank %d): %w", k, to, from, err)
-		}
-		if err := l.check(r, i, from, k); err != nil {
-			return fmt.Errorf("from rank %d: %w", from, err)
+		for k := first; k < last; k++ {
+			from := (l.rank - k + n) % n
+			if err := l.check(l.allToAllSlot(l.rbuf, i, k), i, from, k); err != nil {
+				return fmt.Errorf("from rank %d: %w", from, err)
+			}
 		}
 	}
 	return nil
+}
+
+// allToAllSlot is the buffer of step k (1..N-1) of iteration i: scattered,
+// the k-th message of the buffer's side-by-side ones; pairwise, the
+// buffers in turn over the whole run's messages.
+func (l *loop) allToAllSlot(bufs [][]byte, i, k int) []byte {
+	if scattered(l.size) {
+		b := bufs[0][:cap(bufs[0])]
+		return b[(k-1)*l.size : k*l.size]
+	}
+	return bufs[(i*(l.ranks-1)+k-1)%len(bufs)]
 }
 
 // rankTimes is one rank's raw times of one size, which Run combines with

@@ -61,6 +61,9 @@ func newArena(spec Spec, rank int, g *rankGPU) (*arena, error) {
 		return newChurnArena(spec)
 	}
 	largest := max(slices.Max(spec.Sizes), spec.Settle)
+	if spec.Pattern == AllToAll {
+		largest = allToAllBytes(largest, spec.RankCount())
+	}
 	sendSlots, recvSlots := spec.bufferSlots(rank)
 	a := &arena{}
 	alloc := func(n int, c byte) ([]byte, error) {

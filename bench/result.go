@@ -25,7 +25,7 @@ const (
 	MultiBandwidth Pattern = "mbw_mr"    // osu_mbw_mr: N/2 pairs stream windows at once
 	MultiLatency   Pattern = "multi_lat" // osu_multi_lat: N/2 pairs ping-pong at once
 	Incast         Pattern = "incast"    // ranks 1..N-1 stream windows to rank 0
-	AllToAll       Pattern = "alltoall"  // pairwise exchange, every rank with every other
+	AllToAll       Pattern = "alltoall"  // every rank exchanges with every other (exchangeAll)
 )
 
 // Patterns lists every pattern of a pair of ranks.
