@@ -80,6 +80,20 @@ faults: build
 		$(GO) test -count=1 -timeout 0 -run '^TestFaultCampaign$$' -v ./internal/faults
 	@echo "report: $(FAULT_REPORT)"
 
+# soak sends validated traffic through every transport (and GPU memory
+# kind) present for SOAK_TIME (internal/faults TestSoak): 0 wrong bytes,
+# descriptors, mappings and memory flat while each run's ranks run, and
+# nothing left after it; one JSON line per run goes to SOAK_REPORT.
+SOAK_TIME ?= 10m
+SOAK_REPORT ?= results/soak-$(FAULT_STAMP).jsonl
+.PHONY: soak
+soak: build
+	@mkdir -p $(dir $(SOAK_REPORT))
+	GOTUNE_BIN=$(abspath $(BIN)) GOTUNE_SOAK_TIME=$(SOAK_TIME) GOTUNE_SOAK_REPORT=$(abspath $(SOAK_REPORT)) \
+		$(if $(SOAK_SEED),GOTUNE_SOAK_SEED=$(SOAK_SEED)) \
+		$(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./internal/faults
+	@echo "report: $(SOAK_REPORT)"
+
 # In-process micro-benchmarks of the engine (Go benchmark format).
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./transports/... ./bench/...

@@ -93,15 +93,7 @@ func TestFaultCampaign(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("fault campaign: %d runs, seed %d (GOTUNE_FAULT_SEED=%d repeats it)", runs, seed, seed)
-	c := &campaign{t: t, root: testutil.ModuleRoot(t), bin: os.Getenv("GOTUNE_BIN")}
-	if c.bin == "" {
-		c.bin = filepath.Join(t.TempDir(), "gotune")
-		build := exec.Command("go", "build", "-o", c.bin, "./cmd/gotune")
-		build.Dir = c.root
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build gotune: %v\n%s", err, out)
-		}
-	}
+	c := newCampaign(t)
 	var report *os.File
 	if path := os.Getenv("GOTUNE_FAULT_REPORT"); path != "" {
 		if report, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
@@ -116,7 +108,6 @@ func TestFaultCampaign(t *testing.T) {
 	}
 	byKind := map[string]int{}
 	var problems []string
-	c.tmp = t.TempDir()
 	for i := range runs {
 		k := kinds[i%len(kinds)] // the short form: the first shortForm kinds once
 		if runs > len(kinds) {
@@ -173,6 +164,21 @@ func TestFaultCampaign(t *testing.T) {
 	for _, p := range problems {
 		t.Error(p)
 	}
+}
+
+// newCampaign takes the binary under test from GOTUNE_BIN, or builds it;
+// the commands' temporary files go to a directory of the test's own.
+func newCampaign(t *testing.T) *campaign {
+	c := &campaign{t: t, root: testutil.ModuleRoot(t), bin: os.Getenv("GOTUNE_BIN"), tmp: t.TempDir()}
+	if c.bin == "" {
+		c.bin = filepath.Join(t.TempDir(), "gotune")
+		build := exec.Command("go", "build", "-o", c.bin, "./cmd/gotune")
+		build.Dir = c.root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build gotune: %v\n%s", err, out)
+		}
+	}
+	return c
 }
 
 // benchFault runs a bandwidth ladder between two ranks through POSIX
