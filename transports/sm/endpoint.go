@@ -130,7 +130,10 @@ type Endpoint struct {
 	// moves). early counts the messages parked in the unexpected queues.
 	held  bool
 	early uint64
-	abort atomic.Pointer[error] // set by Abort; terminal
+	// crowded: the job has more ranks than the cpuset has CPUs, so a
+	// waiter's peer may need this very CPU to move (idle yields at once).
+	crowded bool
+	abort   atomic.Pointer[error] // set by Abort; terminal
 	// in and out copy fragments into the ring and out of it (copier.go).
 	in, out copier
 	closed  bool
@@ -177,7 +180,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		return nil, fmt.Errorf("sm: %d pids for %d ranks", len(env.PIDs), env.Size)
 	}
 	e := &Endpoint{name: name, rank: env.Rank, params: p, single: single,
-		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}}
+		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}, crowded: crowded(env.Size)}
 	e.in, e.out = newCopier(p.Copy, true), newCopier(p.Copy, false)
 	var localPerKiB uint64 // 0: no guard
 	if e.in.guard {
@@ -228,6 +231,13 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		e.prepareProgressThread()
 	}
 	return e, nil
+}
+
+// crowded says whether ranks ranks outnumber the CPUs of this process's
+// cpuset (the CPUs the job's ranks may be placed on), or the online CPUs.
+func crowded(ranks int) bool {
+	cpus, err := sys.CpusetCPUs("/")
+	return err == nil && ranks > len(cpus)
 }
 
 func (e *Endpoint) closeWatches() {

@@ -165,10 +165,16 @@ func (e *Endpoint) progressSendsOnly() bool {
 
 // idle backs off a polling loop that made no progress: now and then it
 // yields the CPU, so oversubscribed ranks still advance, and checks for an
-// abort.
+// abort. Past the tight spins a crowded endpoint yields at every poll, as
+// Open MPI does when oversubscribed (mpi_yield_when_idle): the peer it
+// waits for may be queued on this CPU, and a pause would only delay it.
 func (e *Endpoint) idle(spin int) error {
 	if spin >= tightSpins {
-		sys.CPURelax()
+		if e.crowded {
+			sys.Yield()
+		} else {
+			sys.CPURelax()
+		}
 	}
 	if spin&255 != 255 {
 		return nil

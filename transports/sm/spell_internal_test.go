@@ -3,6 +3,8 @@ package sm
 import (
 	"bytes"
 	"testing"
+
+	"github.com/gotune/gotune/internal/sys"
 )
 
 // TestSpellGuardObserve drives the guard's state machine with costs per KiB
@@ -79,5 +81,21 @@ func TestSpellGuardCopy(t *testing.T) {
 func TestLocalCopyPerKiB(t *testing.T) {
 	if got := localCopyPerKiB(); got == 0 {
 		t.Errorf("local copy cost %d ticks per KiB, want > 0", got)
+	}
+}
+
+// A job is crowded exactly when its ranks outnumber the cpuset's CPUs.
+func TestCrowdedCountsTheCpuset(t *testing.T) {
+	cpus, err := sys.CpusetCPUs("/")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, c := range []struct {
+		ranks int
+		want  bool
+	}{{1, false}, {len(cpus), false}, {len(cpus) + 1, true}, {4 * len(cpus), true}} {
+		if got := crowded(c.ranks); got != c.want {
+			t.Errorf("%d ranks on %d CPUs: crowded %v, want %v", c.ranks, len(cpus), got, c.want)
+		}
 	}
 }
