@@ -86,6 +86,31 @@ func init() {
 	})
 	// rank 1's 50th receive never returns
 	registerFaulty("sm-hang", func(t transports.Transport) transports.Transport { return &hanging{Transport: t} })
+	// rank 1 says it gave single copy up with rank 0
+	registerFaulty("sm-gaveup", func(t transports.Transport) transports.Transport { return givingUp{t} })
+}
+
+// givingUp is a transport that reports single copy given up with rank 0,
+// as cma does when the kernel refuses its copies (Yama, another user).
+type givingUp struct{ transports.Transport }
+
+func (givingUp) Fallbacks() map[int]error {
+	return map[int]error{0: errors.New("planted refusal")}
+}
+
+// A run whose single copy was given up says so at every point: its
+// figures are copy-in/copy-out's.
+func TestGivenUpSingleCopyIsWarned(t *testing.T) {
+	res := mustRun(t, bench.Spec{Transport: "sm-gaveup", Pattern: bench.Bandwidth, Sizes: []int{4096, 65536}, Reps: 1, Iters: 2, Warmup: 1})
+	want := "rank 1 gave single copy up with rank 0: planted refusal"
+	for _, p := range res.Points {
+		if !slices.ContainsFunc(p.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
+			t.Errorf("size %d: warnings %q lack %q", p.Size, p.Warnings, want)
+		}
+	}
+	if clean := mustRun(t, bench.Spec{Transport: "sm", Pattern: bench.Bandwidth, Sizes: []int{4096}, Reps: 1, Iters: 2, Warmup: 1}); slices.ContainsFunc(clean.Points[0].Warnings, func(w string) bool { return strings.Contains(w, "single copy") }) {
+		t.Errorf("sm warns of single copy given up: %q", clean.Points[0].Warnings)
+	}
 }
 
 // hanging wraps a transport whose 50th receive on rank 1 never returns: a

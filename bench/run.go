@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -31,6 +32,9 @@ type rankOutput struct {
 	Warnings [][]string         `json:"warnings,omitempty"` // rank 1's, one list per size
 	Rank     *hostinfo.RankInfo `json:"rank,omitempty"`     // with a GPU: its buffers and device
 	Times    []rankTimes        `json:"times,omitempty"`    // a multi-rank pattern's: every rank's, one per size
+	// GaveUp says, for a single-copy transport, with which peers the rank
+	// gave single copy up and why: its figures are then copy-in/copy-out's.
+	GaveUp []string `json:"gave_up,omitempty"`
 }
 
 // rankMain is the body of each benchmark rank. It runs on the rank's
@@ -77,6 +81,7 @@ func rankMain(r *launch.Rank) (any, error) {
 	} else {
 		out.Points, out.Warnings, err = measureAll(t, r.ID, spec, a, r.Beat, st)
 	}
+	out.GaveUp = gaveUp(t)
 	st.start("closing transport %s", spec.Transport)
 	unhook()
 	keepFirst(&err, t.Close())
@@ -85,6 +90,21 @@ func rankMain(r *launch.Rank) (any, error) {
 		out.Rank = &info
 	}
 	return out, err
+}
+
+// gaveUp lists the peers t gave single copy up with, and why ("rank 1:
+// ..."), in rank order; nil for a transport without single copy.
+func gaveUp(t transports.Transport) []string {
+	f, ok := t.(interface{ Fallbacks() map[int]error })
+	if !ok {
+		return nil
+	}
+	fallbacks := f.Fallbacks()
+	var out []string
+	for _, peer := range slices.Sorted(maps.Keys(fallbacks)) {
+		out = append(out, fmt.Sprintf("rank %d: %v", peer, fallbacks[peer]))
+	}
+	return out
 }
 
 // keepFirst sets *err to next unless it already holds an error: of a run
@@ -260,11 +280,21 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 		}
 		times[r] = outs[r].Times
 	}
+	// A single-copy transport that gave single copy up measured
+	// copy-in/copy-out from then on: every point says so.
+	var gave []string
+	for r := range outs {
+		for _, why := range outs[r].GaveUp {
+			gave = append(gave, fmt.Sprintf("rank %d gave single copy up with %s (copy-in/copy-out measured from then on)", r, why))
+		}
+	}
+
 	if spec.Pattern.MultiRank() {
 		if res.Points, err = multiPoints(spec, times); err != nil {
 			return Result{}, err
 		}
 		tr.measuredAll(len(res.Points))
+		warnAll(res.Points, gave)
 		return res, nil
 	}
 	res.Points = outs[0].Points
@@ -279,5 +309,13 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 			}
 		}
 	}
+	warnAll(res.Points, gave)
 	return res, nil
+}
+
+// warnAll adds warnings to every point.
+func warnAll(points []Point, warnings []string) {
+	for i := range points {
+		points[i].Warnings = append(points[i].Warnings, warnings...)
+	}
 }
