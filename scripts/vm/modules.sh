@@ -87,6 +87,36 @@ while [ $r -le $bwrounds ]; do
 	done
 	r=$((r + 1))
 done
+# Yama's ptrace_scope=1 lets a process attach (and CMA read) only its
+# descendants and those that name it with PR_SET_PTRACER: the ranks are
+# siblings, so cma works there only if they name each other. As nobody:
+# no capability bypasses the check.
+step "Yama ptrace_scope=1, as nobody: bench over sm, cma, tcp and $mod, validated"
+if [ -w /proc/sys/kernel/yama/ptrace_scope ]; then
+	grep -q '^nobody:' /etc/passwd 2>/dev/null || echo 'nobody:x:65534:65534:nobody:/tmp:/bin/sh' >> /etc/passwd
+	grep -q '^nogroup:' /etc/group 2>/dev/null || echo 'nogroup:x:65534:' >> /etc/group
+	scope=$(cat /proc/sys/kernel/yama/ptrace_scope)
+	echo 1 > /proc/sys/kernel/yama/ptrace_scope
+	for tr in sm cma tcp $mod; do
+		o=""; [ $tr = $mod ] && o="$opt"
+		if [ $tr = $mod ] && [ -z "$opt" ] && ! su -s /bin/sh nobody -c "test -r /dev/$mod -a -w /dev/$mod"; then
+			echo "(/dev/$mod is not open to other users: $mod left out)"; continue
+		fi
+		# A single-copy transport refused by the kernel falls back to
+		# copy-in/copy-out and says so in a warning: that fails here.
+		out=$(su -s /bin/sh nobody -c "HOME=/tmp TMPDIR=/tmp GOTUNE_BOOTSTRAP_ADDR=127.0.0.1 gotune bench -t $tr -p bw -s 8,64K,1M --reps 2 --iters 4 --warmup 1 --settle 0 --validate -q $o" 2>&1)
+		rc=$?
+		echo "$out" | sed "s/^/YAMA $tr /"
+		if [ $rc = 0 ] && echo "$out" | grep -q 'gave single copy up'; then
+			echo "vmtest-$mod: $tr gave single copy up as nobody under ptrace_scope=1"; rc=1
+		fi
+		[ $rc = 0 ]; check "yama-nobody-$tr"
+	done
+	echo "$scope" > /proc/sys/kernel/yama/ptrace_scope
+	echo "yama=1-as-nobody" >> /tmp/vmtest.notes
+else
+	echo "(this kernel has no Yama)"; echo "yama=absent" >> /tmp/vmtest.notes
+fi
 [ -z "$failed" ] || { echo "vmtest-$mod: FAIL:$failed"; exit 1; }
 echo "vmtest-$mod: PASS"
 EOF
