@@ -406,8 +406,11 @@ func (l *loop) sync() error {
 // window slot w: it differs between iterations, slots, directions and
 // neighbouring bytes, so stale, misplaced or shifted data is caught.
 func patternByte(i, from, w, k int) byte {
-	return byte(patternBase(i, from, w) + k*7 + k>>9)
+	return patternAt(patternBase(i, from, w), k)
 }
+
+// patternAt is byte k of the pattern of base.
+func patternAt(base, k int) byte { return byte(base + k*7 + k>>9) }
 
 // patternBase is what i, from and w add to every byte of their pattern.
 func patternBase(i, from, w int) int { return i*251 + from*97 + w*13 }
@@ -423,7 +426,7 @@ func patternWord(base, k int) uint64 {
 		high  = 0x8080808080808080
 		steps = 0x312a231c150e0700 // byte j: 7j
 	)
-	a := uint64(byte(base+7*k+k>>9)) * ones
+	a := uint64(patternAt(base, k)) * ones
 	return ((a &^ high) + (steps &^ high)) ^ ((a ^ steps) & high)
 }
 
@@ -434,7 +437,7 @@ func putPattern(b []byte, base int) {
 		binary.LittleEndian.PutUint64(b[k:], patternWord(base, k))
 	}
 	for ; k < len(b); k++ {
-		b[k] = byte(base + k*7 + k>>9)
+		b[k] = patternAt(base, k)
 	}
 }
 
@@ -448,7 +451,7 @@ func patternMismatch(b []byte, base int) int {
 		}
 	}
 	for ; k < len(b); k++ {
-		if b[k] != byte(base+k*7+k>>9) {
+		if b[k] != patternAt(base, k) {
 			return k
 		}
 	}

@@ -288,7 +288,6 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 			gave = append(gave, fmt.Sprintf("rank %d gave single copy up with %s (copy-in/copy-out measured from then on)", r, why))
 		}
 	}
-
 	if spec.Pattern.MultiRank() {
 		if res.Points, err = multiPoints(spec, times); err != nil {
 			return Result{}, err

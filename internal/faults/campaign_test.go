@@ -94,13 +94,7 @@ func TestFaultCampaign(t *testing.T) {
 	}
 	t.Logf("fault campaign: %d runs, seed %d (GOTUNE_FAULT_SEED=%d repeats it)", runs, seed, seed)
 	c := newCampaign(t)
-	var report *os.File
-	if path := os.Getenv("GOTUNE_FAULT_REPORT"); path != "" {
-		if report, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		defer report.Close()
-	}
+	report := reporter(t, "GOTUNE_FAULT_REPORT")
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	total := 0
 	for _, k := range kinds {
@@ -138,21 +132,16 @@ func TestFaultCampaign(t *testing.T) {
 		switch {
 		case len(left) > 0:
 			rec.Left = append(rec.Left, left...)
-			rec.Problem = strings.TrimPrefix(rec.Problem+"; ", "; ") + "processes left: " + strings.Join(left, ", ")
+			rec.Problem = join(rec.Problem, "processes left: "+strings.Join(left, ", "))
 		case len(stale) > 0:
-			rec.Problem = strings.TrimPrefix(rec.Problem+"; ", "; ") + "not removed by the next gotune command: " + strings.Join(stale, ", ")
+			rec.Problem = join(rec.Problem, "not removed by the next gotune command: "+strings.Join(stale, ", "))
 		}
 		byKind[k.name]++
 		if rec.Problem != "" {
 			problems = append(problems, fmt.Sprintf("run %d (%s, fault at %d ms on %s): %s", i, k.name, rec.DelayMS, rec.Target, rec.Problem))
 		}
 		t.Logf("run %3d %-42s fault at %5d ms on %-9s exit %3d %5.1fs %s%s", i, k.name, rec.DelayMS, or(rec.Target, "-"), rec.Exit, rec.Seconds, rec.Outcome, leftNote(rec.Left))
-		if report != nil {
-			line, _ := json.Marshal(rec) // plain data always encodes
-			if _, err := report.Write(append(line, '\n')); err != nil {
-				t.Fatal(err)
-			}
-		}
+		report(rec)
 	}
 	// A segment a killed command left is the next command's to remove
 	// (launch.RemoveStaleSegments): one more run must leave none.
@@ -164,6 +153,31 @@ func TestFaultCampaign(t *testing.T) {
 	for _, p := range problems {
 		t.Error(p)
 	}
+}
+
+// reporter returns what appends a record as a JSON line to the file the
+// environment variable env names; nothing where it names none.
+func reporter(t *testing.T, env string) func(rec any) {
+	path := os.Getenv(env)
+	if path == "" {
+		return func(any) {}
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return func(rec any) {
+		line, _ := json.Marshal(rec) // plain data always encodes
+		if _, err := f.Write(append(line, '\n')); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// join appends what to problem, "; "-separated.
+func join(problem, what string) string {
+	return strings.TrimPrefix(problem+"; "+what, "; ")
 }
 
 // newCampaign takes the binary under test from GOTUNE_BIN, or builds it;

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -93,14 +94,7 @@ func TestSoak(t *testing.T) {
 		length = d
 	}
 	c := newCampaign(t)
-	var report *os.File
-	if path := os.Getenv("GOTUNE_SOAK_REPORT"); path != "" {
-		var err error
-		if report, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		defer report.Close()
-	}
+	report := reporter(t, "GOTUNE_SOAK_REPORT")
 	seed, err := envInt("GOTUNE_SOAK_SEED", int(time.Now().UnixNano()%1e9))
 	if err != nil {
 		t.Fatal(err)
@@ -135,21 +129,9 @@ func TestSoak(t *testing.T) {
 		t.Logf("run %4d %-28s %-14s %5.1fs %8.2f GB  rss %d->%d kB  fds %d->%d  maps %d->%d  shmem %+d kB%s",
 			i, rec.Traffic, rec.Sizes, rec.Seconds, float64(rec.Bytes)/1e9, rec.RSSFirst, rec.RSSLast,
 			rec.FDsFirst, rec.FDsLast, rec.MapsFirst, rec.MapsLast, rec.ShmemKB, strings.TrimSuffix(" "+rec.Problem, " "))
-		if report != nil {
-			line, _ := json.Marshal(rec) // plain data always encodes
-			if _, err := report.Write(append(line, '\n')); err != nil {
-				t.Fatal(err)
-			}
-		}
+		report(rec)
 	}
-	kinds := slices.Sorted(func(yield func(string) bool) {
-		for k := range bytesBy {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	for _, k := range kinds {
+	for _, k := range slices.Sorted(maps.Keys(bytesBy)) {
 		t.Logf("validated %-28s %8.2f GB", k, float64(bytesBy[k])/1e9)
 	}
 	t.Logf("validated in all: %.2f GB, 0 wrong bytes unless listed below", float64(total)/1e9)
@@ -324,11 +306,7 @@ func usage(pid int) (rssKB int64, fds, maps int, ok bool) {
 	if err != nil {
 		return 0, 0, 0, false
 	}
-	for line := range strings.Lines(string(status)) {
-		if v, found := strings.CutPrefix(line, "VmRSS:"); found {
-			rssKB, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
+	rssKB = kBField(status, "VmRSS:")
 	entries, err := os.ReadDir(filepath.Join(dir, "fd"))
 	if err != nil {
 		return 0, 0, 0, false
@@ -413,18 +391,18 @@ func streams(pattern string, ranks int, window int64) int64 {
 // shmemKB is the node's Shmem (kB) from /proc/meminfo.
 func shmemKB() int64 {
 	b, _ := os.ReadFile("/proc/meminfo")
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Shmem:"); ok {
+	return kBField(b, "Shmem:")
+}
+
+// kBField is the value of the "key   N kB" line of a /proc file, or 0.
+func kBField(text []byte, key string) int64 {
+	for line := range strings.Lines(string(text)) {
+		if v, ok := strings.CutPrefix(line, key); ok {
 			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return n
 		}
 	}
 	return 0
-}
-
-// join appends what to problem, "; "-separated.
-func join(problem, what string) string {
-	return strings.TrimPrefix(problem+"; "+what, "; ")
 }
 
 // The soak counts what the receivers checked, stream by stream.
