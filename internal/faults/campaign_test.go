@@ -50,6 +50,9 @@ type campaign struct {
 	// tree is the command's process tree when the fault struck (launchers
 	// and the ranks they started included), checked gone afterwards.
 	tree []int
+	// started are the pids of every command the campaign started: the
+	// launchers whose pid names the segments it is answerable for.
+	started map[int]bool
 	// profiles are two profiles of this node with different hashes, made
 	// by small sweeps when the profile kind first runs.
 	profiles [2][]byte
@@ -486,6 +489,10 @@ func (c *campaign) start(ctx context.Context, stderr *bytes.Buffer, args ...stri
 		c.t.Log(err)
 		return nil
 	}
+	if c.started == nil {
+		c.started = map[int]bool{}
+	}
+	c.started[cmd.Process.Pid] = true
 	return cmd
 }
 
@@ -618,13 +625,35 @@ func (c *campaign) leftProcesses() []string {
 	return left
 }
 
-// files are gotune's POSIX segments under /dev/shm and what is in the
-// campaign's temporary directory (bootstrap directories and the like).
+// launchedBy says whether the POSIX segment name was created by a
+// launcher of the campaign: a command it started, a process of a tree it
+// signalled, or a live process of its binary. Tests of other packages
+// run beside it with segments of their own.
+func (c *campaign) launchedBy(name string) bool {
+	rest, ok := strings.CutPrefix(name, launch.ShmPrefix)
+	if !ok {
+		return false
+	}
+	pidStr, _, _ := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(pidStr)
+	if err != nil {
+		return true // not a launcher's name: nobody else's either
+	}
+	if c.started[pid] || slices.Contains(c.tree, pid) {
+		return true
+	}
+	exe, err := os.Readlink(filepath.Join("/proc", pidStr, "exe"))
+	return err == nil && exe == c.bin
+}
+
+// files are the POSIX segments under /dev/shm that the campaign's
+// launchers created and what is in its temporary directory (bootstrap
+// directories and the like).
 func (c *campaign) files() []string {
 	var out []string
 	entries, _ := os.ReadDir(launch.ShmDir)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), launch.ShmPrefix) {
+		if c.launchedBy(e.Name()) {
 			out = append(out, "segment "+e.Name())
 		}
 	}
@@ -741,4 +770,24 @@ func envInt(name string, def int) (int, error) {
 		return 0, fmt.Errorf("%s=%q: want a positive integer", name, v)
 	}
 	return n, nil
+}
+
+// A segment is the campaign's when a launcher it started or signalled
+// named it; another package's test process (this one, here) is not.
+func TestSegmentsOfOtherJobsAreNotTheCampaigns(t *testing.T) {
+	c := &campaign{t: t, bin: "/nonexistent/gotune", started: map[int]bool{41: true}, tree: []int{43}}
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{launch.ShmPrefix + "41-b10d90d680b6", true},
+		{launch.ShmPrefix + "43-b10d90d680b6", true},
+		{fmt.Sprintf("%s%d-b10d90d680b6", launch.ShmPrefix, os.Getpid()), false},
+		{launch.ShmPrefix + "odd", true},
+		{"psm2.shm", false},
+	} {
+		if got := c.launchedBy(tc.name); got != tc.want {
+			t.Errorf("launchedBy(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
