@@ -237,9 +237,12 @@ func Run(ctx context.Context, s Stack, binary string, spec bench.Spec) (bench.Re
 	report.Close()
 	defer os.Remove(report.Name())
 	var stdout, stderr bytes.Buffer
-	cmd := launcherCommand(ctx, s, launcher, args...)
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	cmd := launcherCommand(runCtx, s, launcher, args...)
 	cmd.Env = append(cmd.Env, "GOTUNE_ANCHOR_REPORT="+report.Name())
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	go endAfterReport(runCtx, stopRun, report.Name())
 	if err := runGroup(cmd); err != nil {
 		if ctx.Err() != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -247,6 +250,9 @@ func Run(ctx context.Context, s Stack, binary string, spec bench.Spec) (bench.Re
 					spec.Pattern, spec.Sizes, ErrHang, ctx.Err(), indentOutput(tail(stdout.Bytes())))
 			}
 			return bench.Result{}, fmt.Errorf("run anchor through %s: %w", s.Name, ctx.Err())
+		}
+		if errors.Is(context.Cause(runCtx), errAbortStalled) {
+			err = fmt.Errorf("%w, ended after %v (%w)", errAbortStalled, abortGrace, err)
 		}
 		out := stderr.Bytes()
 		if len(bytes.TrimSpace(out)) == 0 {
@@ -279,6 +285,38 @@ func Run(ctx context.Context, s Stack, binary string, spec bench.Spec) (bench.Re
 		res.Points = append(res.Points, p)
 	}
 	return res, nil
+}
+
+// abortGrace is how long a job whose rank reported a bad payload has to
+// end by itself (MPI_Abort) before it is ended. Why: MPICH 4.0.2's
+// MPI_Abort was seen to leave its job running until the launch's
+// deadline on a loaded 2-core machine, which read as a hang.
+const abortGrace = 3 * time.Second
+
+// errAbortStalled ends a job whose abort did not end it within abortGrace.
+var errAbortStalled = errors.New("the job did not end after a rank's abort")
+
+// endAfterReport watches anchor.c's report file (polled: a rank writes it
+// just before MPI_Abort) and, abortGrace after a report appears, cancels
+// the job with errAbortStalled; it returns when ctx ends.
+func endAfterReport(ctx context.Context, stop context.CancelCauseFunc, report string) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if st, err := os.Stat(report); err == nil && st.Size() > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(abortGrace):
+				stop(errAbortStalled)
+			}
+			return
+		}
+	}
 }
 
 // LaunchBound bounds one launch of a stack's benchmark (one repetition of

@@ -308,3 +308,25 @@ func TestMissingStackNamesIt(t *testing.T) {
 		t.Errorf("Check: %v, want ErrNotSupported for mpich, no verdict", err)
 	}
 }
+
+// A job whose rank reported a bad payload but whose abort does not end it
+// (a launcher that stays, as MPICH's was seen to under load) ends
+// abortGrace later as a corruption, not at the launch's deadline as a hang.
+func TestStalledAbortIsACorruption(t *testing.T) {
+	launcher := filepath.Join(t.TempDir(), "mpirun-stalls")
+	script := `#!/bin/sh
+[ "$1" = --version ] && { echo "stalling launcher 1.0"; exit 0; }
+echo "anchor rank 1: payload mismatch: bw size 4096 iteration 0 window slot 0 from rank 0: byte 2048 is 0x11, want 0xee" >> "$GOTUNE_ANCHOR_REPORT"
+exec sleep 600
+`
+	if err := os.WriteFile(launcher, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := Stack{Name: "stalling", MPIRun: launcher}
+	_, err := Run(ctx, s, "anchor", bench.Spec{Pattern: bench.Bandwidth, Sizes: []int{4096}, Reps: 1, Iters: 3, Warmup: 1, Window: 4, Validate: true})
+	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, errAbortStalled) || errors.Is(err, ErrHang) {
+		t.Fatalf("got %v, want ErrCorrupt after a stalled abort", err)
+	}
+}
