@@ -84,9 +84,9 @@ func TestSoak(t *testing.T) {
 	}
 	// The short form keeps to messages up to 64 KiB: a run of 4 MiB
 	// latency lasts two minutes on a 2-core machine.
-	length, largest := 20*time.Second, "64K"
+	length, largest, long := 20*time.Second, "64K", false
 	if v := os.Getenv("GOTUNE_SOAK_TIME"); v != "" {
-		largest = ""
+		largest, long = "", true
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			t.Fatalf("GOTUNE_SOAK_TIME=%q: want a duration such as 10m", v)
@@ -118,7 +118,10 @@ func TestSoak(t *testing.T) {
 		if files := c.files(); len(files) > 0 {
 			rec.Problem = join(rec.Problem, "files left: "+strings.Join(files, ", "))
 		}
-		if rec.ShmemKB > 4<<10 {
+		// The node's Shmem is the node's: under make test, packages run
+		// beside the soak's short form and move it, so only the long form
+		// (make soak, alone on the node) holds a run to it.
+		if rec.ShmemKB > 4<<10 && long {
 			rec.Problem = join(rec.Problem, fmt.Sprintf("the node's Shmem %d kB above the soak's start", rec.ShmemKB))
 		}
 		total += rec.Bytes
