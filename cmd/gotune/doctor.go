@@ -185,7 +185,7 @@ func doctorCPUs(w io.Writer, mask, cpuset, ranks []int) {
 // every core of the node: a cell FIFO per ordered pair of ranks, a
 // fragment ring per rank.
 func doctorFootprint(w io.Writer, p hostinfo.Provenance) {
-	d := sm.DefaultParams()
+	d := sm.DefaultParams().ForRanks(p.Cores)
 	node := int64(d.SegmentBytes(p.Cores))
 	share := ""
 	if p.MemBytes > 0 {

@@ -84,6 +84,24 @@ func Populate(b []byte) error {
 	return nil
 }
 
+// ResidentPages counts the pages of b that are in memory (mincore): what
+// a process has committed of a lazily mapped region. b's first byte must
+// be page-aligned.
+func ResidentPages(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	vec := make([]byte, (len(b)+PageSize-1)/PageSize)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, AddressOf(b), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		return 0, fmt.Errorf("mincore %d bytes at %#x: %w", len(b), AddressOf(b), e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n, nil
+}
+
 // Unmap releases a mapping made by MapAnon or MapShared.
 func Unmap(b []byte) error {
 	if b == nil {

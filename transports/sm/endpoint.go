@@ -179,6 +179,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 	if len(env.PIDs) != env.Size {
 		return nil, fmt.Errorf("sm: %d pids for %d ranks", len(env.PIDs), env.Size)
 	}
+	p = p.ForRanks(env.Size)
 	e := &Endpoint{name: name, rank: env.Rank, params: p, single: single,
 		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}, crowded: crowded(env.Size)}
 	e.in, e.out = newCopier(p.Copy, true), newCopier(p.Copy, false)
@@ -215,15 +216,9 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		e.peers[r] = pr
 		e.active = append(e.active, pr)
 	}
-	// The segment is mapped lazily: this rank's own ring, which every send
-	// above the eager limit writes, is faulted in now, outside any
-	// measurement; a pair's cells as the pair first uses them.
-	if env.Size > 1 {
-		if err := sys.Populate(p.ringOf(env.Segment, env.Rank)); err != nil {
-			e.closeWatches()
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-	}
+	// The segment is mapped lazily: a pair's cells are committed as the
+	// pair first uses them, this rank's ring a step at a time as its
+	// fragments reach it (fragRing.faultTo).
 	// sm.progress=thread: the goroutine is made here and parks until the
 	// first operation above the eager limit (startProgressFor), or starts
 	// at once with a Memory hook (NewWithMemory).

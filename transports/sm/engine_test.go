@@ -494,3 +494,72 @@ func TestParamsValidation(t *testing.T) {
 		}
 	}
 }
+
+// A rank's fragment ring is committed as its fragments reach it: nothing
+// while it sends only eager messages, one step for a large fragment
+// (large ones cycle through the ring's first sm.wrap bytes), the whole
+// ring only when a window of medium fragments walks it.
+func TestFragmentRingIsCommittedAsItIsUsed(t *testing.T) {
+	p := sm.DefaultParams()
+	seg, err := sys.MapAnon(p.SegmentBytes(2), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Unmap(seg) })
+	pid := os.Getpid()
+	var eps [2]*sm.Endpoint
+	for r := range eps {
+		env := transports.Env{Rank: r, Size: 2, PIDs: []int{pid, pid}, Segment: seg}
+		if eps[r], err = sm.New(env, p, nil, "sm"); err != nil {
+			t.Fatal(err)
+		}
+		ep := eps[r]
+		t.Cleanup(func() { ep.Abort(errors.New("test over")); ep.Close() })
+	}
+	ring := seg[:p.RingBytes()] // rank 0's, the first in the segment
+	resident := func() int {
+		t.Helper()
+		n, err := sys.ResidentPages(ring)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	send := func(size, count int) {
+		t.Helper()
+		src, dst := buffer(t, size), buffer(t, size)
+		both(t, func() error {
+			for range count {
+				if err := eps[0].Send(1, src); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, func() error {
+			for range count {
+				if _, err := eps[1].Recv(0, dst); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	page := sys.PageSize
+	for _, step := range []struct {
+		what        string
+		size, count int
+		want        int // resident pages of the ring afterwards
+	}{
+		{"at attach", 0, 0, 0},
+		{"eager messages only", p.EagerLimit, 200, 0},
+		{"large fragments", 1 << 20, 20, (1 << 20) / page},
+		{"a window of medium fragments", 16 << 10, 2 * p.RingBytes() / (16 << 10), p.RingBytes() / page},
+	} {
+		if step.count > 0 {
+			send(step.size, step.count)
+		}
+		if got := resident(); got != step.want {
+			t.Errorf("%s: %d pages of rank 0's ring resident, want %d", step.what, got, step.want)
+		}
+	}
+}

@@ -20,7 +20,7 @@ const (
 
 // Params shape the channels. All sizes are bytes.
 type Params struct {
-	Depth      int // cells per channel
+	Depth      int // cells per channel (with AutoDepth, up to 9 ranks)
 	CellSize   int // bytes per cell, header included; a multiple of 64
 	EagerLimit int // largest message sent inline; at most CellSize-16
 	FragSize   int // largest fragment in bytes; a multiple of 64
@@ -59,6 +59,33 @@ type Params struct {
 	// credit: hazard H3's leak (nccl#1251's shape), kept so that the probe
 	// can prove its detector works. Never set it for real traffic.
 	LeakPersistent bool
+	// AutoDepth makes Depth follow the job's rank count (DepthFor): the
+	// built-in, where neither sm.depth nor a profile sets it.
+	AutoDepth bool
+}
+
+// DepthFor is the built-in FIFO depth for a job of n ranks: 64 cells,
+// halved while a rank's incoming cells, (n-1) x depth, exceed 512 by more
+// than 1/16, down to 16 (64 up to 9 ranks, 32 up to 18, 16 above). Why:
+// at 32 ranks 64-cell FIFOs were 287 MiB of the job's 415
+// (docs/performance.md, Shared memory at N ranks), and a pair of a full
+// node seldom has more than a few messages in flight.
+func DepthFor(n int) int {
+	const full, floor, perRank = 64, 16, 512
+	d := full
+	for d > floor && d*(n-1) > perRank+perRank/16 {
+		d /= 2
+	}
+	return d
+}
+
+// ForRanks is p as a job of n ranks uses it: with AutoDepth, Depth is
+// DepthFor(n).
+func (p Params) ForRanks(n int) Params {
+	if p.AutoDepth {
+		p.Depth = DepthFor(n)
+	}
+	return p
 }
 
 // DefaultStreamMin is the built-in sm.stream: messages of 16 MiB and more
@@ -111,7 +138,7 @@ func CellFor(eager int) int { return sys.RoundUp(headerSize+eager, cacheLine) + 
 
 // DefaultParams are the built-in channel parameters.
 func DefaultParams() Params {
-	return Params{Depth: 64, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: 64 << 10, FragSlots: DefaultFragSlots,
+	return Params{Depth: DepthFor(2), AutoDepth: true, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: 64 << 10, FragSlots: DefaultFragSlots,
 		Copy: "auto", StreamMin: DefaultStreamMin, Wrap: DefaultWrap, Streams: DefaultStreams, Progress: "poll"}
 }
 
@@ -138,7 +165,10 @@ func (p Params) PairBytes() int { return sys.RoundUp(ctlSize+p.Depth*p.CellSize,
 
 // SegmentBytes is the shared memory n ranks need: a fragment ring per rank
 // and a cell FIFO per ordered pair.
-func (p Params) SegmentBytes(n int) int { return n*p.RingBytes() + n*(n-1)*p.PairBytes() }
+func (p Params) SegmentBytes(n int) int {
+	q := p.ForRanks(n)
+	return n*q.RingBytes() + n*(n-1)*q.PairBytes()
+}
 
 // ringOf is rank's fragment ring in seg.
 func (p Params) ringOf(seg []byte, rank int) []byte {
@@ -182,6 +212,7 @@ func (p Params) CheckBudget(n int, mem int64) error {
 	if budget == 0 || need <= budget {
 		return nil
 	}
+	p = p.ForRanks(n)
 	return fmt.Errorf("sm: %d ranks need %s of shared memory (%s per ordered pair: sm.depth=%d x sm.cell=%d; %s per rank: sm.frag=%d x sm.frags=%d), over sm.budget=%s: lower those, or raise sm.budget",
 		n, bytesize.Human(need), bytesize.Human(int64(p.PairBytes())), p.Depth, p.CellSize, bytesize.Human(int64(p.RingBytes())), p.FragSize, p.FragSlots, bytesize.Human(budget))
 }
@@ -310,6 +341,9 @@ func (r *ring) advance(entry, size uint64) {
 // shared by its producers.
 type fragRing struct {
 	head fragPos
+	// faulted is how many bytes from the ring's start are faulted in
+	// (a page multiple): the ring is committed as fragments reach it.
+	faulted uint64
 	// tail is the ring position up to which every fragment placed has
 	// been released by its consumer.
 	tail uint64
@@ -336,6 +370,28 @@ func (r *fragRing) reclaim() {
 		r.tail = f.end
 		r.placed.Pop()
 	}
+}
+
+// ringFaultStep is the least the ring is faulted in by at a time: a
+// fault per page inside a measured copy would cost more than the copy.
+const ringFaultStep = 1 << 20
+
+// faultTo faults the ring frags in up to end (and at least one step
+// beyond what is faulted, up to its size). Why not all of it when the
+// rank attaches: a rank that sends nothing above the eager limit, or
+// only large fragments, which cycle through the first sm.wrap bytes,
+// then never commits the rest; at 32 ranks that was 128 MiB of rings
+// (docs/performance.md, Shared memory at N ranks).
+func (r *fragRing) faultTo(frags []byte, end uint64) error {
+	if end <= r.faulted {
+		return nil
+	}
+	to := min(uint64(len(frags)), max(uint64(sys.RoundUp(int(end), sys.PageSize)), r.faulted+ringFaultStep))
+	if err := sys.Populate(frags[r.faulted:to]); err != nil {
+		return fmt.Errorf("fault in fragment ring: %w", err)
+	}
+	r.faulted = to
+	return nil
 }
 
 // fits reports whether the ring can hold everything up to next, given what

@@ -209,7 +209,7 @@ func TestBudget(t *testing.T) {
 		fails  bool
 	}{
 		{"2 ranks within the built-in share", 0, 2, 24 << 30, false},
-		{"64 ranks over 1/32 of 24 GiB", 0, 64, 24 << 30, true},
+		{"128 ranks over 1/32 of 24 GiB", 0, 128, 24 << 30, true},
 		{"64 ranks within 1/32 of 512 GiB", 0, 64, 512 << 30, false},
 		{"an explicit budget is the ceiling", int(need(8)), 8, 1 << 40, false},
 		{"a byte less fails", int(need(8)) - 1, 8, 1 << 40, true},
@@ -243,5 +243,36 @@ func TestSharedBytesAppliesTheBudget(t *testing.T) {
 	got, err := SharedBytes(8, transports.Options{KeyBudget: fmt.Sprint(p.SegmentBytes(8))})
 	if err != nil || got != p.SegmentBytes(8) {
 		t.Fatalf("SharedBytes within its budget = %d, %v; want %d", got, err, p.SegmentBytes(8))
+	}
+}
+
+// The built-in depth follows the job's rank count; a depth the job sets
+// (an option or a profile's channel) does not.
+func TestDepthFollowsTheRankCountUnlessSet(t *testing.T) {
+	for _, tc := range []struct{ ranks, want int }{{2, 64}, {9, 64}, {10, 32}, {18, 32}, {19, 16}, {32, 16}, {64, 16}, {192, 16}} {
+		if got := DefaultParams().ForRanks(tc.ranks).Depth; got != tc.want {
+			t.Errorf("%d ranks: depth %d, want %d", tc.ranks, got, tc.want)
+		}
+		if got := DepthFor(tc.ranks); got != tc.want {
+			t.Errorf("DepthFor(%d) = %d, want %d", tc.ranks, got, tc.want)
+		}
+	}
+	set, err := ParseParams(transports.Options{KeyDepth: "64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := set.ForRanks(32).Depth; got != 64 {
+		t.Errorf("sm.depth=64 at 32 ranks: depth %d", got)
+	}
+	ch, err := ChannelParams(Channel{Depth: 128, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ch.ForRanks(32).Depth; got != 128 {
+		t.Errorf("a profile's depth 128 at 32 ranks: depth %d", got)
+	}
+	def := DefaultParams()
+	if got, want := def.SegmentBytes(32), 32*def.RingBytes()+32*31*def.ForRanks(32).PairBytes(); got != want {
+		t.Errorf("32 ranks' segment: %d bytes, want %d", got, want)
 	}
 }

@@ -30,7 +30,7 @@ const (
 var Options = func() *transports.OptionSet {
 	d, size := DefaultParams(), transports.FormatSize
 	return &transports.OptionSet{Name: "sm", Options: []transports.Option{
-		{Key: KeyDepth, Type: "int", Default: size(d.Depth), Help: "cells per channel (FIFO depth)"},
+		{Key: KeyDepth, Type: "int|auto", Default: "auto", Help: "cells per channel (FIFO depth); auto: 64 up to 9 ranks, 32 up to 18, 16 above"},
 		{Key: KeyCell, Type: "size", Default: size(d.CellSize), Help: "cell size in bytes, header included (multiple of 64); when sm.eager is set without it, the cell grows to fit the eager limit"},
 		{Key: KeyEager, Type: "size", Default: size(d.EagerLimit), Help: "eager limit: largest message sent inline in one cell"},
 		{Key: KeyFrag, Type: "size", Default: size(d.FragSize), Help: "fragment size for pipelined messages (multiple of 64)"},
@@ -60,6 +60,7 @@ type Channel struct {
 func ChannelParams(c Channel) (Params, error) {
 	p := DefaultParams()
 	p.Depth, p.CellSize, p.EagerLimit, p.FragSize, p.FragSlots = c.Depth, c.CellSize, c.EagerLimit, c.FragSize, c.FragSlots
+	p.AutoDepth = false
 	p.Copy, p.Progress = cmp.Or(c.Copy, p.Copy), cmp.Or(c.Progress, p.Progress)
 	if p.Wrap < p.FragSize {
 		p.Wrap = 0 // the built-in wrap is below these fragments: the whole ring
@@ -82,8 +83,12 @@ func optionValues(key string) []string {
 func ParseParams(o transports.Options) (Params, error) {
 	p := DefaultParams()
 	var err error
-	if p.Depth, err = o.Int(KeyDepth, p.Depth); err != nil {
-		return p, err
+	if o[KeyDepth] != "auto" {
+		if p.Depth, err = o.Int(KeyDepth, p.Depth); err != nil {
+			return p, err
+		}
+		_, set := o[KeyDepth]
+		p.AutoDepth = !set
 	}
 	if p.EagerLimit, err = o.Int(KeyEager, p.EagerLimit); err != nil {
 		return p, err
@@ -167,14 +172,19 @@ func (p Params) Validate() error {
 
 // Options renders p as the options ParseParams reads back into p. Every key
 // is written, so the result means the same to a build whose defaults
-// differ; an empty Progress is written as poll, which it means.
+// differ (sm.depth as auto with AutoDepth); an empty Progress is written
+// as poll, which it means.
 func (p Params) Options() transports.Options {
 	itoa := strconv.Itoa
-	return transports.Options{
+	o := transports.Options{
 		KeyDepth: itoa(p.Depth), KeyCell: itoa(p.CellSize), KeyEager: itoa(p.EagerLimit),
 		KeyFrag: itoa(p.FragSize), KeyFrags: itoa(p.FragSlots), KeyCopy: p.Copy,
 		KeyStream: itoa(p.StreamMin), KeyWrap: itoa(p.Wrap), KeyStreams: itoa(p.Streams),
 		KeyDrain: transports.Choice(p.NoDrainOnSend, "never", "always"), KeyProgress: cmp.Or(p.Progress, "poll"),
 		KeyPersist: transports.Choice(p.LeakPersistent, "leak", "return"),
 	}
+	if p.AutoDepth {
+		o[KeyDepth] = "auto"
+	}
+	return o
 }

@@ -53,7 +53,7 @@ func TestChannelParamsMatchesOptions(t *testing.T) {
 // Options is ParseParams' inverse: what it writes reads back the same.
 func TestOptionsRoundTrip(t *testing.T) {
 	wide := DefaultParams()
-	wide.Depth, wide.CellSize, wide.EagerLimit, wide.FragSize, wide.FragSlots = 8, 1280, 1024, 2<<20, 4
+	wide.Depth, wide.AutoDepth, wide.CellSize, wide.EagerLimit, wide.FragSize, wide.FragSlots = 8, false, 1280, 1024, 2<<20, 4
 	wide.Copy, wide.Progress, wide.Wrap, wide.Streams, wide.StreamMin = "movsb", "thread", 0, 1, 0
 	unsafe := DefaultParams()
 	unsafe.NoDrainOnSend, unsafe.LeakPersistent, unsafe.CellSize, unsafe.EagerLimit = true, true, 128, 64

@@ -246,6 +246,10 @@ func (e *Endpoint) sendFragment(p *peer, r *request, kind uint8, w0, w1 uint64) 
 	if frag == nil {
 		return false
 	}
+	if err := p.tx.ring.faultTo(p.tx.frags, p.tx.pendOff+uint64(len(frag))); err != nil {
+		e.Abort(fmt.Errorf("%s: %s: %w", e.name, r.describe(), err))
+		return false
+	}
 	var n int
 	if r.device() {
 		n = e.putDevice(r, frag, r.buf[r.off:])

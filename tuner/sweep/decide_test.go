@@ -273,15 +273,17 @@ func TestConfirmCandidates(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		chosen SMParams
+		ranks  int
 		want   []string
 	}{
-		{"the built-in parameters: nothing to confirm", builtin, []string{"chosen"}},
-		{"only the depth differs", shallow, []string{"chosen", "chosen,depth=64"}},
-		{"depth and eager limit differ", tuned, []string{"chosen", "chosen,depth=64", "built-in"}},
-		{"the depth is the built-in one", deep, []string{"chosen", "built-in"}},
+		{"the built-in parameters: nothing to confirm", builtin, 2, []string{"chosen"}},
+		{"only the depth differs", shallow, 2, []string{"chosen", "chosen,depth=64"}},
+		{"depth and eager limit differ", tuned, 2, []string{"chosen", "chosen,depth=64", "built-in"}},
+		{"the depth is the built-in one", deep, 2, []string{"chosen", "built-in"}},
+		{"at 32 ranks the built-in depth is 16", builtin, 32, []string{"chosen", "chosen,depth=16"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cands := confirmCandidates(tc.chosen, func(SMParams) bool { return true })
+			cands := confirmCandidates(tc.chosen, func(SMParams) bool { return true }, tc.ranks)
 			var names []string
 			for i, c := range cands {
 				names = append(names, c.name)
@@ -302,7 +304,7 @@ func TestConfirmCandidates(t *testing.T) {
 	// does: a small ring chosen on noise faces the one the node affords.
 	small := tuned
 	small.Frag, small.Slots = 32<<10, 8
-	cands := confirmCandidates(small, func(p SMParams) bool { return p.Frag*p.Slots <= 1<<20 })
+	cands := confirmCandidates(small, func(p SMParams) bool { return p.Frag*p.Slots <= 1<<20 }, 2)
 	ref := cands[len(cands)-1]
 	if ref.name != "built-in,frag=64Kx16" || ref.sm.Eager != builtin.Eager || ref.sm.Depth != builtin.Depth || ref.sm.Frag != 64<<10 || ref.sm.Slots != 16 {
 		t.Fatalf("reference %s %+v, want the built-in parameters over 64Kx16", ref.name, ref.sm)

@@ -368,9 +368,12 @@ func (r *Runner) decide() (Outcome, error) {
 // The reference is the built-in parameters as the node affords them
 // (affordableBuiltin; "built-in,frag=..." where the ring had to shrink):
 // a low eager limit or a small ring chosen on noise still faces them.
-func confirmCandidates(chosen SMParams, fits func(SMParams) bool) []candidate {
+// Its depth is what a job of ranks ranks takes without a profile
+// (sm.DepthFor).
+func confirmCandidates(chosen SMParams, fits func(SMParams) bool, ranks int) []candidate {
 	builtin := affordableBuiltin(fits)
 	builtin.Progress = chosen.Progress
+	builtin.Depth = sm.DepthFor(ranks)
 	refName := "built-in"
 	if d := defaultSM(); builtin.Frag != d.Frag || builtin.Slots != d.Slots {
 		refName = fmt.Sprintf("built-in,frag=%sx%d", transports.FormatSize(builtin.Frag), builtin.Slots)
@@ -402,7 +405,7 @@ func confirmCandidates(chosen SMParams, fits func(SMParams) bool) []candidate {
 // (Confirmation).
 func (r *Runner) confirmStage(sm *SMParams) (StageDecision, bool, error) {
 	confirmSizes := r.plan.ConfirmSizes.Sizes()
-	cands := r.withinCeiling(stageConfirm, confirmCandidates(*sm, r.fits))
+	cands := r.withinCeiling(stageConfirm, confirmCandidates(*sm, r.fits, r.ranksPerNode()))
 	if len(confirmSizes) == 0 || len(cands) < 2 {
 		return StageDecision{}, false, nil
 	}
