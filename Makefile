@@ -96,7 +96,7 @@ soak: build
 
 # In-process micro-benchmarks of the engine (Go benchmark format).
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./transports/... ./bench/...
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./transports/... ./bench/... ./profile/native/ncclplugin
 
 # sweep tunes this node with the quick built-in plan (under 5 minutes): a
 # run directory $(RESULTS)/<host>/<run-id> gets meta.json, measurements,

@@ -53,7 +53,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newBench(), newDoctor(), newVersion(), newAnchors(), newProbe(), newSweep(), newTune(), newVerify(), newProfile(), newTopo(), newOptions(), newCheck(), newStacks(), newImport(), newCompare(), newReport(), newSelftest())
+	root.AddCommand(newBench(), newDoctor(), newVersion(), newAnchors(), newProbe(), newSweep(), newTune(), newVerify(), newProfile(), newTopo(), newOptions(), newCheck(), newStacks(), newImport(), newCompare(), newReport(), newSelftest(), newNCCL())
 	return root
 }
 
