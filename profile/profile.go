@@ -148,7 +148,8 @@ type Stack struct {
 	// stack's prefix (Open MPI btl_vader_eager_limit; MPICH
 	// ch4_ipc_cma_p2p_threshold for MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD; UCX
 	// rndv_thresh for UCX_RNDV_THRESH; mimalloc purge_delay for
-	// MIMALLOC_PURGE_DELAY), with values as the stack reads them. Keys are
+	// MIMALLOC_PURGE_DELAY; NCCL buffsize for NCCL_BUFFSIZE), with values
+	// as the stack reads them. Keys are
 	// lower-case because the loader refuses any other.
 	Params map[string]string `yaml:"params" mapstructure:"params"`
 	// Evidence says, per parameter, what its value rests on, e.g. "bw 4K-16M
@@ -162,7 +163,7 @@ type Stack struct {
 }
 
 // StackNames are the stacks a profile may hold decisions for.
-var StackNames = []string{"openmpi", "mpich", "ucx", "mimalloc"}
+var StackNames = []string{"openmpi", "mpich", "ucx", "mimalloc", "nccl"}
 
 // Verdict is the outcome of a hazard probe on the configuration.
 type Verdict struct {

@@ -10,9 +10,9 @@ import (
 	"github.com/gotune/gotune/profile"
 )
 
-// Stacks are the stacks Render writes a file for: the four a profile holds
+// Stacks are the stacks Render writes a file for: the five a profile holds
 // decisions for, and mvapich2, derived from openmpi and mpich.
-var Stacks = []string{"openmpi", "mpich", "ucx", "mimalloc", "mvapich2"}
+var Stacks = []string{"openmpi", "mpich", "ucx", "mimalloc", "nccl", "mvapich2"}
 
 // width is where comment lines wrap: well inside UCX 1.13's 200-byte line
 // buffer, and readable.

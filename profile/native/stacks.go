@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -64,6 +65,65 @@ var specs = map[string]spec{
 		name: func(param string) string { return "MIMALLOC_" + strings.ToUpper(param) },
 		line: envLine,
 	},
+	"nccl": {
+		file: "nccl.conf", title: "NCCL environment settings", display: "NCCL",
+		where: "the file $NCCL_CONF_FILE names (NCCL 2.23 and later; a path, ~ not expanded), or else " +
+			"$HOME/.nccl.conf, and then /etc/nccl.conf. NCCL reads them once per process, at its first " +
+			"setting, and exports each KEY=VALUE line into the environment unless the variable is set already:",
+		usage: []string{
+			"NCCL_CONF_FILE=$PWD/nccl.conf torchrun --nproc-per-node 2 train.py",
+			"# or, for every job of the user:",
+			"cp nccl.conf ~/.nccl.conf",
+		},
+		overrides: "an NCCL_* variable in the process's environment beats this file, which beats /etc/nccl.conf " +
+			"(first setter wins). NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ENV logs each value NCCL took and from where.",
+		notes: []string{"Lines are KEY=VALUE exactly: NCCL trims nothing (a blank before '=' becomes part of the " +
+			"name), keeps a CR of a CRLF line in the value (2.28), and reads '#' as a comment only in the first " +
+			"column. Most values are read once and cached for the life of the process: a change needs a new process."},
+		name: func(param string) string { return "NCCL_" + strings.ToUpper(param) },
+		line: ncclLine,
+	},
+}
+
+// ncclLL128Default is NCCL's built-in NCCL_LL128_BUFFSIZE (2.28: 120-byte
+// lines x 640 threads x 8 x 8).
+const ncclLL128Default = 4915200
+
+// ncclLine is KEY=VALUE as NCCL's config reader applies it: nothing
+// trimmed, one line, within its buffers; and no value NCCL is known to
+// hang or corrupt with (an LL128 buffer off its steps, nccl#1739).
+func ncclLine(name, value string) (string, error) {
+	switch {
+	case value == "" || strings.TrimSpace(value) != value:
+		return "", fmt.Errorf("%q: empty or with leading or trailing blanks, which NCCL keeps in the value", value)
+	case strings.ContainsAny(value, "\r\n"):
+		return "", fmt.Errorf("%q holds a line break", value)
+	case len(name)+1+len(value) > 1023:
+		return "", fmt.Errorf("%s is %d bytes, longer than the 1023 NCCL reads of a value", name, len(name)+1+len(value))
+	}
+	if name == "NCCL_LL128_BUFFSIZE" {
+		if n, err := strconv.ParseInt(value, 10, 64); err != nil || !ll128Step(n) {
+			return "", fmt.Errorf("%s=%s: not NCCL's %d bytes times a power of two from 1/32 to 4, the steps it is safe at (other sizes hang or corrupt: NVIDIA/nccl#1739)",
+				name, value, ncclLL128Default)
+		}
+	}
+	return name + "=" + value, nil
+}
+
+// ll128Step says whether n is NCCL's LL128 buffer size times 2^k, -5 <= k <= 2.
+func ll128Step(n int64) bool {
+	for k := -5; k <= 2; k++ {
+		step := int64(ncclLL128Default)
+		if k < 0 {
+			step >>= -k
+		} else {
+			step <<= k
+		}
+		if n == step {
+			return true
+		}
+	}
+	return false
 }
 
 // ucxInlineComment is where UCX 1.13's ini parser would cut a value: ';'
