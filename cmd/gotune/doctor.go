@@ -18,6 +18,7 @@ import (
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/launchenv"
+	"github.com/gotune/gotune/internal/nccl"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/internal/verbs"
 	"github.com/gotune/gotune/transports"
@@ -43,6 +44,9 @@ type doctorEnv struct {
 	// cpuset, and the CPUs --cpus auto pins a pair to (nil: none). Nil:
 	// not asked.
 	cpus func() (mask, cpuset, ranks []int)
+	// nccl is the NCCL library gotune would load (its version and path),
+	// or why none. Nil: not asked.
+	nccl func() (version, path string, err error)
 }
 
 func realDoctorEnv() doctorEnv {
@@ -74,6 +78,13 @@ func realDoctorEnv() doctorEnv {
 			mask, _ = sys.AllowedCPUs()
 			cpuset, _ = sys.CpusetCPUs("/")
 			return mask, cpuset, bench.DefaultCPUs(2)
+		},
+		nccl: func() (string, string, error) {
+			l, err := nccl.Load()
+			if err != nil {
+				return "", "", err
+			}
+			return l.Version.String(), l.Path, nil
 		},
 	}
 }
@@ -121,7 +132,27 @@ func doctor(ctx context.Context, w io.Writer, env doctorEnv) (failed int) {
 		failed++
 	}
 	failed += doctorGPUs(w, env)
+	failed += doctorNCCL(w, env)
 	return failed
+}
+
+// doctorNCCL says which NCCL gotune would load, or why none; a library
+// that is there but fails to load counts as a failed check.
+func doctorNCCL(w io.Writer, env doctorEnv) (failed int) {
+	if env.nccl == nil {
+		return 0
+	}
+	version, path, err := env.nccl()
+	switch {
+	case errors.Is(err, sys.ErrNotSupported):
+		fmt.Fprintf(w, "NCCL: none usable (%s)\n", notSupportedReason(err))
+	case err != nil:
+		fmt.Fprintf(w, "NCCL: FAILED: %v\n", err)
+		return 1
+	default:
+		fmt.Fprintf(w, "NCCL: %s (%s; gotune nccl plugin builds its tuner plugin)\n", version, path)
+	}
+	return 0
 }
 
 // doctorLauncher says which launcher started this process and what it

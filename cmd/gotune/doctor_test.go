@@ -101,15 +101,18 @@ func TestDoctorGolden(t *testing.T) {
 		openErr error
 		failed  int
 		job     map[string]string // the launcher's variables (nil: none)
+		nccl    error             // NCCL 2.28.9 loads (nil), or not
 	}{
-		{name: "no-gpu", probe: map[string]error{"cudaipc": noCUDA}, openErr: noNVML},
+		{name: "no-gpu", probe: map[string]error{"cudaipc": noCUDA}, openErr: noNVML,
+			nccl: sys.NotSupported("nccl", "no libnccl.so.2 loads (set GOTUNE_LIBNCCL to its path): libnccl.so.2: cannot open shared object file", nil)},
 		{name: "two-gpus", src: gpuFake{n: 2}, job: map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1",
 			"SLURM_NODEID": "0", "SLURM_TASKS_PER_NODE": "2(x2)", "SLURM_JOB_ID": "4242"}},
 		{name: "three-gpus", src: gpuFake{n: 3}},
 		{name: "no-devices", src: gpuFake{n: 0}, probe: map[string]error{"cudaipc": noCUDA}},
 		{name: "failed", probe: map[string]error{"cma": errors.New("probe cma: rank 1 of probe-transport: exited with status 2")},
 			src: gpuFake{n: 1, memErr: errors.New("nvmlDeviceGetMemoryInfo: Unknown Error")}, failed: 1},
-		{name: "nvml-failed", openErr: errors.New("nvmlDeviceGetCount: GPU is lost"), failed: 1},
+		{name: "nvml-failed", openErr: errors.New("nvmlDeviceGetCount: GPU is lost"), failed: 2,
+			nccl: errors.New("ncclGetVersion: NCCL error 1 (unhandled cuda error)")},
 		{name: "bad-launcher", src: gpuFake{n: 0}, probe: map[string]error{"cudaipc": noCUDA},
 			job: map[string]string{"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "2"}, failed: 1},
 		{name: "coordinator-without-token", src: gpuFake{n: 0}, probe: map[string]error{"cudaipc": noCUDA},
@@ -137,6 +140,12 @@ func TestDoctorGolden(t *testing.T) {
 				},
 				job: func() (launchenv.Info, error) {
 					return launchenv.FromEnv(func(k string) (string, bool) { v, ok := c.job[k]; return v, ok })
+				},
+				nccl: func() (string, string, error) {
+					if c.nccl != nil {
+						return "", "", c.nccl
+					}
+					return "2.28.9", "/usr/lib/python3/dist-packages/nvidia/nccl/lib/libnccl.so.2", nil
 				},
 				getenv: func(k string) string { return c.job[k] },
 				pickIP: func() string { return "10.1.2.3" },

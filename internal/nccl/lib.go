@@ -1,0 +1,210 @@
+package nccl
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/gotune/gotune/internal/sys"
+)
+
+// LibraryEnv names a libnccl.so.2 to load instead of searching.
+const LibraryEnv = "GOTUNE_LIBNCCL"
+
+// MinVersion is the oldest NCCL the binding takes: 2.23, the first with
+// ncclCommInitRankScalable (and NCCL_CONF_FILE).
+const MinVersion = 22300
+
+// Lib is a loaded NCCL.
+type Lib struct {
+	Path    string
+	Version Version
+
+	getErrorString, getUniqueID, commInitRankScalable, commDestroy uintptr
+}
+
+// Version is NCCL's version as ncclGetVersion's code gives it.
+type Version struct{ Major, Minor, Patch int }
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// code is NCCL_VERSION_CODE's form since 2.9: major*10000 + minor*100 + patch.
+func (v Version) code() int { return v.Major*10000 + v.Minor*100 + v.Patch }
+
+func versionOf(code int) Version {
+	return Version{Major: code / 10000, Minor: code / 100 % 100, Patch: code % 100}
+}
+
+// Error is an NCCL call's failure: its result code and NCCL's words for it.
+type Error struct {
+	Op   string
+	Code int
+	Msg  string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: NCCL error %d (%s)", e.Op, e.Code, e.Msg) }
+
+var (
+	loadOnce sync.Once
+	loaded   *Lib
+	loadErr  error
+)
+
+// Load finds and loads NCCL once; later calls return the first result.
+// Its error matches sys.ErrNotSupported when no library loads or the one
+// found is too old.
+func Load() (*Lib, error) {
+	loadOnce.Do(func() { loaded, loadErr = open(Candidates()) })
+	return loaded, loadErr
+}
+
+// Candidates are the paths Load tries, in order: GOTUNE_LIBNCCL alone
+// when set; else the loader's own search for libnccl.so.2, then the
+// libraries of NCCL's Python wheels in the site-packages directories
+// python3 reports.
+func Candidates() []string {
+	if p := os.Getenv(LibraryEnv); p != "" {
+		return []string{p}
+	}
+	paths := []string{"libnccl.so.2"}
+	for _, dir := range sitePackages() {
+		for _, sub := range []string{"nvidia/nccl/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"} {
+			if p := filepath.Join(dir, sub, "libnccl.so.2"); fileExists(p) {
+				paths = append(paths, p)
+			}
+		}
+	}
+	return paths
+}
+
+// sitePackages asks python3 where its packages live (system, user and,
+// inside a virtual environment, its own); none when it cannot say.
+func sitePackages() []string {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "-c",
+		"import site\nfor d in site.getsitepackages() + [site.getusersitepackages()]: print(d)").Output()
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(out))
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// open loads the first of paths that loads and checks what it is.
+func open(paths []string) (*Lib, error) {
+	var tried []string
+	for _, p := range paths {
+		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL)
+		if err != nil {
+			tried = append(tried, err.Error())
+			continue
+		}
+		return bind(h, p)
+	}
+	return nil, sys.NotSupported("nccl", "no libnccl.so.2 loads (set "+LibraryEnv+" to its path): "+strings.Join(tried, "; "), nil)
+}
+
+// bind looks up the entry points and the version of the library at h.
+func bind(h uintptr, path string) (*Lib, error) {
+	l := &Lib{Path: path}
+	var getVersion uintptr
+	for _, s := range []struct {
+		dst  *uintptr
+		name string
+	}{
+		{&getVersion, "ncclGetVersion"}, {&l.getErrorString, "ncclGetErrorString"}, {&l.getUniqueID, "ncclGetUniqueId"},
+		{&l.commInitRankScalable, "ncclCommInitRankScalable"}, {&l.commDestroy, "ncclCommDestroy"},
+	} {
+		p, err := purego.Dlsym(h, s.name)
+		if err != nil || p == 0 {
+			return nil, sys.NotSupported("nccl", path+" lacks "+s.name+" (NCCL older than 2.23?)", err)
+		}
+		*s.dst = p
+	}
+	var code int32
+	if r, _, _ := purego.SyscallN(getVersion, uintptr(unsafe.Pointer(&code))); int32(r) != 0 {
+		return nil, sys.NotSupported("nccl", path+": ncclGetVersion failed", l.fail("ncclGetVersion", r))
+	}
+	l.Version = versionOf(int(code))
+	if l.Version.code() < MinVersion {
+		return nil, sys.NotSupported("nccl", fmt.Sprintf("%s is NCCL %s; gotune needs %s or later", path, l.Version, versionOf(MinVersion)), nil)
+	}
+	return l, nil
+}
+
+// fail is the Error of an NCCL call that returned r.
+func (l *Lib) fail(op string, r uintptr) error {
+	code := int(int32(r))
+	msg := ""
+	if l.getErrorString != 0 {
+		if p, _, _ := purego.SyscallN(l.getErrorString, uintptr(code)); p != 0 {
+			msg = goString(p)
+		}
+	}
+	return &Error{Op: op, Code: code, Msg: msg}
+}
+
+// goString copies the NUL-terminated C string at p (memory of the
+// library, not Go's).
+func goString(p uintptr) string {
+	b := (*[1 << 12]byte)(unsafe.Add(nil, p))
+	n := 0
+	for n < len(b) && b[n] != 0 {
+		n++
+	}
+	return string(b[:n])
+}
+
+// UniqueID is ncclUniqueId: 128 opaque bytes rank 0 makes and every rank
+// of a communicator gets over gotune's own bootstrap.
+type UniqueID [128]byte
+
+// NewUniqueID asks NCCL for a communicator's id (ncclGetUniqueId).
+func (l *Lib) NewUniqueID() (UniqueID, error) {
+	var id UniqueID
+	if r, _, _ := purego.SyscallN(l.getUniqueID, uintptr(unsafe.Pointer(&id))); int32(r) != 0 {
+		return id, l.fail("ncclGetUniqueId", r)
+	}
+	return id, nil
+}
+
+// Comm is an NCCL communicator (ncclComm_t).
+type Comm uintptr
+
+// InitRank joins rank of a communicator of nranks ranks made from id,
+// with NCCL's default configuration (ncclCommInitRankScalable, one id).
+// It blocks until every rank has joined.
+func (l *Lib) InitRank(nranks, rank int, id UniqueID) (Comm, error) {
+	var c uintptr
+	r, _, _ := purego.SyscallN(l.commInitRankScalable, uintptr(unsafe.Pointer(&c)), uintptr(nranks), uintptr(rank), 1,
+		uintptr(unsafe.Pointer(&id)), 0)
+	if int32(r) != 0 {
+		return 0, l.fail(fmt.Sprintf("ncclCommInitRankScalable(rank %d of %d)", rank, nranks), r)
+	}
+	return Comm(c), nil
+}
+
+// Destroy frees a communicator (ncclCommDestroy).
+func (l *Lib) Destroy(c Comm) error {
+	if r, _, _ := purego.SyscallN(l.commDestroy, uintptr(c)); int32(r) != 0 {
+		return l.fail("ncclCommDestroy", r)
+	}
+	return nil
+}
