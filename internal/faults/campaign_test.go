@@ -67,6 +67,7 @@ var kinds = []struct {
 	{"bench: kill -9 a rank", 4, func(c *campaign, rng *rand.Rand, rec *record) { c.benchFault(rng, rec, syscall.SIGKILL, false) }},
 	{"bench: SIGSTOP a rank", 3, func(c *campaign, rng *rand.Rand, rec *record) { c.benchFault(rng, rec, syscall.SIGSTOP, false) }},
 	{"bench: kill -9 the command", 3, func(c *campaign, rng *rand.Rand, rec *record) { c.benchFault(rng, rec, syscall.SIGKILL, true) }},
+	{"bench: SIGSTOP the command, then SIGCONT", 2, func(c *campaign, rng *rand.Rand, rec *record) { c.benchPauseFault(rng, rec) }},
 	{"probe: kill -9 a rank", 2, func(c *campaign, rng *rand.Rand, rec *record) { c.probeFault(rng, rec, false) }},
 	{"probe: kill -9 the command", 2, func(c *campaign, rng *rand.Rand, rec *record) { c.probeFault(rng, rec, true) }},
 	{"sweep: kill -9 the command, then --resume", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.sweepFault(rng, rec) }},
@@ -77,7 +78,7 @@ var kinds = []struct {
 // shortForm is how many kinds the short form runs, once each, in the
 // order of kinds: all but the stacks kind, whose run, when Open MPI's
 // mpirun hangs on a killed rank, lasts mpistack.LaunchBound (5 minutes).
-const shortForm = 7
+const shortForm = 8
 
 // TestFaultCampaign runs GOTUNE_FAULT_RUNS faults (the short form: one of
 // each kind but the stacks one) drawn with GOTUNE_FAULT_SEED (default: the
@@ -207,6 +208,52 @@ func (c *campaign) benchFault(rng *rand.Rand, rec *record, sig syscall.Signal, c
 	args := []string{"bench", "-t", "sm", "-p", "bw", "-s", "4K:4M", "--reps", "20", "--segment", "posix",
 		"--stall", stall.String(), "--timeout", "2m", "-q"}
 	c.fault(rng, rec, args, sig, command, c.children, 1500*time.Millisecond, stall+30*time.Second, []string{"rank"})
+}
+
+// benchPauseFault stops the launcher of a bandwidth ladder at a random
+// moment for up to twice its stall deadline, as a debugger, a job
+// suspension or a paused VM would, then lets it go on: the run must end
+// as it would have (its ranks never stalled), not as a hang the
+// launcher's own pause made up.
+func (c *campaign) benchPauseFault(rng *rand.Rand, rec *record) {
+	const stall = 3 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), stall+2*time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := c.start(ctx, &stderr, "bench", "-t", "sm", "-p", "bw", "-s", "4K:1M", "--reps", "5", "--segment", "posix",
+		"--stall", stall.String(), "--timeout", "2m", "-q")
+	if cmd == nil {
+		rec.Problem = "could not start gotune"
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	delay := time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
+	pause := time.Duration(rng.Int64N(int64(2 * stall)))
+	rec.DelayMS, rec.Signal = int(delay/time.Millisecond), fmt.Sprintf("SIGSTOP for %v", pause.Round(time.Millisecond))
+	var err error
+	select {
+	case err = <-done:
+		rec.Outcome = "finished before the fault"
+	case <-time.After(delay):
+		c.tree = descendants(cmd.Process.Pid)
+		if cmd.Process.Signal(syscall.SIGSTOP) == nil {
+			rec.Target = "command"
+			time.Sleep(pause) // the fault's length, not a synchronisation
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+		}
+		err = <-done
+	}
+	rec.Exit = exitCode(err)
+	switch {
+	case ctx.Err() != nil:
+		rec.Problem, rec.Outcome = "ran past its deadline", "killed at its deadline"
+	case rec.Exit != 0:
+		rec.Outcome = "failed: " + lastLine(stderr.String())
+		rec.Problem = "a paused launcher failed a run whose ranks went on: " + lastLine(stderr.String())
+	case rec.Outcome == "":
+		rec.Outcome = "finished after the pause"
+	}
 }
 
 // probeFault runs H8's safe form (a receiver computing 1.5 s while its

@@ -59,6 +59,22 @@ const stackGrace = 5 * time.Second
 // detector) it can outlast a short stall deadline.
 const startupGrace = 10 * time.Second
 
+// forgiveAbsence moves the times the ranks' heartbeats last moved on by
+// the time the launcher itself did not run between two ticks a period
+// apart (prev, now): stopped by SIGSTOP or a debugger, a suspended job, a
+// paused VM. That time is no rank's silence: a rank waiting on the
+// launcher could not beat meanwhile. A gap under four periods, or under
+// a second, is a loaded machine's late tick and changes nothing.
+func forgiveAbsence(moved []time.Time, prev, now time.Time, period time.Duration) {
+	gap := now.Sub(prev)
+	if gap <= max(4*period, time.Second) {
+		return
+	}
+	for r := range moved {
+		moved[r] = moved[r].Add(gap - period)
+	}
+}
+
 // watch polls the heartbeats until the job ends, and handles the first
 // rank whose heartbeat stays still for j.job.Stall.
 func (j *running) watch(hb []byte, stop <-chan struct{}) {
@@ -72,11 +88,13 @@ func (j *running) watch(hb []byte, stop <-chan struct{}) {
 		moved[r] = now
 	}
 	for {
+		prev := now
 		select {
 		case <-stop:
 			return
 		case now = <-tick.C:
 		}
+		forgiveAbsence(moved, prev, now, period)
 		var stalled, waiting []int
 		var quiet time.Duration
 		for r := range j.size {

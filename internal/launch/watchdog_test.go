@@ -62,3 +62,26 @@ func TestWatchdogSparesRanksThatBeat(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Time the launcher was stopped does not count against the ranks; a late
+// tick of a loaded machine is not taken for such a pause.
+func TestWatchdogForgivesItsOwnAbsence(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	period := 375 * time.Millisecond // a 3 s stall's
+	for _, tc := range []struct {
+		name string
+		gap  time.Duration
+		want time.Duration // how far moved[r] moves on
+	}{
+		{"on time", period, 0},
+		{"a late tick", 900 * time.Millisecond, 0},
+		{"stopped for 6 s", 6 * time.Second, 6*time.Second - period},
+	} {
+		moved := []time.Time{t0, t0.Add(time.Second)}
+		prev := t0.Add(2 * time.Second)
+		forgiveAbsence(moved, prev, prev.Add(tc.gap), period)
+		if moved[0] != t0.Add(tc.want) || moved[1] != t0.Add(time.Second+tc.want) {
+			t.Errorf("%s: moved %v, want each %v later", tc.name, []time.Time{moved[0], moved[1]}, tc.want)
+		}
+	}
+}
