@@ -35,7 +35,7 @@ func TestCheckExitStatus(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"check", "--stack", "openmpi", bad},
-		{"check", "--stack", "nccl", file},
+		{"check", "--stack", "rccl", file},
 		{"check", file},
 		{"check", "--stack", "openmpi", file, file},
 		{"check", "--stack", "openmpi", filepath.Join(dir, "missing.conf")},

@@ -190,7 +190,7 @@ func TestProfileRender(t *testing.T) {
 		want string
 	}{
 		{[]string{"--stack", "mpich", path}, "rendering mpich for profile " + path + ": the profile has no stacks.mpich section (it has stacks openmpi, ucx)"},
-		{[]string{"--stack", "nccl", path}, `--stack: unknown stack "nccl"`},
+		{[]string{"--stack", "rccl", path}, `--stack: unknown stack "rccl"`},
 		{[]string{path}, `required flag(s) "stack" not set`},
 		{[]string{"--stack", "all", writeProfile(t, dir, "plain.yaml", func(*profile.Profile) {})}, "has no stacks section"},
 	} {
