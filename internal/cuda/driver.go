@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/gotune/gotune/internal/sys"
 )
 
 // LibraryEnv names a variable that, when set, is the path of the driver
@@ -248,25 +250,13 @@ func (d *driver) newError(r uintptr, op string) error {
 func (d *driver) errorStrings(code int) (name, msg string) {
 	var p *byte
 	if r, _, _ := purego.SyscallN(d.cuGetErrorName, uintptr(uint32(int32(code))), uintptr(unsafe.Pointer(&p))); uint32(r) == 0 {
-		name = goString(p)
+		name = sys.GoString(p)
 	}
 	p = nil
 	if r, _, _ := purego.SyscallN(d.cuGetErrorString, uintptr(uint32(int32(code))), uintptr(unsafe.Pointer(&p))); uint32(r) == 0 {
-		msg = goString(p)
+		msg = sys.GoString(p)
 	}
 	return name, msg
-}
-
-// goString copies a NUL-terminated C string (static driver text).
-func goString(p *byte) string {
-	if p == nil {
-		return ""
-	}
-	n := 0
-	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
-		n++
-	}
-	return string(unsafe.Slice(p, n))
 }
 
 // cString returns b up to its first NUL.

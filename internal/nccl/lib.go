@@ -154,22 +154,10 @@ func (l *Lib) fail(op string, r uintptr) error {
 	code := int(int32(r))
 	msg := ""
 	if l.getErrorString != 0 {
-		if p, _, _ := purego.SyscallN(l.getErrorString, uintptr(code)); p != 0 {
-			msg = goString(p)
-		}
+		p, _, _ := purego.SyscallN(l.getErrorString, uintptr(code))
+		msg = sys.GoString((*byte)(unsafe.Add(nil, p)))
 	}
 	return &Error{Op: op, Code: code, Msg: msg}
-}
-
-// goString copies the NUL-terminated C string at p (memory of the
-// library, not Go's).
-func goString(p uintptr) string {
-	b := (*[1 << 12]byte)(unsafe.Add(nil, p))
-	n := 0
-	for n < len(b) && b[n] != 0 {
-		n++
-	}
-	return string(b[:n])
 }
 
 // UniqueID is ncclUniqueId: 128 opaque bytes rank 0 makes and every rank

@@ -84,6 +84,19 @@ func Populate(b []byte) error {
 	return nil
 }
 
+// GoString copies the NUL-terminated C string at p (a library's memory,
+// such as its static error text); "" for nil.
+func GoString(p *byte) string {
+	if p == nil {
+		return ""
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(p, n))
+}
+
 // ResidentPages counts the pages of b that are in memory (mincore): what
 // a process has committed of a lazily mapped region. b's first byte must
 // be page-aligned.
