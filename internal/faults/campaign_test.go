@@ -677,19 +677,17 @@ func (c *campaign) leftProcesses() []string {
 // signalled, or a live process of its binary. Tests of other packages
 // run beside it with segments of their own.
 func (c *campaign) launchedBy(name string) bool {
-	rest, ok := strings.CutPrefix(name, launch.ShmPrefix)
-	if !ok {
+	if !strings.HasPrefix(name, launch.ShmPrefix) {
 		return false
 	}
-	pidStr, _, _ := strings.Cut(rest, "-")
-	pid, err := strconv.Atoi(pidStr)
-	if err != nil {
+	pid, ok := launch.SegmentLauncher(name)
+	if !ok {
 		return true // not a launcher's name: nobody else's either
 	}
 	if c.started[pid] || slices.Contains(c.tree, pid) {
 		return true
 	}
-	exe, err := os.Readlink(filepath.Join("/proc", pidStr, "exe"))
+	exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
 	return err == nil && exe == c.bin
 }
 

@@ -762,20 +762,27 @@ func StaleSegments() []string {
 	}
 	var stale []string
 	for _, e := range entries {
-		name, ok := strings.CutPrefix(e.Name(), ShmPrefix)
-		if !ok {
-			continue
-		}
-		pidStr, _, _ := strings.Cut(name, "-")
-		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid <= 0 {
-			continue
-		}
-		if sys.ProcessGone(pid) {
+		if pid, ok := SegmentLauncher(e.Name()); ok && sys.ProcessGone(pid) {
 			stale = append(stale, filepath.Join(ShmDir, e.Name()))
 		}
 	}
 	return stale
+}
+
+// SegmentLauncher is the pid of the launcher that created the POSIX
+// segment named name (ShmPrefix, the pid, a dash, the job's token); false
+// for a name of another form.
+func SegmentLauncher(name string) (pid int, ok bool) {
+	rest, ok := strings.CutPrefix(name, ShmPrefix)
+	if !ok {
+		return 0, false
+	}
+	pidStr, _, _ := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(pidStr)
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	return pid, true
 }
 
 // bootDirPrefix starts the name of a launcher's bootstrap directory in
