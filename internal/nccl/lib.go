@@ -3,6 +3,7 @@ package nccl
 import (
 	"context"
 	"fmt"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,20 +70,24 @@ func Load() (*Lib, error) {
 // Candidates are the paths Load tries, in order: GOTUNE_LIBNCCL alone
 // when set; else the loader's own search for libnccl.so.2, then the
 // libraries of NCCL's Python wheels in the site-packages directories
-// python3 reports.
-func Candidates() []string {
-	if p := os.Getenv(LibraryEnv); p != "" {
-		return []string{p}
-	}
-	paths := []string{"libnccl.so.2"}
-	for _, dir := range sitePackages() {
-		for _, sub := range []string{"nvidia/nccl/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"} {
-			if p := filepath.Join(dir, sub, "libnccl.so.2"); fileExists(p) {
-				paths = append(paths, p)
+// python3 reports, asked only once the loader's search has failed.
+func Candidates() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if p := os.Getenv(LibraryEnv); p != "" {
+			yield(p)
+			return
+		}
+		if !yield("libnccl.so.2") {
+			return
+		}
+		for _, dir := range sitePackages() {
+			for _, sub := range []string{"nvidia/nccl/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"} {
+				if p := filepath.Join(dir, sub, "libnccl.so.2"); fileExists(p) && !yield(p) {
+					return
+				}
 			}
 		}
 	}
-	return paths
 }
 
 // sitePackages asks python3 where its packages live (system, user and,
@@ -108,9 +113,9 @@ func fileExists(p string) bool {
 }
 
 // open loads the first of paths that loads and checks what it is.
-func open(paths []string) (*Lib, error) {
+func open(paths iter.Seq[string]) (*Lib, error) {
 	var tried []string
-	for _, p := range paths {
+	for p := range paths {
 		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err != nil {
 			tried = append(tried, err.Error())

@@ -32,7 +32,7 @@ func fake(t *testing.T) string {
 // pointer, the rank and size in their places, errors in NCCL's words.
 func TestBindingAgainstAFakeNCCL(t *testing.T) {
 	so := fake(t)
-	l, err := open([]string{"/nonexistent/libnccl.so.2", so})
+	l, err := open(slices.Values([]string{"/nonexistent/libnccl.so.2", so}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,19 +83,19 @@ func TestBindingAgainstAFakeNCCL(t *testing.T) {
 	}
 	purego.SyscallN(set, 22204)
 	defer purego.SyscallN(set, 22809)
-	if _, err := open([]string{so}); !errors.Is(err, sys.ErrNotSupported) || !strings.Contains(err.Error(), "is NCCL 2.22.4; gotune needs 2.23.0") {
+	if _, err := open(slices.Values([]string{so})); !errors.Is(err, sys.ErrNotSupported) || !strings.Contains(err.Error(), "is NCCL 2.22.4; gotune needs 2.23.0") {
 		t.Errorf("NCCL 2.22.4: %v, want not supported, too old", err)
 	}
 }
 
 // Without a library the error says what was tried and how to point at one.
 func TestNoLibraryIsNotSupported(t *testing.T) {
-	_, err := open([]string{"/nonexistent/libnccl.so.2"})
+	_, err := open(slices.Values([]string{"/nonexistent/libnccl.so.2"}))
 	if !errors.Is(err, sys.ErrNotSupported) || !strings.Contains(err.Error(), LibraryEnv) || !strings.Contains(err.Error(), "/nonexistent/libnccl.so.2") {
 		t.Errorf("got %v, want not supported naming the path and %s", err, LibraryEnv)
 	}
 	t.Setenv(LibraryEnv, "/opt/nccl/lib/libnccl.so.2")
-	if got := Candidates(); !slices.Equal(got, []string{"/opt/nccl/lib/libnccl.so.2"}) {
+	if got := slices.Collect(Candidates()); !slices.Equal(got, []string{"/opt/nccl/lib/libnccl.so.2"}) {
 		t.Errorf("with %s set: candidates %v", LibraryEnv, got)
 	}
 }
