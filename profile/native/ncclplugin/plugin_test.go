@@ -37,6 +37,15 @@ var (
 	buildOnce sync.Once
 )
 
+// TestMain removes the plugin that plugin built for the whole test binary.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built != "" {
+		os.RemoveAll(filepath.Dir(built))
+	}
+	os.Exit(code)
+}
+
 // plugin builds the plugin once per test binary and loads symbol from it.
 func plugin(t testing.TB, symbol string) *host {
 	t.Helper()
