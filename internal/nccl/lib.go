@@ -30,6 +30,8 @@ type Lib struct {
 	Version Version
 
 	getErrorString, getUniqueID, commInitRankScalable, commDestroy uintptr
+	commAbort, commGetAsyncError, groupStart, groupEnd             uintptr
+	send, recv, allReduce, allGather, reduceScatter, broadcast     uintptr
 }
 
 // Version is NCCL's version as ncclGetVersion's code gives it.
@@ -136,6 +138,10 @@ func bind(h uintptr, path string) (*Lib, error) {
 	}{
 		{&getVersion, "ncclGetVersion"}, {&l.getErrorString, "ncclGetErrorString"}, {&l.getUniqueID, "ncclGetUniqueId"},
 		{&l.commInitRankScalable, "ncclCommInitRankScalable"}, {&l.commDestroy, "ncclCommDestroy"},
+		{&l.commAbort, "ncclCommAbort"}, {&l.commGetAsyncError, "ncclCommGetAsyncError"},
+		{&l.groupStart, "ncclGroupStart"}, {&l.groupEnd, "ncclGroupEnd"}, {&l.send, "ncclSend"}, {&l.recv, "ncclRecv"},
+		{&l.allReduce, "ncclAllReduce"}, {&l.allGather, "ncclAllGather"}, {&l.reduceScatter, "ncclReduceScatter"},
+		{&l.broadcast, "ncclBroadcast"},
 	} {
 		p, err := purego.Dlsym(h, s.name)
 		if err != nil || p == 0 {
@@ -198,6 +204,127 @@ func (l *Lib) InitRank(nranks, rank int, id UniqueID) (Comm, error) {
 func (l *Lib) Destroy(c Comm) error {
 	if r, _, _ := purego.SyscallN(l.commDestroy, uintptr(c)); int32(r) != 0 {
 		return l.fail("ncclCommDestroy", r)
+	}
+	return nil
+}
+
+// Abort frees a communicator without waiting for its operations
+// (ncclCommAbort): what a rank does once a peer has failed.
+func (l *Lib) Abort(c Comm) error {
+	if r, _, _ := purego.SyscallN(l.commAbort, uintptr(c)); int32(r) != 0 {
+		return l.fail("ncclCommAbort", r)
+	}
+	return nil
+}
+
+// AsyncError is the error NCCL has recorded on c while its operations ran
+// (ncclCommGetAsyncError): nil while none, a remote peer's failure say
+// once there is one.
+func (l *Lib) AsyncError(c Comm) error {
+	var code int32
+	if r, _, _ := purego.SyscallN(l.commGetAsyncError, uintptr(c), uintptr(unsafe.Pointer(&code))); int32(r) != 0 {
+		return l.fail("ncclCommGetAsyncError", r)
+	}
+	if code != 0 && code != inProgress {
+		return l.fail("NCCL's communicator", uintptr(code))
+	}
+	return nil
+}
+
+// inProgress is ncclInProgress, which a non-blocking communicator's
+// pending operations report: not an error.
+const inProgress = 7
+
+// DataType is ncclDataType_t.
+type DataType int
+
+// The data types gotune sends: bytes for point-to-point and copies,
+// 32-bit floats for reductions (nccl-tests' default).
+const (
+	Int8    DataType = 0
+	Float32 DataType = 7
+)
+
+// Size is the element's size in bytes.
+func (t DataType) Size() int {
+	if t == Float32 {
+		return 4
+	}
+	return 1
+}
+
+// RedOp is ncclRedOp_t.
+type RedOp int
+
+// Sum is ncclSum.
+const Sum RedOp = 0
+
+// GroupStart opens a group (ncclGroupStart): the operations issued until
+// GroupEnd are launched together, so sends and receives between the
+// same ranks cannot wait on each other.
+func (l *Lib) GroupStart() error {
+	if r, _, _ := purego.SyscallN(l.groupStart); int32(r) != 0 {
+		return l.fail("ncclGroupStart", r)
+	}
+	return nil
+}
+
+// GroupEnd launches the group's operations on their streams (ncclGroupEnd).
+func (l *Lib) GroupEnd() error {
+	if r, _, _ := purego.SyscallN(l.groupEnd); int32(r) != 0 {
+		return l.fail("ncclGroupEnd", r)
+	}
+	return nil
+}
+
+// Send queues count elements at buf to peer on stream (ncclSend); buf is
+// an address a GPU can read.
+func (l *Lib) Send(buf uintptr, count int, t DataType, peer int, c Comm, stream uintptr) error {
+	if r, _, _ := purego.SyscallN(l.send, buf, uintptr(count), uintptr(t), uintptr(peer), uintptr(c), stream); int32(r) != 0 {
+		return l.fail(fmt.Sprintf("ncclSend(%d elements to rank %d)", count, peer), r)
+	}
+	return nil
+}
+
+// Recv queues the receipt of count elements from peer into buf on stream
+// (ncclRecv).
+func (l *Lib) Recv(buf uintptr, count int, t DataType, peer int, c Comm, stream uintptr) error {
+	if r, _, _ := purego.SyscallN(l.recv, buf, uintptr(count), uintptr(t), uintptr(peer), uintptr(c), stream); int32(r) != 0 {
+		return l.fail(fmt.Sprintf("ncclRecv(%d elements from rank %d)", count, peer), r)
+	}
+	return nil
+}
+
+// AllReduce queues ncclAllReduce of count elements.
+func (l *Lib) AllReduce(send, recv uintptr, count int, t DataType, op RedOp, c Comm, stream uintptr) error {
+	if r, _, _ := purego.SyscallN(l.allReduce, send, recv, uintptr(count), uintptr(t), uintptr(op), uintptr(c), stream); int32(r) != 0 {
+		return l.fail(fmt.Sprintf("ncclAllReduce(%d elements)", count), r)
+	}
+	return nil
+}
+
+// AllGather queues ncclAllGather: every rank's sendCount elements into
+// every rank's recv, in rank order.
+func (l *Lib) AllGather(send, recv uintptr, sendCount int, t DataType, c Comm, stream uintptr) error {
+	if r, _, _ := purego.SyscallN(l.allGather, send, recv, uintptr(sendCount), uintptr(t), uintptr(c), stream); int32(r) != 0 {
+		return l.fail(fmt.Sprintf("ncclAllGather(%d elements a rank)", sendCount), r)
+	}
+	return nil
+}
+
+// ReduceScatter queues ncclReduceScatter: recvCount reduced elements
+// land on each rank.
+func (l *Lib) ReduceScatter(send, recv uintptr, recvCount int, t DataType, op RedOp, c Comm, stream uintptr) error {
+	if r, _, _ := purego.SyscallN(l.reduceScatter, send, recv, uintptr(recvCount), uintptr(t), uintptr(op), uintptr(c), stream); int32(r) != 0 {
+		return l.fail(fmt.Sprintf("ncclReduceScatter(%d elements a rank)", recvCount), r)
+	}
+	return nil
+}
+
+// Broadcast queues ncclBroadcast of count elements from root.
+func (l *Lib) Broadcast(send, recv uintptr, count int, t DataType, root int, c Comm, stream uintptr) error {
+	if r, _, _ := purego.SyscallN(l.broadcast, send, recv, uintptr(count), uintptr(t), uintptr(root), uintptr(c), stream); int32(r) != 0 {
+		return l.fail(fmt.Sprintf("ncclBroadcast(%d elements from rank %d)", count, root), r)
 	}
 	return nil
 }

@@ -99,3 +99,59 @@ func TestNoLibraryIsNotSupported(t *testing.T) {
 		t.Errorf("with %s set: candidates %v", LibraryEnv, got)
 	}
 }
+
+// Each queued operation reaches NCCL with its arguments in C's order, and
+// NCCL's refusal comes back naming the operation.
+func TestOperationsPassTheirArguments(t *testing.T) {
+	so := fake(t)
+	l, err := open(slices.Values([]string{so}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	callSym, err := purego.Dlsym(h, "fake_call")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := func() (string, []uintptr) {
+		var op [32]byte
+		var args [8]uintptr
+		purego.SyscallN(callSym, uintptr(unsafe.Pointer(&op[0])), uintptr(unsafe.Pointer(&args[0])))
+		return sys.GoString(&op[0]), args[:]
+	}
+	const c, stream = Comm(0x1001), uintptr(0x5000)
+	for _, tc := range []struct {
+		op   string
+		call func() error
+		want []uintptr
+	}{
+		{"send", func() error { return l.Send(0xa000, 4096, Int8, 1, c, stream) }, []uintptr{0xa000, 4096, 0, 1, 0x1001, 0x5000}},
+		{"recv", func() error { return l.Recv(0xb000, 64, Int8, 0, c, stream) }, []uintptr{0xb000, 64, 0, 0, 0x1001, 0x5000}},
+		{"allreduce", func() error { return l.AllReduce(0xa000, 0xb000, 256, Float32, Sum, c, stream) }, []uintptr{0xa000, 0xb000, 256, 7, 0, 0x1001, 0x5000}},
+		{"allgather", func() error { return l.AllGather(0xa000, 0xb000, 128, Float32, c, stream) }, []uintptr{0xa000, 0xb000, 128, 7, 0x1001, 0x5000}},
+		{"reducescatter", func() error { return l.ReduceScatter(0xa000, 0xb000, 32, Float32, Sum, c, stream) }, []uintptr{0xa000, 0xb000, 32, 7, 0, 0x1001, 0x5000}},
+		{"broadcast", func() error { return l.Broadcast(0xa000, 0xb000, 16, Int8, 1, c, stream) }, []uintptr{0xa000, 0xb000, 16, 0, 1, 0x1001, 0x5000}},
+		{"groupstart", l.GroupStart, []uintptr{0}},
+		{"groupend", l.GroupEnd, []uintptr{0}},
+		{"abort", func() error { return l.Abort(c) }, []uintptr{0x1001}},
+		{"asyncerror", func() error { return l.AsyncError(c) }, []uintptr{0x1001}},
+	} {
+		if err := tc.call(); err != nil {
+			t.Errorf("%s: %v", tc.op, err)
+			continue
+		}
+		op, args := last()
+		if op != tc.op || !slices.Equal(args[:len(tc.want)], tc.want) {
+			t.Errorf("%s reached NCCL as %s%#x; want %#x", tc.op, op, args[:len(tc.want)], tc.want)
+		}
+	}
+	if err := l.Send(0xa000, 1, Int8, -1, c, stream); err == nil || !strings.Contains(err.Error(), "ncclSend(1 elements to rank -1)") || !strings.Contains(err.Error(), "invalid argument") {
+		t.Errorf("a refused send: %v, want NCCL's invalid argument naming the call", err)
+	}
+	if err := l.AsyncError(Comm(0xbad)); err == nil || !strings.Contains(err.Error(), "NCCL error 6") {
+		t.Errorf("a communicator with a recorded error: %v, want NCCL error 6", err)
+	}
+}

@@ -89,25 +89,35 @@ var specs = map[string]spec{
 // lines x 640 threads x 8 x 8).
 const ncclLL128Default = 4915200
 
-// ncclLine is KEY=VALUE as NCCL's config reader applies it: nothing
-// trimmed, one line, within its buffers; and no value NCCL is known to
-// hang or corrupt with (an LL128 buffer off its steps, nccl#1739).
+// ncclLine is KEY=VALUE as NCCL's config reader applies it, refused where
+// CheckNCCLSetting refuses it.
 func ncclLine(name, value string) (string, error) {
+	if err := CheckNCCLSetting(name, value); err != nil {
+		return "", err
+	}
+	return name + "=" + value, nil
+}
+
+// CheckNCCLSetting says whether NAME=VALUE is a setting NCCL applies as
+// written, from nccl.conf or the environment alike: nothing trimmed, one
+// line, within its buffers; and no value NCCL is known to hang or corrupt
+// with (an LL128 buffer off its steps, nccl#1739).
+func CheckNCCLSetting(name, value string) error {
 	switch {
 	case value == "" || strings.TrimSpace(value) != value:
-		return "", fmt.Errorf("%q: empty or with leading or trailing blanks, which NCCL keeps in the value", value)
+		return fmt.Errorf("%q: empty or with leading or trailing blanks, which NCCL keeps in the value", value)
 	case strings.ContainsAny(value, "\r\n"):
-		return "", fmt.Errorf("%q holds a line break", value)
+		return fmt.Errorf("%q holds a line break", value)
 	case len(name)+1+len(value) > 1023:
-		return "", fmt.Errorf("%s is %d bytes, longer than the 1023 NCCL reads of a value", name, len(name)+1+len(value))
+		return fmt.Errorf("%s is %d bytes, longer than the 1023 NCCL reads of a value", name, len(name)+1+len(value))
 	}
 	if name == "NCCL_LL128_BUFFSIZE" {
 		if n, err := strconv.ParseInt(value, 10, 64); err != nil || !ll128Step(n) {
-			return "", fmt.Errorf("%s=%s: not NCCL's %d bytes times a power of two from 1/32 to 4, the steps it is safe at (other sizes hang or corrupt: NVIDIA/nccl#1739)",
+			return fmt.Errorf("%s=%s: not NCCL's %d bytes times a power of two from 1/32 to 4, the steps it is safe at (other sizes hang or corrupt: NVIDIA/nccl#1739)",
 				name, value, ncclLL128Default)
 		}
 	}
-	return name + "=" + value, nil
+	return nil
 }
 
 // ll128Step says whether n is NCCL's LL128 buffer size times 2^k, -5 <= k <= 2.
