@@ -167,6 +167,9 @@ func (s *Spec) normalizeGPU() error {
 			return fmt.Errorf("--mem: %s is not a message buffer kind (want host, pinned, device, managed, managed-device or managed-host)", k)
 		}
 	}
+	if drv, err := transports.Lookup(s.Transport); err == nil && drv.DeviceDefault && len(s.Mem) == 0 && !s.Pattern.MultiRank() {
+		s.Mem = []cuda.MemKind{cuda.MemDevice, cuda.MemDevice}
+	}
 	if drv, err := transports.Lookup(s.Transport); err == nil && !drv.DeviceMemory {
 		for _, k := range s.Mem {
 			if !k.HostVisible() {

@@ -171,6 +171,9 @@ type Driver struct {
 	// DeviceMemory says the transport takes buffers the CPU must not
 	// touch (GPU memory); others would fault on them.
 	DeviceMemory bool
+	// DeviceDefault says a benchmark's buffers are device memory unless
+	// --mem says otherwise (NCCL's, as nccl-tests allocate them).
+	DeviceDefault bool
 	// NodeLocal says the transport connects only ranks on one node (shared
 	// memory, CMA, CUDA IPC): it cannot measure or carry an inter-node pair.
 	NodeLocal bool

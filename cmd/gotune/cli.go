@@ -99,7 +99,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.settle, "settle", "4M", "size of one unreported pass of the pattern before the first size, so that no measured size pays for the ranks' first milliseconds (0: none)")
 	fl.BoolVar(&f.validate, "validate", false, "fill every payload with a per-iteration pattern and check every byte")
 	fl.StringVar(&f.cpus, "cpus", "auto", "CPU per rank (e.g. 0,1), auto, or none")
-	fl.StringVar(&f.mem, "mem", "host", "message buffers: KIND for both ranks or SRC,DST (rank 0's, rank 1's): host|pinned|device|managed|managed-device|managed-host, or OSU's H|D|M|MD|MH")
+	fl.StringVar(&f.mem, "mem", "", "message buffers: KIND for both ranks or SRC,DST (rank 0's, rank 1's): host|pinned|device|managed|managed-device|managed-host, or OSU's H|D|M|MD|MH (default host; device with -t nccl)")
 	fl.StringVar(&f.gpus, "gpus", "", "GPU ordinals, e.g. 0,1: rank r uses the (r mod n)-th (default: rank mod the device count); also sets --opt "+cudaipc.KeyGPUs)
 	fl.StringVar(&f.kernel, "kernel", "none", "GPU load on each rank's GPU during every timed repetition: none|partial|full|FRACTION (needs a GPU --mem or --gpus)")
 	fl.DurationVar(&f.kernelBound, "kernel-bound", 0, "time bound of each launch of the --kernel load (default 1m): a pass that waits for the kernel ends when it does, and its point counts as stalled (load_late)")
@@ -213,18 +213,19 @@ func (f *benchFlags) spec(notes io.Writer) (bench.Spec, error) {
 	return s, nil
 }
 
-// gpuSpec reads --mem, --gpus and --kernel ("" reads as the default).
+// gpuSpec reads --mem, --gpus and --kernel ("" reads as the default; no
+// memory kinds without --mem).
 func (f *benchFlags) gpuSpec() ([]cuda.MemKind, []int, float64, error) {
-	mem, kernel := f.mem, f.kernel
-	if mem == "" {
-		mem = "host"
-	}
+	kernel := f.kernel
 	if kernel == "" {
 		kernel = "none"
 	}
-	kinds, err := bench.ParseMem(mem)
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("--mem: %w", err)
+	var kinds []cuda.MemKind // none given: the transport's default (bench.Spec.Normalize)
+	if f.mem != "" {
+		var err error
+		if kinds, err = bench.ParseMem(f.mem); err != nil {
+			return nil, nil, 0, fmt.Errorf("--mem: %w", err)
+		}
 	}
 	gpus, err := bench.ParseGPUs(f.gpus)
 	if err != nil {
@@ -234,7 +235,7 @@ func (f *benchFlags) gpuSpec() ([]cuda.MemKind, []int, float64, error) {
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("--kernel: %w", err)
 	}
-	if load > 0 && len(gpus) == 0 && !slices.ContainsFunc(kinds, func(k cuda.MemKind) bool { return k != cuda.MemHost }) {
+	if load > 0 && len(gpus) == 0 && len(kinds) > 0 && !slices.ContainsFunc(kinds, func(k cuda.MemKind) bool { return k != cuda.MemHost }) {
 		return nil, nil, 0, fmt.Errorf("--kernel %s: the load kernel runs on the ranks' GPUs, and with --mem host on both ranks and no --gpus the ranks have none: add --gpus (e.g. --gpus 0) or a GPU --mem", kernel)
 	}
 	return kinds, gpus, load, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/gotune/gotune/transports/hostmem"
 	_ "github.com/gotune/gotune/transports/ib"
 	_ "github.com/gotune/gotune/transports/knem"
+	_ "github.com/gotune/gotune/transports/nccl"
 	_ "github.com/gotune/gotune/transports/sm"
 	_ "github.com/gotune/gotune/transports/tcp"
 	_ "github.com/gotune/gotune/transports/xpmem"

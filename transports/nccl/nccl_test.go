@@ -1,0 +1,214 @@
+package nccl
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/launch"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/internal/testutil"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/cudaipc"
+	"github.com/gotune/gotune/transports/transporttest"
+)
+
+func TestMain(m *testing.M) {
+	transporttest.Main(m, map[string]launch.Func{"nccl-pair": pairRank})
+}
+
+// The options become NCCL's variables as NCCL reads them (sizes in
+// bytes), and a value NCCL would misread or hang with is refused naming
+// the option.
+func TestSettings(t *testing.T) {
+	for _, tc := range []struct {
+		opts transports.Options
+		want map[string]string
+		err  string
+	}{
+		{opts: nil, want: map[string]string{}},
+		{opts: transports.Options{"nccl.buffsize": "4M", "nccl.p2p-nvl-chunksize": "512K", "nccl.max-ctas": "16", "nccl.proto": "ll,simple"},
+			want: map[string]string{"NCCL_BUFFSIZE": "4194304", "NCCL_P2P_NVL_CHUNKSIZE": "524288", "NCCL_MAX_CTAS": "16", "NCCL_PROTO": "ll,simple"}},
+		{opts: transports.Options{"nccl.ll128-buffsize": "9830400"}, want: map[string]string{"NCCL_LL128_BUFFSIZE": "9830400"}},
+		{opts: transports.Options{"nccl.ll128-buffsize": "128K"}, err: "nccl.ll128-buffsize: NCCL_LL128_BUFFSIZE=131072: not NCCL's"},
+		{opts: transports.Options{"nccl.min-ctas": "many"}, err: `nccl.min-ctas="many": want an integer`},
+		{opts: transports.Options{"nccl.buffsize": "big"}, err: "nccl.buffsize"},
+		{opts: transports.Options{"nccl.algo": "ring "}, err: "nccl.algo: \"ring \": empty or with leading or trailing blanks"},
+	} {
+		got, err := Settings(tc.opts)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: error %v, want one naming %q", tc.opts, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%v: %v", tc.opts, err)
+		case !maps.Equal(got, tc.want):
+			t.Errorf("%v: got %v, want %v", tc.opts, got, tc.want)
+		}
+	}
+}
+
+// pairScenario is what a rank of a pair test does.
+type pairScenario struct {
+	Opts  transports.Options
+	Sizes []int
+}
+
+// pairRank opens the transport and, per size, streams a window of device
+// messages from rank 0 to 1, exchanges one each way with both posted
+// before either waits (which deadlocks unless the two go to NCCL in one
+// group), and answers with a 4-byte message from pageable host memory
+// (staged); rank 1 checks every byte it got.
+func pairRank(r *launch.Rank) (any, error) {
+	p, err := transporttest.Params[pairScenario](r)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := transporttest.Open("nccl", transporttest.Env(r, p.Opts))
+	if err != nil {
+		if tr != nil {
+			tr.Close()
+		}
+		return nil, err
+	}
+	t := tr.(*Transport)
+	defer t.Close()
+	peer := transporttest.Peer(r)
+	const window = 8
+	ack, err := sys.MapAnon(sys.PageSize, true)
+	if err != nil {
+		return nil, err
+	}
+	defer sys.Unmap(ack)
+	for _, n := range p.Sizes {
+		bufs := make([]*cuda.Buffer, window+1)
+		for i := range bufs {
+			if bufs[i], err = t.GPU().Alloc(cuda.MemDevice, n); err != nil {
+				return nil, err
+			}
+			defer bufs[i].Free()
+		}
+		// Rank 0 fills message i with pattern(n, i); rank 1 clears its buffers.
+		for i, b := range bufs {
+			fill := make([]byte, n)
+			if r.ID == 0 {
+				fill = pattern(n, byte(i))
+			}
+			if err := cuda.CopyHtoD(b.Ptr(), fill); err != nil {
+				return nil, err
+			}
+		}
+		var reqs []transports.Request
+		for i := range window {
+			var q transports.Request
+			if r.ID == 0 {
+				q, err = t.Isend(peer, sys.BytesAt(bufs[i].Ptr(), n))
+			} else {
+				q, err = t.Irecv(peer, sys.BytesAt(bufs[i].Ptr(), n))
+			}
+			if err != nil {
+				return nil, err
+			}
+			reqs = append(reqs, q)
+		}
+		if err := t.Wait(reqs...); err != nil {
+			return nil, fmt.Errorf("window of %d-byte messages: %w", n, err)
+		}
+		// Both ranks send their last buffer and receive into their first.
+		s, err := t.Isend(peer, sys.BytesAt(bufs[window].Ptr(), n))
+		if err != nil {
+			return nil, err
+		}
+		q, err := t.Irecv(peer, sys.BytesAt(bufs[0].Ptr(), n))
+		if err != nil {
+			return nil, err
+		}
+		if err := t.Wait(s, q); err != nil {
+			return nil, fmt.Errorf("exchange of %d bytes: %w", n, err)
+		}
+		if r.ID == 1 {
+			got := make([]byte, n)
+			for i, b := range bufs[:window] {
+				if err := cuda.CopyDtoH(got, b.Ptr()); err != nil {
+					return nil, err
+				}
+				want := pattern(n, byte(i))
+				if i == 0 {
+					want = pattern(n, window) // overwritten by the exchange
+				}
+				if at := firstDiff(got, want); at >= 0 {
+					return nil, fmt.Errorf("%d-byte message %d: byte %d is %#x, want %#x", n, i, at, got[at], want[at])
+				}
+			}
+			copy(ack, "done")
+			if err := t.Send(peer, ack[:4]); err != nil {
+				return nil, fmt.Errorf("staged acknowledgement: %w", err)
+			}
+		} else {
+			clear(ack[:4])
+			if _, err := t.Recv(peer, ack[:4]); err != nil {
+				return nil, fmt.Errorf("staged acknowledgement: %w", err)
+			}
+			if string(ack[:4]) != "done" {
+				return nil, fmt.Errorf("staged acknowledgement after %d bytes: %q", n, ack[:4])
+			}
+		}
+	}
+	return "ok", nil
+}
+
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*31) ^ seed
+	}
+	return b
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// Through the real NCCL between two GPUs: windows, a crossed exchange and
+// a staged host message arrive whole.
+func TestPairThroughNCCL(t *testing.T) {
+	needTwoGPUs(t)
+	transporttest.Results[string](t, transporttest.Job{Kind: "nccl-pair", Needs: "nccl",
+		Params: pairScenario{Sizes: []int{1, 4096, 1 << 20}}})
+}
+
+// Two ranks bound to one GPU are refused before NCCL's init, naming both.
+func TestOneGPUTwoRanksIsRefused(t *testing.T) {
+	needTwoGPUs(t)
+	_, err := transporttest.Start(t, transporttest.Job{Kind: "nccl-pair", Needs: "nccl",
+		Params: pairScenario{Opts: transports.Options{cudaipc.KeyGPUs: "0"}, Sizes: []int{8}}})
+	if err == nil || !strings.Contains(err.Error(), "ranks 0 and 1 both bind GPU") {
+		t.Fatalf("got %v, want the two ranks on one GPU refused", err)
+	}
+}
+
+// needTwoGPUs skips (or, where GOTUNE_REQUIRE names nccl, fails) without
+// NCCL and two GPUs.
+func needTwoGPUs(t *testing.T) {
+	t.Helper()
+	err := Present(nil)
+	if err == nil {
+		var n int
+		if n, err = cuda.DeviceCount(); err == nil && n < 2 {
+			err = fmt.Errorf("%w: %d CUDA device(s), the pair needs 2", sys.ErrNotSupported, n)
+		}
+	}
+	if err != nil && !errors.Is(err, sys.ErrNotSupported) {
+		t.Fatal(err)
+	}
+	testutil.SkipUnless(t, "nccl", err)
+}

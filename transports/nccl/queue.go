@@ -1,0 +1,315 @@
+package nccl
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/gotune/gotune/internal/cuda"
+	libnccl "github.com/gotune/gotune/internal/nccl"
+	"github.com/gotune/gotune/transports"
+)
+
+// request is one send or receive. It is queued until its group is
+// launched, then complete once the group's event is.
+type request struct {
+	peer  int
+	send  bool
+	buf   []byte
+	stage *cuda.Buffer // device scratch for a pageable host buffer
+	group *group
+	done  bool
+	err   error
+}
+
+func (r *request) Done() bool { return r.done }
+func (r *request) Len() int   { return len(r.buf) }
+func (r *request) Err() error { return r.err }
+
+// group is the operations launched by one ncclGroupStart/End and the
+// event recorded after them.
+type group struct {
+	ev   *cuda.Event
+	reqs []*request
+}
+
+// queue holds a rank's operations: those queued and not yet launched,
+// and the launched groups in launch order, with the events and scratch
+// they may reuse.
+type queue struct {
+	stream   *cuda.Stream
+	pending  []*request
+	launched []*group
+	events   []*cuda.Event  // free
+	scratch  []*cuda.Buffer // free device scratch for pageable buffers
+	dev      *cuda.Device
+}
+
+// maxPending bounds a group: past it the queue launches what it holds, so
+// a long stream of non-blocking sends never waits on Wait to start.
+const maxPending = 1024
+
+// Isend queues a send of buf to peer.
+func (t *Transport) Isend(peer int, buf []byte) (transports.Request, error) {
+	return t.post(peer, buf, true)
+}
+
+// Irecv queues the receipt of exactly len(buf) bytes from peer.
+func (t *Transport) Irecv(peer int, buf []byte) (transports.Request, error) {
+	return t.post(peer, buf, false)
+}
+
+func (t *Transport) post(peer int, buf []byte, send bool) (*request, error) {
+	if t.closed {
+		return nil, errors.New("nccl: transport closed")
+	}
+	if peer == t.rank {
+		return nil, fmt.Errorf("nccl: rank %d cannot send to itself", peer)
+	}
+	r := &request{peer: peer, send: send, buf: buf}
+	t.q.pending = append(t.q.pending, r)
+	if len(t.q.pending) >= maxPending {
+		if err := t.launch(); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Send sends buf to peer and waits until its buffer may be reused.
+func (t *Transport) Send(peer int, buf []byte) error {
+	r, err := t.post(peer, buf, true)
+	if err != nil {
+		return err
+	}
+	return t.Wait(r)
+}
+
+// Recv receives exactly len(buf) bytes from peer.
+func (t *Transport) Recv(peer int, buf []byte) (int, error) {
+	r, err := t.post(peer, buf, false)
+	if err != nil {
+		return 0, err
+	}
+	if err := t.Wait(r); err != nil {
+		return 0, err
+	}
+	return len(buf), nil
+}
+
+// Wait launches what is queued and polls the groups' events until every
+// request given has completed.
+func (t *Transport) Wait(reqs ...transports.Request) error {
+	if err := t.launch(); err != nil {
+		return err
+	}
+	for _, q := range reqs {
+		r, ok := q.(*request)
+		if !ok {
+			return fmt.Errorf("nccl: wait for a %T, not a request of this transport", q)
+		}
+		for !r.done {
+			if err := t.complete(); err != nil {
+				return err
+			}
+		}
+	}
+	var first error
+	for _, q := range reqs {
+		if err := q.Err(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// launch issues every queued operation as one NCCL group on the rank's
+// stream and records an event after it. A pageable send buffer is copied
+// into scratch first (a synchronous copy, so it is there before the group
+// runs).
+func (t *Transport) launch() error {
+	if len(t.q.pending) == 0 {
+		return nil
+	}
+	reqs := t.q.pending
+	t.q.pending = nil
+	fail := func(err error) error {
+		t.failed = true
+		for _, r := range reqs {
+			r.done, r.err = true, err
+		}
+		return err
+	}
+	for _, r := range reqs {
+		if err := t.q.stageIn(r); err != nil {
+			return fail(err)
+		}
+	}
+	if err := t.lib.GroupStart(); err != nil {
+		return fail(fmt.Errorf("nccl: %w", err))
+	}
+	var issueErr error
+	for _, r := range reqs {
+		addr := r.addr()
+		if r.send {
+			issueErr = t.lib.Send(addr, len(r.buf), libnccl.Int8, r.peer, t.comm, t.stream.Handle())
+		} else {
+			issueErr = t.lib.Recv(addr, len(r.buf), libnccl.Int8, r.peer, t.comm, t.stream.Handle())
+		}
+		if issueErr != nil {
+			break
+		}
+	}
+	// The group is closed even after a refused operation: NCCL's group
+	// depth is per thread and must return to zero.
+	if err := errors.Join(issueErr, t.lib.GroupEnd()); err != nil {
+		return fail(fmt.Errorf("nccl: %w", err))
+	}
+	ev, err := t.q.event()
+	if err != nil {
+		return fail(err)
+	}
+	if err := ev.Record(t.stream); err != nil {
+		return fail(fmt.Errorf("nccl: record the group's completion: %w", err))
+	}
+	g := &group{ev: ev, reqs: reqs}
+	for _, r := range reqs {
+		r.group = g
+	}
+	t.q.launched = append(t.q.launched, g)
+	return nil
+}
+
+// complete finishes the oldest launched group if its event has completed
+// (groups complete in launch order: one stream), copying staged receives
+// out; it reports NCCL's asynchronous error while the group is still
+// running.
+func (t *Transport) complete() error {
+	if len(t.q.launched) == 0 {
+		return errors.New("nccl: waiting for a request that was never launched")
+	}
+	g := t.q.launched[0]
+	ok, err := g.ev.Query()
+	if err != nil {
+		t.failed = true
+		return fmt.Errorf("nccl: poll the group's completion: %w", err)
+	}
+	if !ok {
+		if err := t.lib.AsyncError(t.comm); err != nil {
+			t.failed = true
+			return fmt.Errorf("nccl: rank %d: %w", t.rank, err)
+		}
+		return nil
+	}
+	t.q.launched = t.q.launched[1:]
+	t.q.events = append(t.q.events, g.ev)
+	var first error
+	for _, r := range g.reqs {
+		r.err = t.q.stageOut(r)
+		r.done = true
+		if r.err != nil && first == nil {
+			first = r.err
+		}
+	}
+	return first
+}
+
+// addr is the address NCCL is given: the buffer's, or its scratch's.
+func (r *request) addr() uintptr {
+	if r.stage != nil {
+		return r.stage.Ptr()
+	}
+	return uintptr(unsafe.Pointer(unsafe.SliceData(r.buf)))
+}
+
+// stageIn gives a pageable host buffer device scratch (a send's bytes
+// copied in); GPU-addressable buffers go to NCCL as they are.
+func (q *queue) stageIn(r *request) error {
+	if len(r.buf) == 0 {
+		return nil
+	}
+	info, err := cuda.PointerAttributes(uintptr(unsafe.Pointer(unsafe.SliceData(r.buf))))
+	if err != nil {
+		return fmt.Errorf("nccl: classify a %d-byte buffer: %w", len(r.buf), err)
+	}
+	if info.Type != cuda.MemoryUnregistered {
+		return nil
+	}
+	if r.stage, err = q.take(len(r.buf)); err != nil {
+		return err
+	}
+	if r.send {
+		if err := cuda.CopyHtoD(r.stage.Ptr(), r.buf); err != nil {
+			return fmt.Errorf("nccl: stage a %d-byte send: %w", len(r.buf), err)
+		}
+	}
+	return nil
+}
+
+// stageOut copies a staged receive out of its scratch and frees the
+// scratch for reuse.
+func (q *queue) stageOut(r *request) error {
+	if r.stage == nil {
+		return nil
+	}
+	var err error
+	if !r.send {
+		if err = cuda.CopyDtoH(r.buf, r.stage.Ptr()); err != nil {
+			err = fmt.Errorf("nccl: copy out a %d-byte staged receive: %w", len(r.buf), err)
+		}
+	}
+	q.scratch = append(q.scratch, r.stage)
+	r.stage = nil
+	return err
+}
+
+// take returns free scratch of at least n bytes, or new scratch.
+func (q *queue) take(n int) (*cuda.Buffer, error) {
+	for i, b := range q.scratch {
+		if b.Len() >= n {
+			q.scratch = append(q.scratch[:i], q.scratch[i+1:]...)
+			return b, nil
+		}
+	}
+	b, err := q.dev.Alloc(cuda.MemDevice, max(n, 4096))
+	if err != nil {
+		return nil, fmt.Errorf("nccl: scratch for a pageable buffer: %w", err)
+	}
+	return b, nil
+}
+
+// event returns a free completion event, or a new one.
+func (q *queue) event() (*cuda.Event, error) {
+	if n := len(q.events); n > 0 {
+		ev := q.events[n-1]
+		q.events = q.events[:n-1]
+		return ev, nil
+	}
+	ev, err := cuda.NewEvent(cuda.EventDisableTiming)
+	if err != nil {
+		return nil, fmt.Errorf("nccl: completion event: %w", err)
+	}
+	return ev, nil
+}
+
+// close frees every event and scratch buffer, the launched groups' too.
+func (q *queue) close() error {
+	var errs []error
+	for _, g := range q.launched {
+		q.events = append(q.events, g.ev)
+		for _, r := range g.reqs {
+			if r.stage != nil {
+				q.scratch = append(q.scratch, r.stage)
+			}
+		}
+	}
+	q.launched, q.pending = nil, nil
+	for _, ev := range q.events {
+		errs = append(errs, ev.Destroy())
+	}
+	for _, b := range q.scratch {
+		errs = append(errs, b.Free())
+	}
+	q.events, q.scratch = nil, nil
+	return errors.Join(errs...)
+}
