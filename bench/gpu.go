@@ -167,7 +167,7 @@ func (s *Spec) normalizeGPU() error {
 			return fmt.Errorf("--mem: %s is not a message buffer kind (want host, pinned, device, managed, managed-device or managed-host)", k)
 		}
 	}
-	if drv, err := transports.Lookup(s.Transport); err == nil && drv.DeviceDefault && len(s.Mem) == 0 && !s.Pattern.MultiRank() {
+	if drv, err := transports.Lookup(s.Transport); err == nil && drv.DeviceDefault && len(s.Mem) == 0 && (!s.Pattern.MultiRank() || s.Pattern.Collective()) {
 		s.Mem = []cuda.MemKind{cuda.MemDevice, cuda.MemDevice}
 	}
 	if drv, err := transports.Lookup(s.Transport); err == nil && !drv.DeviceMemory {
@@ -250,7 +250,7 @@ func checkGPUs(s *Spec) error {
 	if err != nil {
 		return fmt.Errorf("bench: %s: CUDA not available: %w", s.gpuFlag(), err)
 	}
-	for r := range 2 {
+	for r := range s.RankCount() {
 		if _, err := GPUFor(r, s.GPUs, n); err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}

@@ -28,10 +28,12 @@ import (
 // barrier, and returns the raw times (rankTimes); Run combines them.
 
 // MultiRank reports whether p is a pattern of Spec.Ranks ranks.
-func (p Pattern) MultiRank() bool { return slices.Contains(MultiPatterns, p) }
+func (p Pattern) MultiRank() bool { return slices.Contains(MultiPatterns, p) || p.Collective() }
 
 // windowed reports whether p keeps a window of messages in flight.
-func (p Pattern) windowed() bool { return p != Latency && p != MultiLatency && p != AllToAll }
+func (p Pattern) windowed() bool {
+	return p != Latency && p != MultiLatency && p != AllToAll && !p.Collective()
+}
 
 // paired reports whether p pairs rank i with rank i+N/2.
 func (p Pattern) paired() bool { return p == MultiBandwidth || p == MultiLatency }
@@ -57,7 +59,7 @@ func (s Spec) partner(rank int) (peer int, lead bool) {
 		return rank - n/2, false
 	case s.Pattern == Incast:
 		return 0, rank != 0
-	case s.Pattern == AllToAll:
+	case s.Pattern == AllToAll || s.Pattern.Collective():
 		return -1, false
 	}
 	return 1 - rank, rank == 0
@@ -110,8 +112,13 @@ func (s *Spec) normalizeRanks() error {
 		return nil
 	}
 	largest := max(slices.Max(s.Sizes), s.Settle)
+	if s.Pattern.Collective() {
+		if err := s.normalizeCollective(); err != nil {
+			return err
+		}
+	}
 	switch {
-	case s.UsesGPU():
+	case s.UsesGPU() && !s.Pattern.Collective():
 		return fmt.Errorf("--pattern %s: the multi-rank patterns measure host memory (no --mem, --gpus or --kernel)", s.Pattern)
 	case s.InterNode():
 		return fmt.Errorf("--pattern %s: the multi-rank patterns run on one node (--nodes 1)", s.Pattern)
@@ -313,7 +320,7 @@ func (s Spec) timers() []int {
 	for r := range n {
 		_, lead := s.partner(r)
 		switch {
-		case s.Pattern.paired() && lead, s.Pattern == Incast && r == 0, s.Pattern == AllToAll:
+		case s.Pattern.paired() && lead, s.Pattern == Incast && r == 0, s.Pattern == AllToAll, s.Pattern.Collective():
 			ranks = append(ranks, r)
 		}
 	}
@@ -328,8 +335,8 @@ func (s Spec) multiValue(ns []int64, n, window, size int, rate bool) float64 {
 	if s.Pattern == Incast {
 		senders = float64(s.RankCount() - 1)
 	}
-	switch s.Pattern {
-	case MultiLatency, AllToAll:
+	switch {
+	case s.Pattern == MultiLatency, s.Pattern == AllToAll, s.Pattern.Collective():
 		sum := 0.0
 		for _, v := range ns {
 			sum += float64(v)
@@ -382,7 +389,7 @@ func multiPoints(spec Spec, times [][]rankTimes) ([]Point, error) {
 		switch spec.Pattern {
 		case MultiBandwidth, Incast:
 			p.MsgRate = Summarize(size, "msg/s", rates, nil).Median
-		case AllToAll:
+		case AllToAll, AllReduce, AllGather, ReduceScatter, Broadcast:
 			var each []float64
 			for _, r := range timers {
 				var own []float64
@@ -392,6 +399,9 @@ func multiPoints(spec Spec, times [][]rankTimes) ([]Point, error) {
 				each = append(each, Summarize(size, "us", own, nil).Median)
 			}
 			p.RankMin, p.RankMax = slices.Min(each), slices.Max(each)
+			if spec.Pattern.Collective() {
+				collBandwidth(&p, spec.Pattern, spec.RankCount())
+			}
 		}
 		points = append(points, p)
 	}

@@ -264,6 +264,8 @@ func (l *loop) run() (int64, error) {
 			err = l.incastWindow(i)
 		case AllToAll:
 			err = l.exchangeAll(i)
+		case AllReduce, AllGather, ReduceScatter, Broadcast:
+			err = l.collective()
 		case BiBandwidth:
 			err = l.exchangeWindows(i)
 		case AllocChurn:

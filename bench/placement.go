@@ -112,6 +112,8 @@ func (s Spec) Placement() string {
 		return fmt.Sprintf("%s; ranks 1-%d send to rank 0", where, n-1)
 	case AllToAll:
 		return where + "; every rank exchanges with every other"
+	case AllReduce, AllGather, ReduceScatter, Broadcast:
+		return where + "; every rank in the collective"
 	}
 	pairs := make([]string, n/2)
 	for i := range n / 2 {

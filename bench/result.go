@@ -26,31 +26,47 @@ const (
 	MultiLatency   Pattern = "multi_lat" // osu_multi_lat: N/2 pairs ping-pong at once
 	Incast         Pattern = "incast"    // ranks 1..N-1 stream windows to rank 0
 	AllToAll       Pattern = "alltoall"  // every rank exchanges with every other (exchangeAll)
+
+	// The collectives (collective.go), run whole by a transport that
+	// offers them (transports.Collectives: nccl), named as nccl-tests
+	// names its binaries, so that its imported results sit beside them.
+	AllReduce     Pattern = "all_reduce"
+	AllGather     Pattern = "all_gather"
+	ReduceScatter Pattern = "reduce_scatter"
+	Broadcast     Pattern = "broadcast"
 )
 
 // Patterns lists every pattern of a pair of ranks.
 var Patterns = []Pattern{Latency, Bandwidth, BiBandwidth, MsgRate, AllocChurn}
 
-// MultiPatterns lists the patterns of Spec.Ranks ranks.
+// MultiPatterns lists the patterns of Spec.Ranks ranks that run
+// over any transport.
 var MultiPatterns = []Pattern{MultiBandwidth, MultiLatency, Incast, AllToAll}
+
+// CollectivePatterns lists the collectives, patterns of Spec.Ranks ranks
+// that a transport with transports.Collectives runs whole.
+var CollectivePatterns = []Pattern{AllReduce, AllGather, ReduceScatter, Broadcast}
 
 // ParsePattern checks a pattern name.
 func ParsePattern(s string) (Pattern, error) {
 	if s == "lat" { // osu_latency's name, as people shorten it
 		return Latency, nil
 	}
-	for _, p := range append(slices.Clip(Patterns), MultiPatterns...) {
+	if p, ok := collectiveAliases[s]; ok { // OSU's and MPI's spelling
+		return p, nil
+	}
+	for _, p := range slices.Concat(Patterns, MultiPatterns, CollectivePatterns) {
 		if string(p) == s {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("unknown pattern %q (want latency (or lat), bw, bibw, msgrate, alloc, mbw_mr, multi_lat, incast or alltoall)", s)
+	return "", fmt.Errorf("unknown pattern %q (want latency (or lat), bw, bibw, msgrate, alloc, mbw_mr, multi_lat, incast, alltoall, all_reduce, all_gather, reduce_scatter or broadcast)", s)
 }
 
 // Unit is the unit of a pattern's primary metric.
 func (p Pattern) Unit() string {
 	switch p {
-	case Latency, MultiLatency, AllToAll:
+	case Latency, MultiLatency, AllToAll, AllReduce, AllGather, ReduceScatter, Broadcast:
 		return "us"
 	case MsgRate:
 		return "msg/s"
@@ -153,6 +169,12 @@ type Point struct {
 	MsgRate float64 `json:"msg_rate,omitempty"`
 	RankMin float64 `json:"rank_min,omitempty"`
 	RankMax float64 `json:"rank_max,omitempty"`
+	// AlgBW and BusBW are a collective's bandwidths as nccl-tests states
+	// them (GB/s of 10^9 bytes, from the median time): the bytes the
+	// collective's buffer holds over the time, and that times the
+	// collective's bus factor, what each rank's links carried.
+	AlgBW float64 `json:"algbw,omitempty"`
+	BusBW float64 `json:"busbw,omitempty"`
 }
 
 // Stalled reports whether the point's path waited for the load kernel to
@@ -188,9 +210,9 @@ func DefaultIters(p Pattern, size int) (iters, warmup int) {
 		return 1000, 10
 	case p == Latency || p == MultiLatency:
 		return 10000, 100
-	case p == AllToAll && large: // OMB's collectives (osu_util.h)
+	case (p == AllToAll || p.Collective()) && large: // OMB's collectives (osu_util.h)
 		return 100, 10
-	case p == AllToAll:
+	case p == AllToAll || p.Collective():
 		return 1000, 200
 	case large:
 		return 20, 2

@@ -64,6 +64,29 @@ type Persistent interface {
 	RecvInit(from int, buf []byte) (PersistentRequest, error)
 }
 
+// CollOp names a collective a transport may run whole.
+type CollOp string
+
+// The collectives, with nccl-tests' names.
+const (
+	AllReduce     CollOp = "allreduce"
+	AllGather     CollOp = "allgather"
+	ReduceScatter CollOp = "reducescatter"
+	Broadcast     CollOp = "broadcast"
+)
+
+// Collectives is implemented by transports whose library runs a
+// collective as one call (NCCL). Every rank calls it with the same op,
+// sizes and root, in the same order. Lengths are in bytes: allreduce and
+// broadcast take len(send) == len(recv); allgather gathers every rank's
+// send into recv (len(recv) = ranks × len(send)); reducescatter leaves
+// len(send)/ranks bytes of the reduction in recv. Reductions sum 32-bit
+// floats. The request completes, through the transport's Wait, once recv
+// holds the result and send may be reused.
+type Collectives interface {
+	Collective(op CollOp, send, recv []byte, root int) (Request, error)
+}
+
 // Invalidator is implemented by transports that keep state about user
 // buffers between operations (ib's memory registrations). Invalidate must
 // run before [addr, addr+n) goes back to the kernel (purged or unmapped);
@@ -174,6 +197,8 @@ type Driver struct {
 	// DeviceDefault says a benchmark's buffers are device memory unless
 	// --mem says otherwise (NCCL's, as nccl-tests allocate them).
 	DeviceDefault bool
+	// Collectives says the transport implements Collectives.
+	Collectives bool
 	// NodeLocal says the transport connects only ranks on one node (shared
 	// memory, CMA, CUDA IPC): it cannot measure or carry an inter-node pair.
 	NodeLocal bool

@@ -338,12 +338,14 @@ func resolve(s Stack, spec bench.Spec) (bench.Spec, error) {
 	switch spec.Pattern {
 	case HeadToHead, Flood:
 	default:
-		if _, err := bench.ParsePattern(string(spec.Pattern)); err != nil {
+		p, err := bench.ParsePattern(string(spec.Pattern))
+		if err != nil {
 			return spec, err
 		}
+		spec.Pattern = p
 	}
 	switch n := s.ranks(); {
-	case spec.Pattern == bench.MultiLatency || spec.Pattern == bench.Incast:
+	case spec.Pattern == bench.MultiLatency || spec.Pattern == bench.Incast || spec.Pattern.Collective():
 		return spec, fmt.Errorf("%s: the anchor has no such pattern (mbw_mr and alltoall it has)", spec.Pattern)
 	case spec.Pattern == bench.MultiBandwidth && (n < 2 || n%2 != 0):
 		return spec, fmt.Errorf("%s with %d ranks: it pairs the ranks, so it takes an even number", spec.Pattern, n)

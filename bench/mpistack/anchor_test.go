@@ -116,7 +116,8 @@ func TestRunRejectsBadSpecs(t *testing.T) {
 		spec bench.Spec
 		want string
 	}{
-		{"pattern", bench.Spec{Pattern: "allreduce", Sizes: []int{8}}, "unknown pattern"},
+		{"pattern", bench.Spec{Pattern: "gather", Sizes: []int{8}}, "unknown pattern"},
+		{"collective", bench.Spec{Pattern: "allreduce", Sizes: []int{8}}, "the anchor has no such pattern"},
 		{"no sizes", bench.Spec{Pattern: bench.Latency}, "no message sizes"},
 		{"negative size", bench.Spec{Pattern: bench.Latency, Sizes: []int{-1}}, "negative message size"},
 		{"negative iters", bench.Spec{Pattern: bench.Latency, Sizes: []int{8}, Iters: -1}, "negative"},

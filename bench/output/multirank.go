@@ -20,6 +20,8 @@ func multiHeader(p bench.Pattern) []any {
 		return []any{"Messages/s"}
 	case bench.AllToAll:
 		return []any{"Fastest rank (us)", "Slowest rank (us)"}
+	case bench.AllReduce, bench.AllGather, bench.ReduceScatter, bench.Broadcast:
+		return []any{"Fastest rank (us)", "Slowest rank (us)", "algbw (GB/s)", "busbw (GB/s)"}
 	}
 	return nil
 }
@@ -31,6 +33,9 @@ func multiCells(p bench.Pattern, pt bench.Point) []any {
 		return []any{strconv.FormatFloat(pt.MsgRate, 'f', 0, 64)}
 	case bench.AllToAll:
 		return []any{strconv.FormatFloat(pt.RankMin, 'f', 2, 64), strconv.FormatFloat(pt.RankMax, 'f', 2, 64)}
+	case bench.AllReduce, bench.AllGather, bench.ReduceScatter, bench.Broadcast:
+		return []any{strconv.FormatFloat(pt.RankMin, 'f', 2, 64), strconv.FormatFloat(pt.RankMax, 'f', 2, 64),
+			strconv.FormatFloat(pt.AlgBW, 'f', 2, 64), strconv.FormatFloat(pt.BusBW, 'f', 2, 64)}
 	}
 	return nil
 }
@@ -48,7 +53,8 @@ func ranksKey(s bench.Spec) string {
 // alltoall carry OSU's own title and columns (osu_mbw_mr's, osu_multi_lat's
 // and osu_alltoall's with -f), so that OSU's scripts and gotune import
 // read them; the gotune label and the placement follow as "#" lines, which
-// OSU's readers skip. Incast, which OSU lacks, has gotune's title.
+// OSU's readers skip. Incast, which OSU lacks, has gotune's title; the
+// collectives have OSU's titles and columns (osu_allreduce's, ...).
 func osuMulti(w io.Writer, r bench.Result, title string) {
 	s := r.Spec
 	if s.Pattern == bench.Incast {
@@ -66,7 +72,7 @@ func osuMulti(w io.Writer, r bench.Result, title string) {
 	switch s.Pattern {
 	case bench.MultiBandwidth, bench.Incast:
 		osuHeader(w, "MB/s", "Messages/s")
-	case bench.AllToAll:
+	case bench.AllToAll, bench.AllReduce, bench.AllGather, bench.ReduceScatter, bench.Broadcast:
 		fmt.Fprintf(w, "%-*s%*s%*s%*s%*s\n", osuSizeWidth, "# Size", osuFieldWidth, "Avg Latency(us)",
 			osuFieldWidth, "Min Latency(us)", osuFieldWidth, "Max Latency(us)", osuIterWidth, "Iterations")
 	default:
@@ -76,7 +82,7 @@ func osuMulti(w io.Writer, r bench.Result, title string) {
 		switch s.Pattern {
 		case bench.MultiBandwidth, bench.Incast:
 			osuRow(w, p.Size, p.Median, p.MsgRate)
-		case bench.AllToAll:
+		case bench.AllToAll, bench.AllReduce, bench.AllGather, bench.ReduceScatter, bench.Broadcast:
 			fmt.Fprintf(w, "%-*d%*.*f%*.*f%*.*f%*d\n", osuSizeWidth, p.Size, osuFieldWidth, osuPrecision, p.Median,
 				osuFieldWidth, osuPrecision, p.RankMin, osuFieldWidth, osuPrecision, p.RankMax, osuIterWidth, p.Iters)
 		default:

@@ -108,3 +108,25 @@ func round2(v float64) float64 {
 	_, _ = fmt.Sscanf(fmt.Sprintf("%.2f", v), "%g", &r)
 	return r
 }
+
+// A collective's table carries nccl-tests' bandwidths beside the times,
+// and its osu block OSU's title for the collective.
+func TestCollectiveTableAndOSU(t *testing.T) {
+	r := bench.Result{Label: "gotune nccl", Spec: bench.Spec{Transport: "nccl", Pattern: bench.AllReduce, Ranks: 2, Sizes: []int{1 << 20}, Reps: 3}}
+	v := 20.0
+	r.Points = []bench.Point{{Size: 1 << 20, Iters: 100, Warmup: 10, Unit: "us", Samples: []float64{v, v, v}, Median: v, CILow: v, CIHigh: v,
+		Confidence: 0.75, P50: v, P90: v, P99: v, RankMin: 19.5, RankMax: 20.5, AlgBW: 52.43, BusBW: 52.43}}
+	for _, c := range []struct{ format, want string }{
+		{"table", "algbw (GB/s)"}, {"table", "52.43"}, {"table", "every rank in the collective"},
+		{"osu", "# OSU MPI Allreduce Latency Test\n# gotune nccl\n"},
+		{"osu", "1048576                20.00             19.50             20.50         100\n"},
+	} {
+		var buf bytes.Buffer
+		if err := Write(&buf, c.format, []bench.Result{r}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), c.want) {
+			t.Errorf("%s: no %q in\n%s", c.format, c.want, buf.String())
+		}
+	}
+}

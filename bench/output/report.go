@@ -73,4 +73,8 @@ var names = map[bench.Pattern]struct{ osu, gobench string }{
 	bench.MultiLatency:   {"Multi Latency Test", "MultiLatency"},
 	bench.Incast:         {"Incast Test", "Incast"},
 	bench.AllToAll:       {"All-to-All Personalized Exchange Latency Test", "AllToAll"},
+	bench.AllReduce:      {"Allreduce Latency Test", "AllReduce"},
+	bench.AllGather:      {"Allgather Latency Test", "AllGather"},
+	bench.ReduceScatter:  {"Reduce_scatter Latency Test", "ReduceScatter"},
+	bench.Broadcast:      {"Broadcast Latency Test", "Broadcast"},
 }

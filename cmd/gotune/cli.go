@@ -88,7 +88,7 @@ type benchFlags struct {
 func (f *benchFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.transport, "transport", "t", "sm", "transport: "+strings.Join(transports.Names(), "|"))
-	fl.StringVarP(&f.pattern, "pattern", "p", "latency", "pattern: latency|bw|bibw|msgrate|alloc (bw, allocating every buffer per message: --opt alloc.*); with --ranks: mbw_mr|multi_lat|incast|alltoall")
+	fl.StringVarP(&f.pattern, "pattern", "p", "latency", "pattern: latency|bw|bibw|msgrate|alloc (bw, allocating every buffer per message: --opt alloc.*); with --ranks: mbw_mr|multi_lat|incast|alltoall; collectives (-t nccl): all_reduce|all_gather|reduce_scatter|broadcast")
 	fl.StringVar(&f.ranks, "ranks", "2", "rank processes: N, or node for one per core of the cpuset (more than 2: --pattern mbw_mr, multi_lat, incast or alltoall)")
 	fl.StringVarP(&f.sizes, "sizes", "s", "1:4M", "message sizes: a power-of-two ladder MIN:MAX or a list (K/M/G suffixes)")
 	fl.IntVar(&f.reps, "reps", bench.DefaultReps, "repetitions of every point")

@@ -18,6 +18,7 @@ func init() {
 		Options:       []*transports.OptionSet{Options},
 		DeviceMemory:  true,
 		DeviceDefault: true,
+		Collectives:   true,
 		SharedBytes:   func(int, transports.Options) (int, error) { return 0, nil },
 		New:           New,
 		Check:         func(transports.Transport, transports.Env) error { return nil },

@@ -1,9 +1,11 @@
 package nccl
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 	"testing"
 
@@ -17,7 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	transporttest.Main(m, map[string]launch.Func{"nccl-pair": pairRank})
+	transporttest.Main(m, map[string]launch.Func{"nccl-pair": pairRank, "nccl-coll": collRank})
 }
 
 // The options become NCCL's variables as NCCL reads them (sizes in
@@ -211,4 +213,73 @@ func needTwoGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.SkipUnless(t, "nccl", err)
+}
+
+// collRank runs each collective once on small whole numbers, exactly
+// representable as floats, and checks the result on the host.
+func collRank(r *launch.Rank) (any, error) {
+	tr, err := transporttest.Open("nccl", transporttest.Env(r, nil))
+	if err != nil {
+		if tr != nil {
+			tr.Close()
+		}
+		return nil, err
+	}
+	t := tr.(*Transport)
+	defer t.Close()
+	n, size := r.Size, 1<<16 // floats a rank
+	send, err := t.GPU().Alloc(cuda.MemDevice, 4*n*size)
+	if err != nil {
+		return nil, err
+	}
+	defer send.Free()
+	recv, err := t.GPU().Alloc(cuda.MemDevice, 4*n*size)
+	if err != nil {
+		return nil, err
+	}
+	defer recv.Free()
+	// Element i of rank k is k*1000 + i%997.
+	host := make([]byte, 4*n*size)
+	for i := range n * size {
+		binary.LittleEndian.PutUint32(host[4*i:], math.Float32bits(float32(r.ID*1000+i%997)))
+	}
+	if err := cuda.CopyHtoD(send.Ptr(), host); err != nil {
+		return nil, err
+	}
+	sum := func(i int) float32 { return float32(n*(n-1)/2*1000 + n*(i%997)) }
+	own := func(k, i int) float32 { return float32(k*1000 + i%997) }
+	for _, c := range []struct {
+		op         transports.CollOp
+		send, recv int // floats
+		want       func(i int) float32
+	}{
+		{transports.AllReduce, size, size, sum},
+		{transports.AllGather, size, n * size, func(i int) float32 { return own(i/size, i%size) }},
+		{transports.ReduceScatter, n * size, size, func(i int) float32 { return sum(r.ID*size + i) }},
+		{transports.Broadcast, size, size, func(i int) float32 { return own(0, i) }},
+	} {
+		q, err := t.Collective(c.op, sys.BytesAt(send.Ptr(), 4*c.send), sys.BytesAt(recv.Ptr(), 4*c.recv), 0)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.Wait(q); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.op, err)
+		}
+		got := make([]byte, 4*c.recv)
+		if err := cuda.CopyDtoH(got, recv.Ptr()); err != nil {
+			return nil, err
+		}
+		for i := range c.recv {
+			if v := math.Float32frombits(binary.LittleEndian.Uint32(got[4*i:])); v != c.want(i) {
+				return nil, fmt.Errorf("%s on rank %d: element %d is %v, want %v", c.op, r.ID, i, v, c.want(i))
+			}
+		}
+	}
+	return "ok", nil
+}
+
+// Each collective through the real NCCL gives the exact result.
+func TestCollectivesThroughNCCL(t *testing.T) {
+	needTwoGPUs(t)
+	transporttest.Results[string](t, transporttest.Job{Kind: "nccl-coll", Needs: "nccl"})
 }

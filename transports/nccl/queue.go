@@ -3,7 +3,6 @@ package nccl
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"github.com/gotune/gotune/internal/cuda"
 	libnccl "github.com/gotune/gotune/internal/nccl"
@@ -145,32 +144,44 @@ func (t *Transport) launch() error {
 			return fail(err)
 		}
 	}
-	if err := t.lib.GroupStart(); err != nil {
-		return fail(fmt.Errorf("nccl: %w", err))
-	}
-	var issueErr error
-	for _, r := range reqs {
-		addr := r.addr()
-		if r.send {
-			issueErr = t.lib.Send(addr, len(r.buf), libnccl.Int8, r.peer, t.comm, t.stream.Handle())
-		} else {
-			issueErr = t.lib.Recv(addr, len(r.buf), libnccl.Int8, r.peer, t.comm, t.stream.Handle())
+	err := t.issue(reqs, func() error {
+		if err := t.lib.GroupStart(); err != nil {
+			return err
 		}
-		if issueErr != nil {
-			break
+		var issueErr error
+		for _, r := range reqs {
+			addr := r.addr()
+			if r.send {
+				issueErr = t.lib.Send(addr, r.count(), libnccl.Int8, r.peer, t.comm, t.stream.Handle())
+			} else {
+				issueErr = t.lib.Recv(addr, r.count(), libnccl.Int8, r.peer, t.comm, t.stream.Handle())
+			}
+			if issueErr != nil {
+				break
+			}
 		}
-	}
-	// The group is closed even after a refused operation: NCCL's group
-	// depth is per thread and must return to zero.
-	if err := errors.Join(issueErr, t.lib.GroupEnd()); err != nil {
-		return fail(fmt.Errorf("nccl: %w", err))
-	}
-	ev, err := t.q.event()
+		// The group is closed even after a refused operation: NCCL's
+		// group depth is per thread and must return to zero.
+		return errors.Join(issueErr, t.lib.GroupEnd())
+	})
 	if err != nil {
 		return fail(err)
 	}
+	return nil
+}
+
+// issue runs call, which queues reqs' work on the rank's stream, and
+// records the event that completes them.
+func (t *Transport) issue(reqs []*request, call func() error) error {
+	if err := call(); err != nil {
+		return fmt.Errorf("nccl: %w", err)
+	}
+	ev, err := t.q.event()
+	if err != nil {
+		return err
+	}
 	if err := ev.Record(t.stream); err != nil {
-		return fail(fmt.Errorf("nccl: record the group's completion: %w", err))
+		return fmt.Errorf("nccl: record the completion of queued work: %w", err)
 	}
 	g := &group{ev: ev, reqs: reqs}
 	for _, r := range reqs {
@@ -214,31 +225,38 @@ func (t *Transport) complete() error {
 	return first
 }
 
+// count is the bytes NCCL moves: the buffer's, or one of scratch for an
+// empty message.
+func (r *request) count() int { return max(len(r.buf), 1) }
+
 // addr is the address NCCL is given: the buffer's, or its scratch's.
 func (r *request) addr() uintptr {
 	if r.stage != nil {
 		return r.stage.Ptr()
 	}
-	return uintptr(unsafe.Pointer(unsafe.SliceData(r.buf)))
+	return addrOf(r.buf)
 }
 
 // stageIn gives a pageable host buffer device scratch (a send's bytes
-// copied in); GPU-addressable buffers go to NCCL as they are.
+// copied in); GPU-addressable buffers go to NCCL as they are. An empty
+// message moves one byte of scratch: NCCL may complete a zero-byte
+// operation without its peer, and an empty message is a synchronisation
+// (a barrier's) that must wait for it.
 func (q *queue) stageIn(r *request) error {
-	if len(r.buf) == 0 {
-		return nil
+	if len(r.buf) > 0 {
+		info, err := cuda.PointerAttributes(addrOf(r.buf))
+		if err != nil {
+			return fmt.Errorf("nccl: classify a %d-byte buffer: %w", len(r.buf), err)
+		}
+		if info.Type != cuda.MemoryUnregistered {
+			return nil
+		}
 	}
-	info, err := cuda.PointerAttributes(uintptr(unsafe.Pointer(unsafe.SliceData(r.buf))))
-	if err != nil {
-		return fmt.Errorf("nccl: classify a %d-byte buffer: %w", len(r.buf), err)
-	}
-	if info.Type != cuda.MemoryUnregistered {
-		return nil
-	}
+	var err error
 	if r.stage, err = q.take(len(r.buf)); err != nil {
 		return err
 	}
-	if r.send {
+	if r.send && len(r.buf) > 0 {
 		if err := cuda.CopyHtoD(r.stage.Ptr(), r.buf); err != nil {
 			return fmt.Errorf("nccl: stage a %d-byte send: %w", len(r.buf), err)
 		}
@@ -253,7 +271,7 @@ func (q *queue) stageOut(r *request) error {
 		return nil
 	}
 	var err error
-	if !r.send {
+	if !r.send && len(r.buf) > 0 {
 		if err = cuda.CopyDtoH(r.buf, r.stage.Ptr()); err != nil {
 			err = fmt.Errorf("nccl: copy out a %d-byte staged receive: %w", len(r.buf), err)
 		}

@@ -1,0 +1,71 @@
+package nccl
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/gotune/gotune/internal/cuda"
+	libnccl "github.com/gotune/gotune/internal/nccl"
+	"github.com/gotune/gotune/transports"
+)
+
+// Collective queues one NCCL collective on the rank's stream, after
+// whatever point-to-point work is queued before it, and returns a request
+// that Wait completes. Its buffers must be GPU-addressable: a collective
+// is not staged.
+func (t *Transport) Collective(op transports.CollOp, send, recv []byte, root int) (transports.Request, error) {
+	if t.closed {
+		return nil, fmt.Errorf("nccl: transport closed")
+	}
+	if err := t.launch(); err != nil {
+		return nil, err
+	}
+	for _, b := range [][]byte{send, recv} {
+		if err := gpuAddressable(b); err != nil {
+			return nil, fmt.Errorf("nccl: %s: %w", op, err)
+		}
+	}
+	s, r := addrOf(send), addrOf(recv)
+	stream := t.stream.Handle()
+	var call func() error
+	switch op {
+	case transports.AllReduce:
+		call = func() error {
+			return t.lib.AllReduce(s, r, len(send)/4, libnccl.Float32, libnccl.Sum, t.comm, stream)
+		}
+	case transports.Broadcast:
+		call = func() error { return t.lib.Broadcast(s, r, len(send), libnccl.Int8, root, t.comm, stream) }
+	case transports.AllGather:
+		call = func() error { return t.lib.AllGather(s, r, len(send), libnccl.Int8, t.comm, stream) }
+	case transports.ReduceScatter:
+		call = func() error {
+			return t.lib.ReduceScatter(s, r, len(recv)/4, libnccl.Float32, libnccl.Sum, t.comm, stream)
+		}
+	default:
+		return nil, fmt.Errorf("nccl: unknown collective %q", op)
+	}
+	q := &request{peer: -1, buf: recv}
+	if err := t.issue([]*request{q}, call); err != nil {
+		t.failed = true
+		return nil, err
+	}
+	return q, nil
+}
+
+func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// gpuAddressable refuses pageable host memory, which NCCL's kernels
+// cannot read.
+func gpuAddressable(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	info, err := cuda.PointerAttributes(addrOf(b))
+	if err != nil {
+		return fmt.Errorf("classify a %d-byte buffer: %w", len(b), err)
+	}
+	if info.Type == cuda.MemoryUnregistered {
+		return fmt.Errorf("a %d-byte buffer in pageable host memory: collectives take device, pinned or managed memory", len(b))
+	}
+	return nil
+}
