@@ -125,7 +125,7 @@ clean:
 # binaries of the GPU packages, named after the package path
 # (internal/cuda -> bin/internal_cuda.test) so that scripts/gpu/run.sh runs
 # each in its package directory. A package that does not exist yet is skipped.
-GPU_PKGS  ?= internal/cuda internal/gpu bench/gpuload bench transports/cudaipc transports/gpumem tuner/probe
+GPU_PKGS  ?= internal/cuda internal/gpu bench/gpuload bench transports/cudaipc transports/gpumem transports/nccl tuner/probe
 GPU_GOENV := GOOS=linux GOARCH=amd64 CGO_ENABLED=1
 # Stripped (-s -w): the working tree and bin/ travel to the GPU machine
 # together under a 64 MiB limit; Go's tracebacks do not need the symbols.

@@ -18,6 +18,11 @@ over --reps repetitions, each timed with CUDA events after a warm-up):
   nccl_sendrecv_lat_stream
                        the same ping-pong enqueued without host syncs
                        (device-side latency, launch overhead hidden), us
+  nccl_all_reduce, nccl_all_gather, nccl_reduce_scatter, nccl_broadcast
+                       2 processes call the collective and synchronize
+                       once per iteration (as gotune bench -p all_reduce
+                       ... -t nccl does); size is nccl-tests' (the whole
+                       buffer; float32 sums), us per call
 
 One JSON object per measurement and size goes to --out (JSON lines); a table
 goes to stdout. Exit status 1 when any measurement failed.
@@ -64,6 +69,7 @@ GROUPS = {
     "h2d": ["torch_h2d_pinned", "torch_h2d_pageable"],
     "d2h": ["torch_d2h_pinned", "torch_d2h_pageable"],
     "nccl": ["nccl_sendrecv_bw", "nccl_sendrecv_lat", "nccl_sendrecv_lat_stream"],
+    "nccl_coll": ["nccl_all_reduce", "nccl_all_gather", "nccl_reduce_scatter", "nccl_broadcast"],
 }
 ALL_NAMES = [n for g in GROUPS.values() for n in g]
 
@@ -334,10 +340,54 @@ def _nccl_rank(rank, cfg, q):
                 q.put(("result", dict(name=name, size=size, unit="us",
                                       vals=[s / (2 * n) * 1e6 for s in secs], iters=n, window=None,
                                       method=f"send/recv ping-pong, one-way = RTT/2, {how}")))
+    for name in ("nccl_all_reduce", "nccl_all_gather", "nccl_reduce_scatter", "nccl_broadcast"):
+        if name not in want:
+            continue
+        for size in cfg["sizes"]:
+            call = _collective(torch, dist, name, size, dev)
+            if call is None:
+                continue  # too small to give each rank an element
+
+            def calls(k):
+                for _ in range(k):
+                    call()
+                    cs.synchronize()
+            n = cfg["iters"] or (100 if size > 8192 else 1000)
+            calls(cfg["warmup"] if cfg["warmup"] is not None else 10)
+            secs = [timed(calls, n) for _ in range(reps)]
+            if rank == 0:
+                q.put(("result", dict(name=name, size=size, unit="us", vals=[s / n * 1e6 for s in secs],
+                                      iters=n, window=None,
+                                      method="one call, then the host synchronizes, per iteration")))
     torch.cuda.synchronize(dev)
     dist.destroy_process_group()
     if rank == 0:
         q.put(("done", None))
+
+
+def _collective(torch, dist, name, size, dev, n=2):
+    """One call of the collective on nccl-tests' size (the whole buffer),
+    or None when the size gives a rank no element."""
+    if name == "nccl_all_reduce":
+        if size < 4:
+            return None
+        x = torch.ones(size // 4, device=dev)
+        return lambda: dist.all_reduce(x)
+    if name == "nccl_all_gather":
+        if size < n:
+            return None
+        y = torch.ones(size // n, dtype=torch.uint8, device=dev)
+        o = torch.empty(size // n * n, dtype=torch.uint8, device=dev)
+        return lambda: dist.all_gather_into_tensor(o, y)
+    if name == "nccl_reduce_scatter":
+        per = size // (4 * n)
+        if per == 0:
+            return None
+        y = torch.ones(per * n, device=dev)
+        o = torch.empty(per, device=dev)
+        return lambda: dist.reduce_scatter_tensor(o, y)
+    x = torch.ones(size, dtype=torch.uint8, device=dev)
+    return lambda: dist.broadcast(x, 0)
 
 
 def _nccl_available():
