@@ -27,7 +27,7 @@ func newSweep() *cobra.Command {
 the transport per size range, eager limit, fragments, FIFO depth and allocator
 settings, runs the hazard probes on the result, and writes
 OUT/<host>/<run-id>/{meta.json,measurements.jsonl,measurements.bench,summary,profile.yaml}.
-With --stack openmpi|mpich|ucx|mimalloc (repeatable) it also tunes those MPI stacks through
+With --stack openmpi|mpich|ucx|mimalloc|nccl (repeatable) it also tunes those MPI stacks through
 themselves, each with its own launcher and its tuned values loaded as users
 load them, checks the chosen values with the stacks' hazards (head-to-head
 windows and a many-to-one flood, payloads validated), records the decisions in

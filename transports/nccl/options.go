@@ -68,6 +68,18 @@ func Settings(o transports.Options) (map[string]string, error) {
 	return out, nil
 }
 
+// OptionFor is the nccl.* option that sets NCCL's variable env
+// (NCCL_P2P_NVL_CHUNKSIZE: nccl.p2p-nvl-chunksize); false for a variable
+// the transport does not set.
+func OptionFor(env string) (string, bool) {
+	for _, k := range knobs {
+		if k.env == env {
+			return k.key, true
+		}
+	}
+	return "", false
+}
+
 // applySettings puts the settings into the process's environment, where
 // NCCL's first call reads them; a variable already set by the user is
 // overridden, as the option is the more specific.

@@ -13,6 +13,7 @@ var constructors = map[string]func() Adapter{
 	"mpich":    func() Adapter { return &MPICH{} },
 	"ucx":      func() Adapter { return &UCX{} },
 	"mimalloc": func() Adapter { return &Mimalloc{} },
+	"nccl":     func() Adapter { return &NCCL{} },
 }
 
 // Names lists the stacks New knows, sorted.
