@@ -133,3 +133,18 @@ func collBandwidth(p *Point, pattern Pattern, n int) {
 	p.AlgBW = float64(moved) / (p.Median * 1e3) // bytes per ns = GB/s
 	p.BusBW = p.AlgBW * busFactor(pattern, n)
 }
+
+// collMetric is what nccl-tests calls the series a collective pattern
+// measures: the out-of-place time of float data (summed where the
+// collective reduces; broadcast from root 0), so that gotune compare pools
+// a gotune run with an imported nccl-tests run of the same collective.
+// Allgather and broadcast move bytes, which float data moves alike.
+func collMetric(p Pattern) string {
+	switch p {
+	case AllReduce, ReduceScatter:
+		return "float/sum out-of-place time"
+	case Broadcast:
+		return "float/none root 0 out-of-place time"
+	}
+	return "float/none out-of-place time"
+}

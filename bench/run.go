@@ -292,6 +292,9 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 		if res.Points, err = multiPoints(spec, times); err != nil {
 			return Result{}, err
 		}
+		if spec.Pattern.Collective() {
+			res.Metric = collMetric(spec.Pattern)
+		}
 		tr.measuredAll(len(res.Points))
 		warnAll(res.Points, gave)
 		return res, nil
