@@ -317,3 +317,30 @@ func TestMetricsStayApart(t *testing.T) {
 		}
 	}
 }
+
+// A gotune collective (its Metric names nccl-tests' out-of-place time)
+// shares its table with an imported nccl-tests run of the collective:
+// sizes both measured are compared, in µs.
+func TestCollectiveBesideNCCLTests(t *testing.T) {
+	nt := load(t, "nccl-tests", "../importer/testdata/nccl-tests/real_all_gather_h200x2.txt")
+	v := 20.0
+	ours := compare.Side{Name: "gotune", Results: []bench.Result{{Label: "gotune nccl", Metric: "float/none out-of-place time",
+		Spec:   bench.Spec{Transport: "nccl", Pattern: bench.AllGather, Ranks: 2, Sizes: []int{8192}},
+		Points: []bench.Point{{Size: 8192, Unit: "us", Samples: []float64{v, v, v}, Median: v}}}}}
+	tables, err := compare.Build([]compare.Side{nt, ours})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		if tb.Measure() != "all_gather float/none out-of-place time" {
+			continue
+		}
+		for _, row := range tb.Rows {
+			if row.Size == 8192 && row.Cells[1].N == 3 {
+				return
+			}
+		}
+		t.Fatalf("the out-of-place time table has no 8 KiB row with gotune's 3 samples: %+v", tb.Rows)
+	}
+	t.Fatalf("no table for all_gather's out-of-place time among %d", len(tables))
+}
