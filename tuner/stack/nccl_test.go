@@ -13,6 +13,7 @@ import (
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/nccl"
 )
 
 // Every value of the NCCL space, with what it needs, becomes options the
@@ -32,8 +33,8 @@ func TestNCCLSpaceIsSettable(t *testing.T) {
 			if v == ncclDefault && len(o) != 0 {
 				t.Errorf("%s=auto set %v, want nothing", p.Name, o)
 			}
-			if b, ok := o["nccl.buffsize"]; ok {
-				if c, ok := o["nccl.p2p-nvl-chunksize"]; ok && chunkTooBig(b, c) {
+			if b, ok := o[optionOf("NCCL_BUFFSIZE")]; ok {
+				if c, ok := o[optionOf("NCCL_P2P_NVL_CHUNKSIZE")]; ok && chunkTooBig(b, c) {
 					t.Errorf("buffsize %s with chunk %s: above an eighth of the buffer", b, c)
 				}
 			}
@@ -45,6 +46,12 @@ func TestNCCLSpaceIsSettable(t *testing.T) {
 	if _, err := ncclOptions(map[string]string{"ll128_buffsize": "131072"}); err == nil || !strings.Contains(err.Error(), "NVIDIA/nccl#1739") {
 		t.Errorf("an LL128 buffer off its steps: %v", err)
 	}
+}
+
+// optionOf is the nccl transport's option for NCCL's variable env.
+func optionOf(env string) string {
+	k, _ := nccl.OptionFor(env)
+	return k
 }
 
 func chunkTooBig(buff, chunk string) bool {
@@ -62,7 +69,7 @@ func TestNCCLSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := transports.Options{"nccl.proto": "^LL128", "nccl.buffsize": "8388608", "nccl.p2p-nvl-chunksize": "1048576"}
+	want := transports.Options{optionOf("NCCL_PROTO"): "^LL128", optionOf("NCCL_BUFFSIZE"): "8388608", optionOf("NCCL_P2P_NVL_CHUNKSIZE"): "1048576"}
 	if s.Transport != "nccl" || s.Ranks != 2 || s.CPUs != nil || !maps.Equal(s.Options, want) {
 		t.Errorf("spec %+v; want nccl, 2 ranks, no CPU list, options %v", s, want)
 	}
