@@ -365,3 +365,56 @@ func TestTuneResumesFromItsMemo(t *testing.T) {
 		t.Errorf("a finished tuning ran %d runs again (%v), want none", again.runs, err)
 	}
 }
+
+// twoPatterns is a stack confirmed on bandwidth and all_reduce, whose
+// x=b gains 1.5x on bandwidth and allreduceGain on all_reduce.
+type twoPatterns struct {
+	noMPI
+	allreduceGain float64
+}
+
+func (*twoPatterns) ConfirmPatterns() []bench.Pattern {
+	return []bench.Pattern{bench.Bandwidth, bench.AllReduce}
+}
+func (*twoPatterns) Space() []Param {
+	return []Param{{Name: "x", Values: []string{"a", "b"}, Pattern: bench.Bandwidth, Sizes: []int{4096, 65536}}}
+}
+func (f *twoPatterns) Contender(_, label string, params map[string]string) mpistack.Contender {
+	return measured(label, func(spec bench.Spec, _ int) float64 {
+		switch {
+		case params["x"] != "b" || spec.Pattern == bench.Latency:
+			return 100
+		case spec.Pattern == bench.AllReduce:
+			return 100 / f.allreduceGain // µs: lower is better
+		default:
+			return 150
+		}
+	})
+}
+
+// A file confirmed on several patterns stands only if it loses on none:
+// a gain on bandwidth does not buy a loss on all_reduce, and the note
+// names the pattern it lost.
+func TestConfirmOnEveryPattern(t *testing.T) {
+	for _, tc := range []struct {
+		gain float64
+		kept bool
+	}{{1.2, true}, {1.0, true}, {0.8, false}} {
+		res, err := Tune(context.Background(), &twoPatterns{allreduceGain: tc.gain}, Config{Dir: t.TempDir(), Rounds: 5, ConfirmSizes: []int{4096, 65536}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Confirm) != 3 || res.Confirm[1].Param.Pattern != bench.AllReduce {
+			t.Fatalf("all_reduce x%.1f: %d confirmations, want bandwidth, all_reduce and latency", tc.gain, len(res.Confirm))
+		}
+		if _, kept := res.Params["x"]; kept != tc.kept {
+			t.Errorf("all_reduce x%.1f: params %v, note %q; want kept=%v", tc.gain, res.Params, res.Note, tc.kept)
+		}
+		if !tc.kept && !strings.Contains(res.Note, "all_reduce") {
+			t.Errorf("all_reduce x%.1f: note %q does not name all_reduce", tc.gain, res.Note)
+		}
+		if tc.kept && !strings.Contains(res.Gains, "all_reduce") {
+			t.Errorf("all_reduce x%.1f: gains %q do not name all_reduce", tc.gain, res.Gains)
+		}
+	}
+}

@@ -84,7 +84,14 @@ func (n *NCCL) Space() []Param {
 	}
 }
 
-// options are params as the nccl transport's options; a parameter the
+// ConfirmPatterns: a file is confirmed where its values act, on
+// bandwidth (point-to-point) and on all_reduce (the collectives), and
+// must lose on neither.
+func (*NCCL) ConfirmPatterns() []bench.Pattern {
+	return []bench.Pattern{bench.Bandwidth, bench.AllReduce}
+}
+
+// ncclOptions are params as the nccl transport's options; a parameter the
 // transport does not set is an error naming it.
 func ncclOptions(params map[string]string) (transports.Options, error) {
 	o := transports.Options{}

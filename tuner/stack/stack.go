@@ -145,7 +145,8 @@ type Result struct {
 	Params  map[string]string // only the values that differ from the defaults
 	Choices []Choice
 	// Confirm weighs the file against the defaults (nil when every
-	// default stood): bandwidth over ConfirmSizes and latency at 8 bytes,
+	// default stood): bandwidth (or the adapter's patterns) over
+	// ConfirmSizes, then latency at 8 bytes,
 	// as a user would see the file's effect; the last confirmation when
 	// values were dropped. The file stands only if it loses settled at no
 	// size, not in geomean, and 8-byte latency no more than search.Noise.
@@ -164,12 +165,23 @@ type Confirmer interface {
 	ConfirmPattern() bench.Pattern
 }
 
-// confirmPattern is the pattern a's file is confirmed on.
-func confirmPattern(a Adapter) bench.Pattern {
-	if c, ok := a.(Confirmer); ok {
-		return c.ConfirmPattern()
+// PatternsConfirmer is an Adapter whose file is confirmed on several
+// patterns, every one of which it must not lose (NCCL's: bandwidth for
+// its point-to-point values, all_reduce for its collectives').
+type PatternsConfirmer interface {
+	ConfirmPatterns() []bench.Pattern
+}
+
+// confirmPatterns are the patterns a's file is confirmed on, the first
+// also the one a file is narrowed on when it loses 8-byte latency.
+func confirmPatterns(a Adapter) []bench.Pattern {
+	switch c := a.(type) {
+	case PatternsConfirmer:
+		return c.ConfirmPatterns()
+	case Confirmer:
+		return []bench.Pattern{c.ConfirmPattern()}
 	}
-	return bench.Bandwidth
+	return []bench.Pattern{bench.Bandwidth}
 }
 
 // ConfirmSizes is the bandwidth ladder of the confirmation.
@@ -229,7 +241,7 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 			return res, err
 		}
 		res.Confirm = confirm
-		why := fileLoses(confirm)
+		why, lostOn := fileLoses(confirm)
 		if why == "" {
 			res.Params = params
 			res.Gains = gains(confirm)
@@ -238,7 +250,7 @@ func Tune(ctx context.Context, a Adapter, cfg Config) (Result, error) {
 		}
 		i := 0
 		if len(kept) > 1 {
-			if i, err = worstOf(ctx, a, cfg, res.Choices, kept); err != nil {
+			if i, err = worstOf(ctx, a, cfg, lostOn, res.Choices, kept); err != nil {
 				return res, err
 			}
 			why = "with it the file " + why
@@ -387,14 +399,17 @@ func (cfg Config) stepKey(stack, step string, runs []run, pattern bench.Pattern,
 // pair must not strike a value on its own.
 func confirmFile(ctx context.Context, a Adapter, cfg Config, params map[string]string) ([]Choice, error) {
 	runs := []run{{"defaults", nil}, {"tuned", params}}
-	var out []Choice
-	for _, step := range []struct {
+	type step struct {
 		p       Param
 		byScore bool // a loss beyond the noise counts, settled or not
-	}{
-		{Param{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: confirmPattern(a), Sizes: cfg.confirmSizes()}, false},
-		{Param{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Latency, Sizes: []int{8}}, true},
-	} {
+	}
+	var steps []step
+	for _, pat := range confirmPatterns(a) {
+		steps = append(steps, step{Param{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: pat, Sizes: cfg.confirmSizes()}, false})
+	}
+	steps = append(steps, step{Param{Name: "tuned file", Values: []string{"defaults", "tuned"}, Pattern: bench.Latency, Sizes: []int{8}}, true})
+	var out []Choice
+	for _, step := range steps {
 		p := step.p
 		results, err := cfg.measure(ctx, a, "confirm", runs, p.Pattern, p.Sizes)
 		if err != nil {
@@ -449,46 +464,59 @@ func pooled(first, again []bench.Result) []bench.Result {
 	return out
 }
 
-// fileLoses says how a confirmed file loses ("" if it does not): at a
-// size, settled by more than search.Noise; in geomean; or in 8-byte
-// latency beyond the noise, settled or not (a user installs it for every
-// job).
-func fileLoses(confirm []Choice) string {
-	bw, lat := confirm[0], confirm[1]
-	var at []string
-	for i, v := range bw.Verdicts[1] {
-		if v.Outcome == search.AWins {
-			at = append(at, fmt.Sprintf("%s %+.1f%%", bytesize.Format(bw.Param.Sizes[i]), 100*v.Gain))
+// fileLoses says how a confirmed file loses ("" if it does not) and on
+// which pattern: at a size, settled by more than search.Noise; in
+// geomean; or in 8-byte latency beyond the noise, settled or not (a user
+// installs it for every job). confirm is confirmFile's: the patterns',
+// then latency's.
+func fileLoses(confirm []Choice) (string, bench.Pattern) {
+	bws, lat := confirm[:len(confirm)-1], confirm[len(confirm)-1]
+	for _, bw := range bws {
+		var at []string
+		for i, v := range bw.Verdicts[1] {
+			if v.Outcome == search.AWins {
+				at = append(at, fmt.Sprintf("%s %+.1f%%", bytesize.Format(bw.Param.Sizes[i]), 100*v.Gain))
+			}
+		}
+		of := ""
+		if len(bws) > 1 {
+			of = " of " + string(bw.Param.Pattern)
+		}
+		switch {
+		case len(at) > 0:
+			return "lost at " + strings.Join(at, ", ") + of, bw.Param.Pattern
+		case bw.Scores[1] < 1:
+			return fmt.Sprintf("scored %.3fx the defaults' %s in geomean", bw.Scores[1], bw.Param.Pattern), bw.Param.Pattern
 		}
 	}
-	switch {
-	case len(at) > 0:
-		return "lost at " + strings.Join(at, ", ")
-	case bw.Scores[1] < 1:
-		return fmt.Sprintf("scored %.3fx the defaults' %s in geomean", bw.Scores[1], bw.Param.Pattern)
-	case lat.Scores[1] < 1-search.Noise:
-		return fmt.Sprintf("scored %.3fx the defaults' 8-byte latency (%s)", lat.Scores[1], lat.Verdicts[1][0])
+	if lat.Scores[1] < 1-search.Noise {
+		return fmt.Sprintf("scored %.3fx the defaults' 8-byte latency (%s)", lat.Scores[1], lat.Verdicts[1][0]), bws[0].Param.Pattern
 	}
-	return ""
+	return "", ""
 }
 
-// gains says what a confirmed file gains: its geomean over the ladder,
-// the sizes where it is faster, settled, and its 8-byte latency.
+// gains says what a confirmed file gains: per pattern its geomean over
+// the ladder and the sizes where it is faster, settled; then its 8-byte
+// latency.
 func gains(confirm []Choice) string {
-	bw, lat := confirm[0], confirm[1]
-	var at []int
-	for i, v := range bw.Verdicts[1] {
-		if v.Outcome == search.BWins {
-			at = append(at, bw.Param.Sizes[i])
+	bws, lat := confirm[:len(confirm)-1], confirm[len(confirm)-1]
+	var parts []string
+	for _, bw := range bws {
+		var at []int
+		for i, v := range bw.Verdicts[1] {
+			if v.Outcome == search.BWins {
+				at = append(at, bw.Param.Sizes[i])
+			}
 		}
+		sizes := bw.Param.Sizes
+		faster := "none"
+		if len(at) > 0 {
+			faster = sizeRanges(at, sizes)
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2fx the defaults in geomean over %s-%s, faster (settled) at %s, slower at none",
+			bw.Param.Pattern, bw.Scores[1], bytesize.Format(sizes[0]), bytesize.Format(sizes[len(sizes)-1]), faster))
 	}
-	sizes := bw.Param.Sizes
-	faster := "none"
-	if len(at) > 0 {
-		faster = sizeRanges(at, sizes)
-	}
-	return fmt.Sprintf("%s %.2fx the defaults in geomean over %s-%s, faster (settled) at %s, slower at none; 8-byte latency %.2fx",
-		bw.Param.Pattern, bw.Scores[1], bytesize.Format(sizes[0]), bytesize.Format(sizes[len(sizes)-1]), faster, lat.Scores[1])
+	return fmt.Sprintf("%s; 8-byte latency %.2fx", strings.Join(parts, "; "), lat.Scores[1])
 }
 
 // sizeRanges writes the sizes of at as runs of consecutive ladder sizes
@@ -510,16 +538,15 @@ func sizeRanges(at, ladder []int) string {
 	return strings.Join(runs, ", ")
 }
 
-// worstOf weighs, side by side with the defaults, the file without each
-// of kept's values in turn, and returns the index of the value whose
+// worstOf weighs, side by side with the defaults, on the pattern the file
+// lost, the file without each of kept's values in turn, and returns the index of the value whose
 // absence scores best (a file that loses no size first).
-func worstOf(ctx context.Context, a Adapter, cfg Config, choices []Choice, kept []departure) (int, error) {
+func worstOf(ctx context.Context, a Adapter, cfg Config, pattern bench.Pattern, choices []Choice, kept []departure) (int, error) {
 	runs := []run{{"defaults", nil}}
 	for i, d := range kept {
 		without := slices.Concat(kept[:i], kept[i+1:])
 		runs = append(runs, run{"without " + d.line(choices), paramsOf(choices, without)})
 	}
-	pattern := confirmPattern(a)
 	results, err := cfg.measure(ctx, a, "narrow", runs, pattern, cfg.confirmSizes())
 	if err != nil {
 		return 0, fmt.Errorf("tune %s: narrow the file: %w", a.Name(), err)
