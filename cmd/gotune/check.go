@@ -21,16 +21,18 @@ func newCheck() *cobra.Command {
 	var stack string
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "check --stack openmpi|mpich|ucx|mimalloc [FILE]",
+		Use:   "check --stack openmpi|mpich|ucx|mimalloc|nccl [FILE]",
 		Short: "Show the values a stack will really use, with a tuned file loaded as users load it",
 		Long: `check asks the stack itself what it will use: ompi_info --all --parsable with FILE as
 Open MPI's params file (OMPI_MCA_mca_base_param_files), MPICH's control variables through
-MPI_T with FILE's lines in the environment, ucx_info -c with FILE as ./ucx.conf, and
-mimalloc's start-up lines with FILE's lines in the environment of a process that preloads it.
+MPI_T with FILE's lines in the environment, ucx_info -c with FILE as ./ucx.conf,
+mimalloc's start-up lines with FILE's lines in the environment of a process that preloads it,
+and NCCL's own log (NCCL_DEBUG=INFO) of gotune's NCCL benchmarks on two GPUs with FILE named
+by NCCL_CONF_FILE.
 
 For every value of FILE it prints the value the stack uses and where that comes from, and
 warns where an environment variable or a file of higher precedence overrides it, where the
-stack does not know the name (all four ignore an unknown name without a word) or keeps
+stack does not know the name (all five ignore an unknown name without a word) or keeps
 another value. Without FILE it prints the values in use for the parameters gotune tunes.
 
 Exit status: 0 every value of FILE is used, 1 one is overridden, unknown or not taken,

@@ -17,7 +17,7 @@ import (
 // second here, so a tool still running after this is stuck.
 const toolTimeout = 60 * time.Second
 
-// Check checks stack ("openmpi", "mpich", "ucx", "mimalloc") with the tuned
+// Check checks stack ("openmpi", "mpich", "ucx", "mimalloc", "nccl") with the tuned
 // file at path loaded as its users load it, in the environment env
 // (os.Environ's form; the caller's). With path "" it reports the values in
 // use for the parameters gotune tunes. A missing tool matches
@@ -50,6 +50,8 @@ func Check(ctx context.Context, stack, path string, env []string) (*Report, erro
 		r, err = checkUCX(ctx, p, env)
 	case "mimalloc":
 		r, err = checkMimalloc(ctx, p, env)
+	case "nccl":
+		r, err = checkNCCL(ctx, p, env)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", stack, err)

@@ -2,6 +2,7 @@ package stackcheck
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -40,7 +41,8 @@ func ParseFile(stack, path string) (Parsed, error) {
 // after a value); mpich `MPIR_CVAR_NAME=value`, mimalloc `MIMALLOC_NAME=value`
 // and ucx `UCX_NAME=value`, each optionally prefixed by `export ` and with one
 // pair of matching quotes stripped as a shell sourcing the file would (ucx
-// also takes `[section]` headers). Blank lines and lines starting with `#`
+// also takes `[section]` headers); nccl `NCCL_NAME=value` as NCCL reads it,
+// split at the first '=' with nothing trimmed. Blank lines and lines starting with `#`
 // are skipped. A line that is no assignment is an error naming path and line.
 func Parse(stack, path string, r io.Reader) (Parsed, error) {
 	st, err := lookup(stack)
@@ -50,10 +52,28 @@ func Parse(stack, path string, r io.Reader) (Parsed, error) {
 	p := Parsed{Path: path}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	if st.verbatim {
+		sc.Split(splitLF) // a CR stays in the line, as it does for NCCL
+	}
 	section := ""
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if st.verbatim {
+			// As NCCL reads it: split at the first '=', nothing trimmed,
+			// so that the check can say what a blank or a CR does.
+			name, value, ok := strings.Cut(sc.Text(), "=")
+			if !ok || strings.TrimSpace(name) == "" {
+				return Parsed{}, fmt.Errorf("%s:%d: %q: want %s", path, n, sc.Text(), st.lineForm)
+			}
+			s := Setting{Name: name, Value: value, Line: n}
+			if !strings.HasPrefix(strings.TrimSpace(name), st.prefix) {
+				p.Foreign = append(p.Foreign, s)
+				continue
+			}
+			p.Settings = append(p.Settings, s)
 			continue
 		}
 		if st.sections && strings.HasPrefix(line, "[") {
@@ -91,6 +111,17 @@ func Parse(stack, path string, r io.Reader) (Parsed, error) {
 		return Parsed{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return p, nil
+}
+
+// splitLF splits lines at LF alone, keeping a CR before it.
+func splitLF(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }
 
 // unquote strips one pair of matching single or double quotes.

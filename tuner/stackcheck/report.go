@@ -18,6 +18,7 @@ type stackInfo struct {
 	prefix   string // names the stack reads ("" for openmpi: any MCA name)
 	sections bool   // [section] headers allowed
 	lineForm string // the line form, for parse errors
+	verbatim bool   // the stack takes a line as written: nothing trimmed or unquoted (NCCL)
 }
 
 var stacks = []stackInfo{
@@ -25,6 +26,7 @@ var stacks = []stackInfo{
 	{name: "mpich", file: "mpich.env", prefix: "MPIR_CVAR_", lineForm: "MPIR_CVAR_NAME=value"},
 	{name: "ucx", file: "ucx.conf", prefix: "UCX_", sections: true, lineForm: "UCX_NAME=value or [section]"},
 	{name: "mimalloc", file: "mimalloc.env", prefix: "MIMALLOC_", lineForm: "MIMALLOC_NAME=value"},
+	{name: "nccl", file: "nccl.conf", prefix: "NCCL_", lineForm: "NCCL_NAME=value", verbatim: true},
 }
 
 // Stacks returns the names gotune check accepts.

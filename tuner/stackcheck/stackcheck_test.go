@@ -77,7 +77,10 @@ func TestParse(t *testing.T) {
 		{stack: "ucx", text: "[broken\n", wantErr: "f:1:"},
 		{stack: "mimalloc", text: "MIMALLOC_PURGE_DELAY=10\n", want: []Setting{{"MIMALLOC_PURGE_DELAY", "10", 1, ""}}},
 		{stack: "mimalloc", text: "[x]\n", wantErr: "f:1:"},
-		{stack: "nccl", text: "", wantErr: "unknown stack"},
+		{stack: "nccl", text: "# c\nNCCL_A=1\nNCCL_PROTO = LL\nFOO=1\nNCCL_B=2\r\n",
+			want: []Setting{{"NCCL_A", "1", 2, ""}, {"NCCL_PROTO ", " LL", 3, ""}, {"NCCL_B", "2\r", 5, ""}}, foreign: 1},
+		{stack: "nccl", text: "NCCL_A\n", wantErr: "f:1:"},
+		{stack: "rccl", text: "", wantErr: "unknown stack"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.stack+"/"+strings.SplitN(tt.text, "\n", 2)[0], func(t *testing.T) {
