@@ -3,6 +3,7 @@ package nccl
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gotune/gotune/internal/cuda"
 	libnccl "github.com/gotune/gotune/internal/nccl"
@@ -42,7 +43,12 @@ type queue struct {
 	events   []*cuda.Event  // free
 	scratch  []*cuda.Buffer // free device scratch for pageable buffers
 	dev      *cuda.Device
+	asked    time.Time // when NCCL's asynchronous error was last asked
 }
+
+// asyncErrorPeriod is how often a waiting rank asks NCCL for an
+// asynchronous error.
+const asyncErrorPeriod = time.Millisecond
 
 // maxPending bounds a group: past it the queue launches what it holds, so
 // a long stream of non-blocking sends never waits on Wait to start.
@@ -206,9 +212,15 @@ func (t *Transport) complete() error {
 		return fmt.Errorf("nccl: poll the group's completion: %w", err)
 	}
 	if !ok {
-		if err := t.lib.AsyncError(t.comm); err != nil {
-			t.failed = true
-			return fmt.Errorf("nccl: rank %d: %w", t.rank, err)
+		// NCCL's error word is asked at most once a millisecond: the
+		// poll is a hot loop, and a peer's failure need not be seen
+		// sooner.
+		if now := time.Now(); now.Sub(t.q.asked) >= asyncErrorPeriod {
+			t.q.asked = now
+			if err := t.lib.AsyncError(t.comm); err != nil {
+				t.failed = true
+				return fmt.Errorf("nccl: rank %d: %w", t.rank, err)
+			}
 		}
 		return nil
 	}
