@@ -20,6 +20,9 @@ func (t *Transport) Collective(op transports.CollOp, send, recv []byte, root int
 	if err := t.launch(); err != nil {
 		return nil, err
 	}
+	if err := t.collLengths(op, len(send), len(recv)); err != nil {
+		return nil, err
+	}
 	for _, b := range [][]byte{send, recv} {
 		if err := gpuAddressable(b); err != nil {
 			return nil, fmt.Errorf("nccl: %s: %w", op, err)
@@ -66,6 +69,28 @@ func gpuAddressable(b []byte) error {
 	}
 	if info.Type == cuda.MemoryUnregistered {
 		return fmt.Errorf("a %d-byte buffer in pageable host memory: collectives take device, pinned or managed memory", len(b))
+	}
+	return nil
+}
+
+// collLengths checks a collective's buffer lengths against the contract
+// of transports.Collectives: NCCL would read or write past a short one.
+func (t *Transport) collLengths(op transports.CollOp, send, recv int) error {
+	var ok bool
+	switch op {
+	case transports.AllReduce:
+		ok = send == recv && send%4 == 0
+	case transports.Broadcast:
+		ok = send == recv
+	case transports.AllGather:
+		ok = recv == t.size*send
+	case transports.ReduceScatter:
+		ok = send == t.size*recv && recv%4 == 0
+	default:
+		return fmt.Errorf("nccl: unknown collective %q", op)
+	}
+	if !ok {
+		return fmt.Errorf("nccl: %s of %d send and %d receive bytes at %d ranks: lengths off the collective's contract (transports.Collectives)", op, send, recv, t.size)
 	}
 	return nil
 }

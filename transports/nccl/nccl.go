@@ -52,6 +52,7 @@ type Transport struct {
 	dev    *cuda.Device
 	stream *cuda.Stream
 	rank   int
+	size   int // ranks in the communicator
 	q      queue
 	failed bool // an operation failed: Close aborts instead of destroying
 	closed bool
@@ -95,7 +96,7 @@ func New(env transports.Env) (transports.Transport, error) {
 	if ordinal < 0 || ordinal >= count {
 		return nil, fmt.Errorf("nccl: rank %d: GPU %d of %d devices", env.Rank, ordinal, count)
 	}
-	t := &Transport{lib: lib, rank: env.Rank}
+	t := &Transport{lib: lib, rank: env.Rank, size: env.Size}
 	if err := t.open(env, ordinal); err != nil {
 		return nil, errors.Join(err, t.release())
 	}
@@ -178,8 +179,13 @@ func (t *Transport) Close() error {
 	}
 	t.closed = true
 	var errs []error
-	if !t.failed && (len(t.q.pending) > 0 || len(t.q.launched) > 0) {
-		errs = append(errs, t.Wait())
+	if !t.failed {
+		errs = append(errs, t.launch())
+		for len(t.q.launched) > 0 && !t.failed {
+			if err := t.complete(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(append(errs, t.release())...)
 }

@@ -283,3 +283,28 @@ func TestCollectivesThroughNCCL(t *testing.T) {
 	needTwoGPUs(t)
 	transporttest.Results[string](t, transporttest.Job{Kind: "nccl-coll", Needs: "nccl"})
 }
+
+// A collective's lengths are checked against transports.Collectives before
+// NCCL could read or write past a buffer.
+func TestCollectiveLengths(t *testing.T) {
+	tr := &Transport{size: 4}
+	for _, c := range []struct {
+		op         transports.CollOp
+		send, recv int
+		ok         bool
+	}{
+		{transports.AllReduce, 4096, 4096, true},
+		{transports.AllReduce, 4096, 2048, false},
+		{transports.AllReduce, 4094, 4094, false}, // not whole floats
+		{transports.AllGather, 1024, 4096, true},
+		{transports.AllGather, 1024, 1024, false},
+		{transports.ReduceScatter, 4096, 1024, true},
+		{transports.ReduceScatter, 4096, 4096, false},
+		{transports.Broadcast, 777, 777, true},
+		{"gather", 8, 32, false},
+	} {
+		if err := tr.collLengths(c.op, c.send, c.recv); (err == nil) != c.ok {
+			t.Errorf("%s %d/%d at 4 ranks: %v, want ok=%v", c.op, c.send, c.recv, err, c.ok)
+		}
+	}
+}

@@ -50,10 +50,6 @@ type queue struct {
 // asynchronous error.
 const asyncErrorPeriod = time.Millisecond
 
-// maxPending bounds a group: past it the queue launches what it holds, so
-// a long stream of non-blocking sends never waits on Wait to start.
-const maxPending = 1024
-
 // Isend queues a send of buf to peer.
 func (t *Transport) Isend(peer int, buf []byte) (transports.Request, error) {
 	return t.post(peer, buf, true)
@@ -73,11 +69,6 @@ func (t *Transport) post(peer int, buf []byte, send bool) (*request, error) {
 	}
 	r := &request{peer: peer, send: send, buf: buf}
 	t.q.pending = append(t.q.pending, r)
-	if len(t.q.pending) >= maxPending {
-		if err := t.launch(); err != nil {
-			return nil, err
-		}
-	}
 	return r, nil
 }
 
@@ -130,8 +121,7 @@ func (t *Transport) Wait(reqs ...transports.Request) error {
 
 // launch issues every queued operation as one NCCL group on the rank's
 // stream and records an event after it. A pageable send buffer is copied
-// into scratch first (a synchronous copy, so it is there before the group
-// runs).
+// into scratch first, on the same stream, ahead of the group.
 func (t *Transport) launch() error {
 	if len(t.q.pending) == 0 {
 		return nil
@@ -142,6 +132,10 @@ func (t *Transport) launch() error {
 		t.failed = true
 		for _, r := range reqs {
 			r.done, r.err = true, err
+			if r.stage != nil {
+				t.q.scratch = append(t.q.scratch, r.stage)
+				r.stage = nil
+			}
 		}
 		return err
 	}
@@ -187,6 +181,7 @@ func (t *Transport) issue(reqs []*request, call func() error) error {
 		return err
 	}
 	if err := ev.Record(t.stream); err != nil {
+		t.q.events = append(t.q.events, ev)
 		return fmt.Errorf("nccl: record the completion of queued work: %w", err)
 	}
 	g := &group{ev: ev, reqs: reqs}
@@ -199,8 +194,9 @@ func (t *Transport) issue(reqs []*request, call func() error) error {
 
 // complete finishes the oldest launched group if its event has completed
 // (groups complete in launch order: one stream), copying staged receives
-// out; it reports NCCL's asynchronous error while the group is still
-// running.
+// out into each request's own error; it returns only what fails the
+// transport: the event's poll, or NCCL's asynchronous error while the
+// group is still running.
 func (t *Transport) complete() error {
 	if len(t.q.launched) == 0 {
 		return errors.New("nccl: waiting for a request that was never launched")
@@ -226,15 +222,11 @@ func (t *Transport) complete() error {
 	}
 	t.q.launched = t.q.launched[1:]
 	t.q.events = append(t.q.events, g.ev)
-	var first error
 	for _, r := range g.reqs {
-		r.err = t.q.stageOut(r)
+		r.err = t.q.stageOut(r) // the request's own error, for whoever waits for it
 		r.done = true
-		if r.err != nil && first == nil {
-			first = r.err
-		}
 	}
-	return first
+	return nil
 }
 
 // count is the bytes NCCL moves: the buffer's, or one of scratch for an
@@ -269,7 +261,10 @@ func (q *queue) stageIn(r *request) error {
 		return err
 	}
 	if r.send && len(r.buf) > 0 {
-		if err := cuda.CopyHtoD(r.stage.Ptr(), r.buf); err != nil {
+		// On the rank's stream, so that NCCL's kernel, queued after it,
+		// reads the bytes: a copy from pageable memory may return before
+		// it has reached the device.
+		if err := cuda.CopyAsync(r.stage.Ptr(), addrOf(r.buf), len(r.buf), q.stream); err != nil {
 			return fmt.Errorf("nccl: stage a %d-byte send: %w", len(r.buf), err)
 		}
 	}

@@ -161,11 +161,15 @@ func judgeNCCL(p *Parsed, l ncclLog, env map[string]string) *Report {
 	lost := duplicates(r, p.Settings, false) // NCCL exports a line only where the variable is unset: the first wins
 	for _, s := range p.Settings {
 		row := Row{Name: s.Name, Line: s.Line, File: s.Value}
-		if strings.TrimSpace(s.Name) != s.Name || strings.TrimSpace(s.Value) != s.Value || strings.Contains(s.Value, "\r") {
-			r.refuse(row, NotTaken, "%s: %q=%q: NCCL trims nothing, so this line sets a variable or value with a blank or a CR in it", r.at(s.Line), s.Name, s.Value)
+		if strings.TrimSpace(s.Name) != s.Name {
+			r.refuse(row, NotTaken, "%s: %q=%q: NCCL trims nothing, so this line sets a variable whose name has a blank in it", r.at(s.Line), s.Name, s.Value)
 			continue
 		}
 		used, read := l.Vars[s.Name]
+		if raw := strings.TrimRight(s.Value, "\r"); read && raw != s.Value && used == raw {
+			r.notef("%s: %s: NCCL %s dropped the line's CR", r.at(s.Line), s.Name, strings.TrimPrefix(l.Version, "NCCL "))
+			s.Value = raw
+		}
 		ev, inEnv := env[s.Name]
 		switch {
 		case inEnv && ev != s.Value:
@@ -182,11 +186,11 @@ func judgeNCCL(p *Parsed, l ncclLog, env map[string]string) *Report {
 			if inEnv {
 				row.Source = "environment (the same value)"
 			}
-			row.Status = judge(s.Value, used, "")
-			if row.Status != OK {
-				r.refuse(row, NotTaken, "%s: %s=%s: NCCL read %s", r.at(s.Line), s.Name, s.Value, used)
+			if s.Value != used { // NCCL compares nothing loosely: a blank or a CR stays in the value
+				r.refuse(row, NotTaken, "%s: %s=%q: NCCL read %q", r.at(s.Line), s.Name, s.Value, used)
 				continue
 			}
+			row.Status = OK
 			r.Rows = append(r.Rows, row)
 		}
 	}

@@ -27,8 +27,8 @@ func fakeNCCL(t *testing.T, log string, err error) *[]string {
 
 // What NCCL logged it read decides every line of nccl.conf: taken,
 // beaten by the environment, never read, a blank or a CR that NCCL keeps,
-// a second line of a name (NCCL keeps the first); the plugin's lines are
-// notes.
+// a second line of a name (NCCL keeps the first), a CR NCCL dropped, a
+// value NCCL read otherwise; the plugin's lines are notes.
 func TestCheckNCCL(t *testing.T) {
 	log, err := os.ReadFile("testdata/nccl.log")
 	if err != nil {
@@ -42,7 +42,7 @@ func TestCheckNCCL(t *testing.T) {
 	if r.Version != "NCCL 2.28.3+cuda12.9" {
 		t.Errorf("version %q", r.Version)
 	}
-	want := map[int]Status{3: OK, 4: Overridden, 5: Unknown, 6: NotTaken, 7: OK, 8: Overridden, 9: NotTaken}
+	want := map[int]Status{4: OK, 5: Overridden, 6: Unknown, 7: NotTaken, 8: OK, 9: Overridden, 10: OK, 11: NotTaken}
 	for _, row := range r.Rows {
 		if s, ok := want[row.Line]; !ok || s != row.Status {
 			t.Errorf("line %d %q=%q: %q (used %q from %q), want %q", row.Line, row.Name, row.File, row.Status, row.Used, row.Source, s)
@@ -52,7 +52,8 @@ func TestCheckNCCL(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("no rows for lines %v", want)
 	}
-	if !r.Problems() || !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "Using gotune (v5)") }) {
+	if !r.Problems() || !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "Using gotune (v5)") }) ||
+		!slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "dropped the line's CR") }) {
 		t.Errorf("warnings %q, notes %q: want warnings and the plugin's load line", r.Warnings, r.Notes)
 	}
 	for _, kv := range []string{"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING", "NCCL_PROTO=Simple"} {
@@ -83,7 +84,7 @@ func TestCheckNCCLWithoutFile(t *testing.T) {
 	for _, row := range r.Rows {
 		got[row.Name] = row.Used + " from " + row.Source
 	}
-	if got["NCCL_BUFFSIZE"] != "8388608 from environment" || got["NCCL_NTHREADS"] != " from NCCL's default" {
+	if got["NCCL_BUFFSIZE"] != "8388608 from environment" || got["NCCL_MIN_CTAS"] != " from NCCL's default" {
 		t.Errorf("rows %v", got)
 	}
 	fakeNCCL(t, "", sys.NotSupported("nccl", "no GPU", nil))
