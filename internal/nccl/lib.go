@@ -120,7 +120,11 @@ func open(paths iter.Seq[string]) (*Lib, error) {
 	for p := range paths {
 		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err != nil {
-			tried = append(tried, err.Error())
+			why := err.Error()
+			if why == "" { // dlerror said nothing (another thread took its message)
+				why = p + ": does not load"
+			}
+			tried = append(tried, why)
 			continue
 		}
 		return bind(h, p)

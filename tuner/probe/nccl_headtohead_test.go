@@ -1,0 +1,61 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/internal/cuda"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/internal/testutil"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/nccl"
+)
+
+// N1's big size is four of the buffers NCCL will use: its default, or the
+// candidate's NCCL_BUFFSIZE.
+func TestN1Size(t *testing.T) {
+	key, _ := nccl.OptionFor("NCCL_BUFFSIZE")
+	for _, c := range []struct {
+		opts transports.Options
+		want int
+		err  string
+	}{
+		{nil, 16 << 20, ""},
+		{transports.Options{key: "8M"}, 32 << 20, ""},
+		{transports.Options{key: "big"}, 0, "nccl.buffsize"},
+	} {
+		got, err := n1Size(c.opts)
+		if (err != nil) != (c.err != "") || (err != nil && !strings.Contains(err.Error(), c.err)) || got != c.want {
+			t.Errorf("%v: %d, %v; want %d, error naming %q", c.opts, got, err, c.want, c.err)
+		}
+	}
+}
+
+// Through the installed NCCL on two GPUs: grouped head-to-head sends pass,
+// blocking ones pass below the buffer and hang above it.
+func TestN1OnNCCL(t *testing.T) {
+	err := nccl.Present(nil)
+	if err == nil {
+		if n, derr := cuda.DeviceCount(); derr == nil && n < 2 {
+			err = fmt.Errorf("%w: %d GPU(s), N1 needs 2", sys.ErrNotSupported, n)
+		}
+	}
+	testutil.SkipUnless(t, "nccl", err)
+	p, err := Lookup("N1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		unsafe bool
+		want   Outcome
+	}{{false, Passed}, {true, HazardDetected}} {
+		v := RunWith(context.Background(), p, c.unsafe, 10*time.Second, nil)
+		t.Logf("%s", v.Line())
+		if v.Outcome != c.want || (c.unsafe && !strings.Contains(v.Detail, "64 KiB head to head passed")) {
+			t.Errorf("%s: want %s, the unsafe one after passing at 64 KiB", v.Line(), c.want)
+		}
+	}
+}
