@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gotune/gotune/transports"
@@ -85,9 +87,6 @@ func (s *Spec) normalizeCollective() error {
 		}
 		return fmt.Errorf("--pattern %s: transport %s runs no collectives (transports that do: %v)", s.Pattern, s.Transport, have)
 	}
-	if s.Validate {
-		return fmt.Errorf("--pattern %s: --validate is not supported for collectives yet", s.Pattern)
-	}
 	n := s.RankCount()
 	for _, size := range s.Sizes {
 		if snd, rcv, _ := collBytes(s.Pattern, size, n); snd == 0 || rcv == 0 {
@@ -106,9 +105,10 @@ func minCollSize(p Pattern, n int) int {
 	}
 }
 
-// collective is one iteration of a collective pattern: the call, then the
-// wait for it.
-func (l *loop) collective() error {
+// collective is iteration i of a collective pattern: the call, then the
+// wait for it; validated, the send data is iteration i's and every byte
+// of the result is checked.
+func (l *loop) collective(i int) error {
 	c, ok := l.t.(transports.Collectives)
 	if !ok {
 		return fmt.Errorf("transport %s runs no collectives", l.t.Name())
@@ -116,11 +116,100 @@ func (l *loop) collective() error {
 	snd, rcv, _ := collBytes(l.pattern, l.size, l.ranks)
 	send := l.sbuf[0][:cap(l.sbuf[0])][:snd]
 	recv := l.rbuf[0][:cap(l.rbuf[0])][:rcv]
+	if l.validate {
+		if err := l.collPut(send, l.collSend(i)); err != nil {
+			return err
+		}
+	}
 	q, err := c.Collective(collOp(l.pattern), send, recv, 0)
 	if err != nil {
 		return err
 	}
-	return l.t.Wait(q)
+	if err := l.t.Wait(q); err != nil || !l.validate {
+		return err
+	}
+	return l.collCheck(recv, i)
+}
+
+// Validated collectives. The reductions carry 32-bit floats whose sums are
+// exact (whole numbers below 2^24): element e of rank r's send in
+// iteration i is (r+1)(e mod 251 + 1) + i mod 13. Allgather and broadcast
+// carry bytes: rank r's send in iteration i is the byte pattern of
+// (i, r), and broadcast's root is rank 0.
+
+// collValue is element e of rank r's send in iteration i.
+func collValue(r, i, e int) float32 { return float32((r+1)*(e%251+1) + i%13) }
+
+// collSum is element e of the sum over n ranks in iteration i.
+func collSum(n, i, e int) float32 { return float32(n*(n+1)/2*(e%251+1) + n*(i%13)) }
+
+// collSend returns the writer of this rank's send data for iteration i.
+func (l *loop) collSend(i int) func(b []byte) {
+	if l.pattern == AllReduce || l.pattern == ReduceScatter {
+		return func(b []byte) {
+			for e := range len(b) / 4 {
+				binary.LittleEndian.PutUint32(b[4*e:], math.Float32bits(collValue(l.rank, i, e)))
+			}
+		}
+	}
+	return func(b []byte) { putPattern(b, patternBase(i, l.rank, 0)) }
+}
+
+// collWant writes what this rank's receive must hold after iteration i.
+func (l *loop) collWant(b []byte, i int) {
+	n := l.ranks
+	switch l.pattern {
+	case AllReduce:
+		for e := range len(b) / 4 {
+			binary.LittleEndian.PutUint32(b[4*e:], math.Float32bits(collSum(n, i, e)))
+		}
+	case ReduceScatter:
+		first := l.rank * len(b) / 4 // this rank's block of the reduced elements
+		for e := range len(b) / 4 {
+			binary.LittleEndian.PutUint32(b[4*e:], math.Float32bits(collSum(n, i, first+e)))
+		}
+	case AllGather:
+		per := len(b) / n
+		for r := range n {
+			putPattern(b[r*per:(r+1)*per], patternBase(i, r, 0))
+		}
+	default: // broadcast from rank 0
+		putPattern(b, patternBase(i, 0, 0))
+	}
+}
+
+// collPut writes b's contents with put, through host scratch when b is
+// device memory.
+func (l *loop) collPut(b []byte, put func([]byte)) error {
+	if l.stage == nil {
+		put(b)
+		return nil
+	}
+	h := l.stage.host[:len(b)]
+	put(h)
+	return l.stage.copy(b, h)
+}
+
+// collCheck compares recv with what iteration i must leave there.
+func (l *loop) collCheck(recv []byte, i int) error {
+	got := recv
+	if l.stage != nil {
+		got = l.stage.host[:len(recv)]
+		if err := l.stage.copy(got, recv); err != nil {
+			return err
+		}
+	}
+	if cap(l.want) < len(recv) {
+		l.want = make([]byte, len(recv))
+	}
+	want := l.want[:len(recv)]
+	l.collWant(want, i)
+	for k := range got {
+		if got[k] != want[k] {
+			return &ValidationError{Size: l.size, Iteration: i, Offset: k, Got: got[k], Want: want[k]}
+		}
+	}
+	return nil
 }
 
 // collBandwidth sets a collective point's algorithm and bus bandwidth

@@ -37,6 +37,7 @@ type loop struct {
 	timeIterations bool
 	churn          *churn   // alloc pattern: per-message buffers (alloc.go)
 	stage          *stager  // device buffers: validation goes through host scratch (gpu.go)
+	want           []byte   // a validated collective's expected result (collective.go)
 	load           *gpuLoad // the GPU load kernel, run during every timed pass (gpu.go)
 }
 
@@ -265,7 +266,7 @@ func (l *loop) run() (int64, error) {
 		case AllToAll:
 			err = l.exchangeAll(i)
 		case AllReduce, AllGather, ReduceScatter, Broadcast:
-			err = l.collective()
+			err = l.collective(i)
 		case BiBandwidth:
 			err = l.exchangeWindows(i)
 		case AllocChurn:

@@ -147,10 +147,11 @@ func (n *NCCL) Contender(_, label string, params map[string]string) mpistack.Con
 	}}
 }
 
-// Check sends validated windows both ways with params loaded, bounded:
-// nil, or an error matching mpistack.ErrHang, ErrCorrupt or ErrCrash.
+// Check sends validated windows both ways and runs a validated
+// all_reduce with params loaded, bounded: nil, or an error matching
+// mpistack.ErrHang, ErrCorrupt or ErrCrash.
 func (n *NCCL) Check(ctx context.Context, _ string, params map[string]string) error {
-	for _, p := range []bench.Pattern{bench.Bandwidth, bench.BiBandwidth} {
+	for _, p := range []bench.Pattern{bench.Bandwidth, bench.BiBandwidth, bench.AllReduce} {
 		s, err := ncclSpec(bench.Spec{Pattern: p, Sizes: checkSizes, Reps: 1, Window: 16, Validate: true}, params)
 		if err != nil {
 			return err
