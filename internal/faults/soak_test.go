@@ -146,7 +146,7 @@ func TestSoak(t *testing.T) {
 // soakTraffic lists the traffic of the transports that run here: pairs
 // over each (bw, bibw, latency), the multi-rank patterns at 4 ranks over
 // the node-local ones, and with a GPU sm and cudaipc from its memory
-// kinds.
+// kinds and, where NCCL runs, its pairs and two collectives.
 func (c *campaign) soakTraffic() []soakTraffic {
 	var out []soakTraffic
 	for _, tr := range []string{"sm", "cma", "xpmem", "knem", "tcp"} {
@@ -170,6 +170,12 @@ func (c *campaign) soakTraffic() []soakTraffic {
 		if c.runs("-t", "cudaipc", "--mem", "device") {
 			out = append(out, soakTraffic{transport: "cudaipc", pattern: "bw", mem: "device"},
 				soakTraffic{transport: "cudaipc", pattern: "bibw", mem: "device"})
+		}
+		if c.runs("-t", "nccl", "--mem", "device") {
+			out = append(out, soakTraffic{transport: "nccl", pattern: "bw", mem: "device"},
+				soakTraffic{transport: "nccl", pattern: "bibw", mem: "device"},
+				soakTraffic{transport: "nccl", pattern: "all_reduce", mem: "device", ranks: 2},
+				soakTraffic{transport: "nccl", pattern: "all_gather", mem: "device", ranks: 2})
 		}
 	}
 	if len(out) == 0 {
@@ -387,6 +393,10 @@ func streams(pattern string, ranks int, window int64) int64 {
 		return (n - 1) * window
 	case "alltoall":
 		return n * (n - 1)
+	case "all_reduce", "all_gather", "broadcast": // every rank checks a whole buffer
+		return n
+	case "reduce_scatter": // every rank checks its 1/n of it
+		return 1
 	}
 	return 0
 }
