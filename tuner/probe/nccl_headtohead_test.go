@@ -25,7 +25,7 @@ func TestN1Size(t *testing.T) {
 	}{
 		{nil, 16 << 20, ""},
 		{transports.Options{key: "8M"}, 32 << 20, ""},
-		{transports.Options{key: "big"}, 0, "nccl.buffsize"},
+		{transports.Options{key: "big"}, 0, key},
 	} {
 		got, err := n1Size(c.opts)
 		if (err != nil) != (c.err != "") || (err != nil && !strings.Contains(err.Error(), c.err)) || got != c.want {
