@@ -50,7 +50,7 @@ plain lines say so every 15 s; --quiet shows neither. The tables print at the en
 				return err
 			}
 			ladders.opts = o
-			ctx, tmp, end, err := ladders.begin("gotune-anchor-")
+			ctx, tmp, end, err := ladders.begin("anchor")
 			if err != nil {
 				return err
 			}
@@ -147,11 +147,13 @@ func (l *interleaved) flags(cmd *cobra.Command, reps int, settleUsage, repsUsage
 	fl.BoolVarP(&l.quiet, "quiet", "q", false, "no progress (bars on a terminal, lines elsewhere) on stderr")
 }
 
-// begin bounds the run by --timeout and makes it a scratch folder named
-// from prefix; end removes the folder and releases the bound.
-func (l *interleaved) begin(prefix string) (ctx context.Context, dir string, end func(), err error) {
+// begin bounds the run by --timeout and makes it a scratch folder of kind
+// (launch.TempDir: named with this process, so that the next launch
+// removes it if the process is killed); end removes the folder and
+// releases the bound.
+func (l *interleaved) begin(kind string) (ctx context.Context, dir string, end func(), err error) {
 	ctx, cancel := jobContext(l.timeout)
-	if dir, err = os.MkdirTemp("", prefix); err != nil {
+	if dir, err = launch.TempDir(kind); err != nil {
 		cancel()
 		return nil, "", nil, err
 	}

@@ -101,7 +101,7 @@ every 15 s; --quiet shows neither.`,
 					return err
 				}
 			}
-			ctx, dir, end, err := ladders.begin("gotune-stacks-")
+			ctx, dir, end, err := ladders.begin("stacks")
 			if err != nil {
 				return err
 			}

@@ -134,7 +134,7 @@ func Run(ctx context.Context, job Job, hooks Hooks) (Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", bootDirPrefix+strconv.Itoa(os.Getpid())+"-")
+	dir, err := TempDir("boot")
 	if err != nil {
 		return nil, fmt.Errorf("launch: bootstrap dir: %w", err)
 	}
@@ -789,9 +789,21 @@ func SegmentLauncher(name string) (pid int, ok bool) {
 // the temporary directory, followed by the launcher's pid and a dash.
 const bootDirPrefix = "gotune-boot-"
 
-// RemoveStaleBootDirs deletes the bootstrap directories of launchers that
-// no longer exist (killed before they could remove their own) and returns
-// the paths removed.
+// pidDirKinds name the temporary directories gotune makes with its pid in
+// the name (gotune-KIND-PID-...): a launcher's bootstrap, and the scratch
+// of gotune stacks and anchors.
+var pidDirKinds = []string{"boot", "stacks", "anchor"}
+
+// TempDir makes a temporary directory named for kind (one of pidDirKinds)
+// and this process, so that the next launch on the node removes it if the
+// process is killed before it can.
+func TempDir(kind string) (string, error) {
+	return os.MkdirTemp("", "gotune-"+kind+"-"+strconv.Itoa(os.Getpid())+"-")
+}
+
+// RemoveStaleBootDirs deletes the temporary directories (bootstrap, stacks
+// and anchors scratch) of gotune processes that no longer exist (killed
+// before they could remove their own) and returns the paths removed.
 func RemoveStaleBootDirs() []string {
 	entries, err := os.ReadDir(os.TempDir())
 	if err != nil {
@@ -799,15 +811,20 @@ func RemoveStaleBootDirs() []string {
 	}
 	var removed []string
 	for _, e := range entries {
-		name, ok := strings.CutPrefix(e.Name(), bootDirPrefix)
-		if !ok || !e.IsDir() {
+		if !e.IsDir() {
 			continue
 		}
-		pidStr, _, withPID := strings.Cut(name, "-") // an older gotune's name has no pid
-		if pid, err := strconv.Atoi(pidStr); withPID && err == nil && pid > 0 && sys.ProcessGone(pid) {
-			path := filepath.Join(os.TempDir(), e.Name())
-			if os.RemoveAll(path) == nil {
-				removed = append(removed, path)
+		for _, kind := range pidDirKinds {
+			name, ok := strings.CutPrefix(e.Name(), "gotune-"+kind+"-")
+			if !ok {
+				continue
+			}
+			pidStr, _, withPID := strings.Cut(name, "-") // an older gotune's name has no pid
+			if pid, err := strconv.Atoi(pidStr); withPID && err == nil && pid > 0 && sys.ProcessGone(pid) {
+				path := filepath.Join(os.TempDir(), e.Name())
+				if os.RemoveAll(path) == nil {
+					removed = append(removed, path)
+				}
 			}
 		}
 	}

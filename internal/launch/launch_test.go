@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -382,9 +383,10 @@ func TestStaleSegmentsOfDeadLaunchersAreRemoved(t *testing.T) {
 	}
 }
 
-// A launcher killed before it removed its bootstrap directory leaves it
-// to the next launch on the node: the directories of dead launchers go,
-// a live one's (this process's) and names of other shapes stay.
+// A launcher killed before it removed its bootstrap directory (or gotune
+// stacks its scratch) leaves it to the next launch on the node: the
+// directories of dead processes go, a live one's (this process's) and
+// names of other shapes stay.
 func TestStaleBootDirsOfDeadLaunchersAreRemoved(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -393,15 +395,16 @@ func TestStaleBootDirsOfDeadLaunchersAreRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := filepath.Join(tmp, fmt.Sprintf("%s%d-123", bootDirPrefix, dead.Process.Pid))
+	staleStacks := filepath.Join(tmp, fmt.Sprintf("gotune-stacks-%d-321", dead.Process.Pid))
 	live := filepath.Join(tmp, fmt.Sprintf("%s%d-456", bootDirPrefix, os.Getpid()))
 	other := filepath.Join(tmp, bootDirPrefix+"789") // an older gotune's name: no pid to judge by
-	for _, d := range []string{stale, live, other} {
+	for _, d := range []string{stale, staleStacks, live, other} {
 		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if removed := RemoveStaleBootDirs(); len(removed) != 1 || removed[0] != stale {
-		t.Errorf("removed %v, want only %s", removed, stale)
+	if removed := RemoveStaleBootDirs(); len(removed) != 2 || !slices.Contains(removed, stale) || !slices.Contains(removed, staleStacks) {
+		t.Errorf("removed %v, want only %s and %s", removed, stale, staleStacks)
 	}
 	for _, d := range []string{live, other} {
 		if _, err := os.Stat(d); err != nil {
