@@ -97,8 +97,11 @@ func OpenMPIFile(name string) Stack {
 var selectedPML = regexp.MustCompile(`select: component (\S+) selected`)
 
 // SelectedPML runs one 8-byte ping-pong through Open MPI stack s and
-// returns the pml its ranks selected (ob1, ucx, cm).
+// returns the pml its ranks selected (ob1, ucx, cm). Like every launch it
+// is bounded by LaunchBound: one still running then is ErrHang.
 func SelectedPML(ctx context.Context, s Stack, binary string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, LaunchBound)
+	defer cancel()
 	launcher, err := exec.LookPath(s.mpirun())
 	if err != nil {
 		return "", sys.NotSupported(s.family(), s.mpirun()+" not found in PATH", err)
@@ -109,6 +112,9 @@ func SelectedPML(ctx context.Context, s Stack, binary string) (string, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := runGroup(cmd); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", ErrHang, ctx.Err())
+		}
 		return "", fmt.Errorf("which pml %s selects: %s: %w%s", s.Name, strings.Join(cmd.Args, " "), err, indentOutput(tail(out.Bytes())))
 	}
 	m := selectedPML.FindSubmatch(out.Bytes())

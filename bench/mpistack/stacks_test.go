@@ -330,3 +330,22 @@ exec sleep 600
 		t.Fatalf("got %v, want ErrCorrupt after a stalled abort", err)
 	}
 }
+
+// The launch that asks which pml Open MPI selects is bounded like every
+// other: a launcher that never ends is a hang at LaunchBound (a killed
+// rank left mpirun waiting in a fault campaign run).
+func TestSelectedPMLIsBounded(t *testing.T) {
+	launcher := filepath.Join(t.TempDir(), "mpirun-hangs")
+	if err := os.WriteFile(launcher, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := LaunchBound
+	LaunchBound = time.Second
+	t.Cleanup(func() { LaunchBound = old })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := SelectedPML(ctx, Stack{Name: "hanging", Family: "openmpi", MPIRun: launcher}, "anchor")
+	if !errors.Is(err, ErrHang) || ctx.Err() != nil {
+		t.Fatalf("got %v (test context: %v), want ErrHang at the bound", err, ctx.Err())
+	}
+}
