@@ -117,7 +117,7 @@ func (l *loop) collective(i int) error {
 	send := l.sbuf[0][:cap(l.sbuf[0])][:snd]
 	recv := l.rbuf[0][:cap(l.rbuf[0])][:rcv]
 	if l.validate {
-		if err := l.collPut(send, l.collSend(i)); err != nil {
+		if err := l.collPut(send, i); err != nil {
 			return err
 		}
 	}
@@ -143,16 +143,15 @@ func collValue(r, i, e int) float32 { return float32((r+1)*(e%251+1) + i%13) }
 // collSum is element e of the sum over n ranks in iteration i.
 func collSum(n, i, e int) float32 { return float32(n*(n+1)/2*(e%251+1) + n*(i%13)) }
 
-// collSend returns the writer of this rank's send data for iteration i.
-func (l *loop) collSend(i int) func(b []byte) {
+// collSend writes this rank's send data for iteration i into b.
+func (l *loop) collSend(b []byte, i int) {
 	if l.pattern == AllReduce || l.pattern == ReduceScatter {
-		return func(b []byte) {
-			for e := range len(b) / 4 {
-				binary.LittleEndian.PutUint32(b[4*e:], math.Float32bits(collValue(l.rank, i, e)))
-			}
+		for e := range len(b) / 4 {
+			binary.LittleEndian.PutUint32(b[4*e:], math.Float32bits(collValue(l.rank, i, e)))
 		}
+		return
 	}
-	return func(b []byte) { putPattern(b, patternBase(i, l.rank, 0)) }
+	putPattern(b, patternBase(i, l.rank, 0))
 }
 
 // collWant writes what this rank's receive must hold after iteration i.
@@ -178,15 +177,15 @@ func (l *loop) collWant(b []byte, i int) {
 	}
 }
 
-// collPut writes b's contents with put, through host scratch when b is
-// device memory.
-func (l *loop) collPut(b []byte, put func([]byte)) error {
+// collPut writes iteration i's send data into b, through host scratch
+// when b is device memory.
+func (l *loop) collPut(b []byte, i int) error {
 	if l.stage == nil {
-		put(b)
+		l.collSend(b, i)
 		return nil
 	}
 	h := l.stage.host[:len(b)]
-	put(h)
+	l.collSend(h, i)
 	return l.stage.copy(b, h)
 }
 

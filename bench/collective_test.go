@@ -81,7 +81,7 @@ func TestCollectiveValidationData(t *testing.T) {
 			sends := make([][]byte, n)
 			for r := range n {
 				sends[r] = make([]byte, snd)
-				(&loop{pattern: p, rank: r, ranks: n}).collSend(i)(sends[r])
+				(&loop{pattern: p, rank: r, ranks: n}).collSend(sends[r], i)
 			}
 			for r := range n {
 				got := make([]byte, rcv)
