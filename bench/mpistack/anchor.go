@@ -98,23 +98,17 @@ var selectedPML = regexp.MustCompile(`select: component (\S+) selected`)
 
 // SelectedPML runs one 8-byte ping-pong through Open MPI stack s and
 // returns the pml its ranks selected (ob1, ucx, cm). Like every launch it
-// is bounded by LaunchBound: one still running then is ErrHang.
+// is bounded by LaunchBound.
 func SelectedPML(ctx context.Context, s Stack, binary string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, LaunchBound)
-	defer cancel()
 	launcher, err := exec.LookPath(s.mpirun())
 	if err != nil {
 		return "", sys.NotSupported(s.family(), s.mpirun()+" not found in PATH", err)
 	}
 	args := append([]string{"-np", "2"}, s.Args...)
 	args = append(args, "--mca", "pml_base_verbose", "10", binary, string(bench.Latency), "8", "1", "1", "1", "1")
-	cmd := launcherCommand(ctx, s, launcher, args...)
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := runGroup(cmd); err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w: %w", ErrHang, ctx.Err())
-		}
+	cmd, err := runLaunch(ctx, s, launcher, args, func(cmd *exec.Cmd) { cmd.Stdout, cmd.Stderr = &out, &out })
+	if err != nil {
 		return "", fmt.Errorf("which pml %s selects: %s: %w%s", s.Name, strings.Join(cmd.Args, " "), err, indentOutput(tail(out.Bytes())))
 	}
 	m := selectedPML.FindSubmatch(out.Bytes())
@@ -201,11 +195,10 @@ var (
 // byte checked; a bad one is ErrCorrupt); the result's Spec records those,
 // with Transport set to the stack's name. Transport options, CPUs and
 // segment backends belong to gotune's transports: placement is the
-// launcher's (see OpenMPI). A run still going at ctx's deadline is ErrHang
-// (and context.DeadlineExceeded). A missing launcher is sys.ErrNotSupported.
+// launcher's (see OpenMPI). A run still going at ctx's deadline or at
+// LaunchBound is ErrHang (and context.DeadlineExceeded). A missing
+// launcher is sys.ErrNotSupported.
 func Run(ctx context.Context, s Stack, binary string, spec bench.Spec) (bench.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, LaunchBound)
-	defer cancel()
 	if multiRank(spec.Pattern) {
 		s.Ranks = spec.RankCount()
 	}
@@ -245,18 +238,19 @@ func Run(ctx context.Context, s Stack, binary string, spec bench.Spec) (bench.Re
 	var stdout, stderr bytes.Buffer
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
-	cmd := launcherCommand(runCtx, s, launcher, args...)
-	cmd.Env = append(cmd.Env, "GOTUNE_ANCHOR_REPORT="+report.Name())
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if spec.Validate { // the anchor reports bad bytes only when it checks them
 		go endAfterReport(runCtx, stopRun, report.Name())
 	}
-	if err := runGroup(cmd); err != nil {
+	cmd, err := runLaunch(runCtx, s, launcher, args, func(cmd *exec.Cmd) {
+		cmd.Env = append(cmd.Env, "GOTUNE_ANCHOR_REPORT="+report.Name())
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	})
+	if err != nil {
+		if errors.Is(err, ErrHang) {
+			return bench.Result{}, fmt.Errorf("run anchor through %s: %s %v: %w%s", s.Name,
+				spec.Pattern, spec.Sizes, err, indentOutput(tail(stdout.Bytes())))
+		}
 		if ctx.Err() != nil {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return bench.Result{}, fmt.Errorf("run anchor through %s: %s %v: %w (%w)%s", s.Name,
-					spec.Pattern, spec.Sizes, ErrHang, ctx.Err(), indentOutput(tail(stdout.Bytes())))
-			}
 			return bench.Result{}, fmt.Errorf("run anchor through %s: %w", s.Name, ctx.Err())
 		}
 		if errors.Is(context.Cause(runCtx), errAbortStalled) {
@@ -327,8 +321,8 @@ func endAfterReport(ctx context.Context, stop context.CancelCauseFunc, report st
 	}
 }
 
-// LaunchBound bounds one launch of a stack's benchmark (one repetition of
-// a ladder): one still running then is a hang (ErrHang). Why: Open MPI's
+// LaunchBound bounds one launch of a stack's launcher (one repetition of
+// a ladder; runLaunch): one still running then is a hang (ErrHang). Why: Open MPI's
 // mpirun was seen waiting on, for minutes, after a rank was killed early
 // in a run (docs/reliability.md), and a user's job has its own deadline
 // only at the end (gotune stacks --timeout, an hour). A ladder's launch
@@ -410,6 +404,22 @@ func launcherCommand(ctx context.Context, s Stack, launcher string, args ...stri
 	return cmd
 }
 
+// runLaunch runs launcher with args as launcherCommand prepares it, set up
+// further by setup (output, environment), bounded by LaunchBound. A launch
+// still going at the bound or at ctx's deadline is ErrHang. The command is
+// returned for its arguments, also with an error.
+func runLaunch(ctx context.Context, s Stack, launcher string, args []string, setup func(*exec.Cmd)) (*exec.Cmd, error) {
+	ctx, cancel := context.WithTimeout(ctx, LaunchBound)
+	defer cancel()
+	cmd := launcherCommand(ctx, s, launcher, args...)
+	setup(cmd)
+	err := runGroup(cmd)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%w (%w): %w", ErrHang, ctx.Err(), err)
+	}
+	return cmd, err
+}
+
 // runGroup runs cmd from launcherCommand and then kills what is left of its
 // process group (ranks a failed launcher left behind).
 func runGroup(cmd *exec.Cmd) error {
@@ -445,11 +455,11 @@ func libraryVersion(ctx context.Context, s Stack, launcher string) (map[string]s
 			}
 		}
 	}
-	cmd := launcherCommand(ctx, s, launcher, "--version")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("%s --version: %w%s", launcher, err, indentOutput(out))
+	var buf bytes.Buffer
+	if _, err := runLaunch(ctx, s, launcher, []string{"--version"}, func(cmd *exec.Cmd) { cmd.Stdout, cmd.Stderr = &buf, &buf }); err != nil {
+		return nil, fmt.Errorf("%s --version: %w%s", launcher, err, indentOutput(buf.Bytes()))
 	}
+	out := buf.Bytes()
 	if m := openMPIVersion.FindSubmatch(out); m != nil {
 		return map[string]string{"openmpi": string(m[1])}, nil
 	}

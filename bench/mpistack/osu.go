@@ -148,8 +148,6 @@ func RunOSU(ctx context.Context, o OSU, label string, spec bench.Spec) (bench.Re
 	if spec.Window != 0 && spec.Window != bench.DefaultWindow {
 		return bench.Result{}, fmt.Errorf("osu: window %d: only OSU's own window of %d is run", spec.Window, bench.DefaultWindow)
 	}
-	ctx, cancel := context.WithTimeout(ctx, LaunchBound)
-	defer cancel()
 	s := o.stack(label)
 	ranks := 2
 	if spec.Pattern.MultiRank() {
@@ -171,11 +169,10 @@ func RunOSU(ctx context.Context, o OSU, label string, spec bench.Spec) (bench.Re
 	samples := map[int][]float64{}
 	for range max(spec.Reps, 1) {
 		var out bytes.Buffer
-		cmd := launcherCommand(ctx, s, launcher, args...)
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := runGroup(cmd); err != nil {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return bench.Result{}, fmt.Errorf("run %s through %s: %w (%w)%s", name, label, ErrHang, ctx.Err(), indentOutput(tail(out.Bytes())))
+		cmd, err := runLaunch(ctx, s, launcher, args, func(cmd *exec.Cmd) { cmd.Stdout, cmd.Stderr = &out, &out })
+		if err != nil {
+			if errors.Is(err, ErrHang) {
+				return bench.Result{}, fmt.Errorf("run %s through %s: %w%s", name, label, err, indentOutput(tail(out.Bytes())))
 			}
 			if ctx.Err() != nil {
 				return bench.Result{}, fmt.Errorf("run %s through %s: %w", name, label, ctx.Err())
