@@ -61,21 +61,6 @@ func Parse(stack, path string, r io.Reader) (Parsed, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if st.verbatim {
-			// As NCCL reads it: split at the first '=', nothing trimmed,
-			// so that the check can say what a blank or a CR does.
-			name, value, ok := strings.Cut(sc.Text(), "=")
-			if !ok || strings.TrimSpace(name) == "" {
-				return Parsed{}, fmt.Errorf("%s:%d: %q: want %s", path, n, sc.Text(), st.lineForm)
-			}
-			s := Setting{Name: name, Value: value, Line: n}
-			if !strings.HasPrefix(strings.TrimSpace(name), st.prefix) {
-				p.Foreign = append(p.Foreign, s)
-				continue
-			}
-			p.Settings = append(p.Settings, s)
-			continue
-		}
 		if st.sections && strings.HasPrefix(line, "[") {
 			if !strings.HasSuffix(line, "]") {
 				return Parsed{}, fmt.Errorf("%s:%d: %q: want a [section] header", path, n, line)
@@ -84,24 +69,12 @@ func Parse(stack, path string, r io.Reader) (Parsed, error) {
 			p.Sections = append(p.Sections, Setting{Name: section, Line: n})
 			continue
 		}
-		var name, value string
-		var ok bool
-		if st.name == "openmpi" {
-			if i := strings.IndexByte(line, '#'); i >= 0 {
-				line = line[:i]
-			}
-			name, value, ok = strings.Cut(line, "=")
-			name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-		} else {
-			line = strings.TrimPrefix(line, "export ")
-			name, value, ok = strings.Cut(line, "=")
-			name, value = strings.TrimSpace(name), unquote(strings.TrimSpace(value))
-		}
-		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+		name, value, ok := st.assignment(line, sc.Text())
+		if !ok {
 			return Parsed{}, fmt.Errorf("%s:%d: %q: want %s", path, n, sc.Text(), st.lineForm)
 		}
 		s := Setting{Name: name, Value: value, Line: n, Section: section}
-		if st.prefix != "" && !strings.HasPrefix(name, st.prefix) {
+		if st.prefix != "" && !strings.HasPrefix(strings.TrimSpace(name), st.prefix) {
 			p.Foreign = append(p.Foreign, s)
 			continue
 		}
@@ -111,6 +84,28 @@ func Parse(stack, path string, r io.Reader) (Parsed, error) {
 		return Parsed{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return p, nil
+}
+
+// assignment splits a setting's line as the stack reads it (line trimmed,
+// raw as written); ok is false where the line is no assignment.
+func (st stackInfo) assignment(line, raw string) (name, value string, ok bool) {
+	switch {
+	case st.verbatim:
+		// As NCCL reads it: split at the first '=', nothing trimmed, so
+		// that the check can say what a blank or a CR does.
+		name, value, ok = strings.Cut(raw, "=")
+		return name, value, ok && strings.TrimSpace(name) != ""
+	case st.name == "openmpi":
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		name, value, ok = strings.Cut(line, "=")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	default:
+		name, value, ok = strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		name, value = strings.TrimSpace(name), unquote(strings.TrimSpace(value))
+	}
+	return name, value, ok && name != "" && !strings.ContainsAny(name, " \t")
 }
 
 // splitLF splits lines at LF alone, keeping a CR before it.
