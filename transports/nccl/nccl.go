@@ -127,7 +127,8 @@ func (t *Transport) open(env transports.Env, ordinal int) error {
 
 // exchange hands rank 0's unique id to every rank through the job's
 // allgather, with every rank's GPU (host and PCI bus id): two ranks on
-// one GPU are refused here, before NCCL would refuse them at init.
+// one GPU are refused here, before NCCL would refuse them at init; as
+// ErrNotSupported where no GPUs were chosen (more ranks than GPUs).
 func (t *Transport) exchange(env transports.Env) (libnccl.UniqueID, error) {
 	var id libnccl.UniqueID
 	host := ""
@@ -153,8 +154,14 @@ func (t *Transport) exchange(env transports.Env) (libnccl.UniqueID, error) {
 			return id, fmt.Errorf("nccl: rank %d sent a malformed id message (%d bytes)", r, len(b))
 		}
 		if prev, dup := owner[string(gpu)]; dup {
-			return id, fmt.Errorf("nccl: ranks %d and %d both bind GPU %s: NCCL takes one rank per GPU (set --gpus or %s)",
+			err := fmt.Errorf("nccl: ranks %d and %d both bind GPU %s: NCCL takes one rank per GPU (set --gpus or %s)",
 				prev, r, strings.TrimPrefix(string(gpu), "/"), cudaipc.KeyGPUs)
+			if _, chosen := env.Options[cudaipc.KeyGPUs]; !chosen {
+				// The ranks took the GPUs round robin: the host has fewer
+				// GPUs than ranks, which no setting mends.
+				err = fmt.Errorf("%w: %w", transports.ErrNotSupported, err)
+			}
+			return id, err
 		}
 		owner[string(gpu)] = r
 		if r == 0 {

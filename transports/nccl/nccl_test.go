@@ -60,24 +60,21 @@ type pairScenario struct {
 	Sizes []int
 }
 
+// open opens the transport in a rank of a scenario.
+func open(r *launch.Rank) (*Transport, pairScenario, error) {
+	return transporttest.OpenScenario[*Transport](r, "nccl", func(p pairScenario) transports.Env { return transporttest.Env(r, p.Opts) })
+}
+
 // pairRank opens the transport and, per size, streams a window of device
 // messages from rank 0 to 1, exchanges one each way with both posted
 // before either waits (which deadlocks unless the two go to NCCL in one
 // group), and answers with a 4-byte message from pageable host memory
 // (staged); rank 1 checks every byte it got.
 func pairRank(r *launch.Rank) (any, error) {
-	p, err := transporttest.Params[pairScenario](r)
+	t, p, err := open(r)
 	if err != nil {
 		return nil, err
 	}
-	tr, err := transporttest.Open("nccl", transporttest.Env(r, p.Opts))
-	if err != nil {
-		if tr != nil {
-			tr.Close()
-		}
-		return nil, err
-	}
-	t := tr.(*Transport)
 	defer t.Close()
 	peer := transporttest.Peer(r)
 	const window = 8
@@ -198,6 +195,17 @@ func TestOneGPUTwoRanksIsRefused(t *testing.T) {
 	}
 }
 
+// More ranks than the GPUs a host shows is not supported there (doctor
+// and the sweep pass over nccl); chosen GPUs shared is an error (above).
+func TestMoreRanksThanGPUsIsNotSupported(t *testing.T) {
+	needTwoGPUs(t)
+	t.Setenv("CUDA_VISIBLE_DEVICES", "0") // the ranks inherit it
+	_, err := transporttest.Start(t, transporttest.Job{Kind: "nccl-pair", Params: pairScenario{Sizes: []int{8}}})
+	if !errors.Is(err, sys.ErrNotSupported) || !strings.Contains(err.Error(), "both bind GPU") {
+		t.Fatalf("got %v, want the second rank on the one GPU not supported", err)
+	}
+}
+
 // needTwoGPUs skips (or, where GOTUNE_REQUIRE names nccl, fails) without
 // NCCL and two GPUs.
 func needTwoGPUs(t *testing.T) {
@@ -218,14 +226,10 @@ func needTwoGPUs(t *testing.T) {
 // collRank runs each collective once on small whole numbers, exactly
 // representable as floats, and checks the result on the host.
 func collRank(r *launch.Rank) (any, error) {
-	tr, err := transporttest.Open("nccl", transporttest.Env(r, nil))
+	t, _, err := open(r)
 	if err != nil {
-		if tr != nil {
-			tr.Close()
-		}
 		return nil, err
 	}
-	t := tr.(*Transport)
 	defer t.Close()
 	n, size := r.Size, 1<<16 // floats a rank
 	send, err := t.GPU().Alloc(cuda.MemDevice, 4*n*size)
@@ -281,7 +285,7 @@ func collRank(r *launch.Rank) (any, error) {
 // Each collective through the real NCCL gives the exact result.
 func TestCollectivesThroughNCCL(t *testing.T) {
 	needTwoGPUs(t)
-	transporttest.Results[string](t, transporttest.Job{Kind: "nccl-coll", Needs: "nccl"})
+	transporttest.Results[string](t, transporttest.Job{Kind: "nccl-coll", Needs: "nccl", Params: pairScenario{}})
 }
 
 // A collective's lengths are checked against transports.Collectives before
