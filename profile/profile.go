@@ -70,10 +70,15 @@ type Decision struct {
 	FragSize   int     `yaml:"frag_size" mapstructure:"frag_size"`
 	FragSlots  int     `yaml:"frag_slots" mapstructure:"frag_slots"`
 	FIFODepth  int     `yaml:"fifo_depth" mapstructure:"fifo_depth"`
-	CellSize   int     `yaml:"cell_size" mapstructure:"cell_size"`
-	Copy       string  `yaml:"copy" mapstructure:"copy"`           // sm copy routine: auto|go|movsb
-	Progress   string  `yaml:"progress" mapstructure:"progress"`   // "poll" or "thread" (may be empty = poll)
-	Footprint  string  `yaml:"footprint" mapstructure:"footprint"` // human note, e.g. "1.1 MiB per ordered pair; 8 ranks: 62 MiB"
+	// FIFODepthRanks is the ranks per node FIFODepth was decided for: a
+	// job of fewer ranks takes the built-in depth for its count where
+	// that is deeper (sm.Params.DepthRanks). Omitted (0) for a profile of
+	// two ranks per node, so profiles without it keep their hash.
+	FIFODepthRanks int    `yaml:"fifo_depth_ranks,omitempty" mapstructure:"fifo_depth_ranks"`
+	CellSize       int    `yaml:"cell_size" mapstructure:"cell_size"`
+	Copy           string `yaml:"copy" mapstructure:"copy"`           // sm copy routine: auto|go|movsb
+	Progress       string `yaml:"progress" mapstructure:"progress"`   // "poll" or "thread" (may be empty = poll)
+	Footprint      string `yaml:"footprint" mapstructure:"footprint"` // human note, e.g. "1.1 MiB per ordered pair; 8 ranks: 62 MiB"
 	// Options are the inter-node transport's own settings, named without
 	// the transport's prefix ("conns" for tcp.conns; the eager limit
 	// included); the sm fields above do not apply between nodes. Omitted
@@ -212,7 +217,7 @@ func (p *Profile) SendsAlike(o *Profile, locality, pair string, size int) bool {
 	}
 	rp.Min, ro.Min = 0, 0 // where a range begins does not change how it sends
 	return rp == ro && dp.EagerLimit == do.EagerLimit && dp.FragSize == do.FragSize && dp.FragSlots == do.FragSlots &&
-		dp.FIFODepth == do.FIFODepth && dp.CellSize == do.CellSize && dp.Copy == do.Copy &&
+		dp.FIFODepth == do.FIFODepth && dp.FIFODepthRanks == do.FIFODepthRanks && dp.CellSize == do.CellSize && dp.Copy == do.Copy &&
 		progressOf(dp) == progressOf(do) && maps.Equal(dp.Options, do.Options)
 }
 

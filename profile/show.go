@@ -60,8 +60,12 @@ func Show(w io.Writer, p *Profile) error {
 				}
 				line("parameters", "eager_limit %s, options %s", bytesize.Format(d.EagerLimit), orNone(strings.Join(opts, " ")))
 			} else {
-				line("parameters", "eager_limit %s, frag_size %s, frag_slots %d, fifo_depth %d, cell_size %s, copy %s, progress %s",
-					bytesize.Format(d.EagerLimit), bytesize.Format(d.FragSize), d.FragSlots, d.FIFODepth,
+				depth := strconv.Itoa(d.FIFODepth)
+				if d.FIFODepthRanks > 0 {
+					depth += fmt.Sprintf(" (for %d ranks; fewer take the built-in where deeper)", d.FIFODepthRanks)
+				}
+				line("parameters", "eager_limit %s, frag_size %s, frag_slots %d, fifo_depth %s, cell_size %s, copy %s, progress %s",
+					bytesize.Format(d.EagerLimit), bytesize.Format(d.FragSize), d.FragSlots, depth,
 					bytesize.Format(d.CellSize), orNone(d.Copy), cmpOr(d.Progress, "poll"))
 			}
 			if d.Footprint != "" {
@@ -227,6 +231,9 @@ func flatten(p *Profile) []keyValue {
 			add(key+"frag_size", d.FragSize)
 			add(key+"frag_slots", d.FragSlots)
 			add(key+"fifo_depth", d.FIFODepth)
+			if d.FIFODepthRanks > 0 {
+				add(key+"fifo_depth_ranks", d.FIFODepthRanks)
+			}
 			add(key+"cell_size", d.CellSize)
 			add(key+"copy", strconv.Quote(d.Copy))
 			add(key+"progress", strconv.Quote(d.Progress))

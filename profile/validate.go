@@ -182,6 +182,9 @@ func validateDecision(ps *problems, key string, d Decision) {
 			ps.add(key+"."+f.name, "%d, must be at least 1", f.v)
 		}
 	}
+	if d.FIFODepthRanks < 0 || d.FIFODepthRanks == 1 {
+		ps.add(key+".fifo_depth_ranks", "%d, must be at least 2 (or omitted)", d.FIFODepthRanks)
+	}
 	oneOf(ps, key+".copy", d.Copy, copyModes)
 	oneOf(ps, key+".progress", d.Progress, progresses)
 
@@ -254,7 +257,7 @@ func validateInternode(ps *problems, key string, d Decision) {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"frag_size", d.FragSize}, {"frag_slots", d.FragSlots}, {"fifo_depth", d.FIFODepth}, {"cell_size", d.CellSize}} {
+	}{{"frag_size", d.FragSize}, {"frag_slots", d.FragSlots}, {"fifo_depth", d.FIFODepth}, {"fifo_depth_ranks", d.FIFODepthRanks}, {"cell_size", d.CellSize}} {
 		if f.v != 0 {
 			ps.add(key+"."+f.name, "%d: shared-memory channels do not connect nodes (omit it)", f.v)
 		}

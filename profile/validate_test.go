@@ -80,6 +80,8 @@ func TestValidate(t *testing.T) {
 			[]string{"decisions.intranode.host_host.frag_size: 0, must be at least 1",
 				"decisions.intranode.host_host.fifo_depth: -1, must be at least 1",
 				"decisions.intranode.host_host.cell_size: 0, must be at least 1"}},
+		{"depth ranks", decision(func(d *Decision) { d.FIFODepthRanks = 1 }),
+			[]string{"decisions.intranode.host_host.fifo_depth_ranks: 1, must be at least 2 (or omitted)"}},
 		{"enumerations", decision(func(d *Decision) { d.Copy, d.Progress = "memcpy", "async" }),
 			[]string{`decisions.intranode.host_host.copy: "memcpy" is not one of auto|go|movsb`,
 				`decisions.intranode.host_host.progress: "async" is not one of poll|thread`}},

@@ -62,6 +62,11 @@ type Params struct {
 	// AutoDepth makes Depth follow the job's rank count (DepthFor): the
 	// built-in, where neither sm.depth nor a profile sets it.
 	AutoDepth bool
+	// DepthRanks is the ranks per node a fixed Depth was decided for (a
+	// profile's; 0: none): a job of fewer ranks takes DepthFor of its
+	// count where that is deeper, since the built-in spends that memory
+	// on such a job anyway and a shallower FIFO throttles a pair's window.
+	DepthRanks int
 }
 
 // DepthFor is the built-in FIFO depth for a job of n ranks: 64 cells,
@@ -80,10 +85,13 @@ func DepthFor(n int) int {
 }
 
 // ForRanks is p as a job of n ranks uses it: with AutoDepth, Depth is
-// DepthFor(n).
+// DepthFor(n); below DepthRanks ranks, at least DepthFor(n).
 func (p Params) ForRanks(n int) Params {
-	if p.AutoDepth {
+	switch {
+	case p.AutoDepth:
 		p.Depth = DepthFor(n)
+	case n < p.DepthRanks:
+		p.Depth = max(p.Depth, DepthFor(n))
 	}
 	return p
 }

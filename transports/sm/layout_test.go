@@ -271,6 +271,19 @@ func TestDepthFollowsTheRankCountUnlessSet(t *testing.T) {
 	if got := ch.ForRanks(32).Depth; got != 128 {
 		t.Errorf("a profile's depth 128 at 32 ranks: depth %d", got)
 	}
+	// A profile's depth decided for 32 ranks per node: a smaller job takes
+	// the built-in depth where that is deeper, never less than the profile's.
+	for _, tc := range []struct{ depth, ranks, want int }{
+		{16, 32, 16}, {16, 64, 16}, {16, 2, 64}, {16, 12, 32}, {128, 2, 128}, {8, 31, 16},
+	} {
+		ch, err := ChannelParams(Channel{Depth: tc.depth, DepthRanks: 32, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ch.ForRanks(tc.ranks).Depth; got != tc.want {
+			t.Errorf("a profile's depth %d for 32 ranks, at %d ranks: depth %d, want %d", tc.depth, tc.ranks, got, tc.want)
+		}
+	}
 	def := DefaultParams()
 	if got, want := def.SegmentBytes(32), 32*def.RingBytes()+32*31*def.ForRanks(32).PairBytes(); got != want {
 		t.Errorf("32 ranks' segment: %d bytes, want %d", got, want)

@@ -50,6 +50,7 @@ var Options = func() *transports.OptionSet {
 // Progress keeps the built-in one.
 type Channel struct {
 	Depth, CellSize, EagerLimit, FragSize, FragSlots int
+	DepthRanks                                       int // see Params.DepthRanks
 	Copy, Progress                                   string
 }
 
@@ -60,7 +61,7 @@ type Channel struct {
 func ChannelParams(c Channel) (Params, error) {
 	p := DefaultParams()
 	p.Depth, p.CellSize, p.EagerLimit, p.FragSize, p.FragSlots = c.Depth, c.CellSize, c.EagerLimit, c.FragSize, c.FragSlots
-	p.AutoDepth = false
+	p.AutoDepth, p.DepthRanks = false, c.DepthRanks
 	p.Copy, p.Progress = cmp.Or(c.Copy, p.Copy), cmp.Or(c.Progress, p.Progress)
 	if p.Wrap < p.FragSize {
 		p.Wrap = 0 // the built-in wrap is below these fragments: the whole ring

@@ -53,7 +53,7 @@ func requiredTrials(p Plan, nodes, geometryRanks int) []plannedTrial {
 		}
 	}
 	add(stageEager, len(eagerCandidates(p, sm)), eagerPatterns, p.EagerSizes.Sizes())
-	add(stageFragment, len(fragmentCandidates(p, sm)), atNode(fragmentPatterns, fragmentNodePattern, geometryRanks), p.FragmentSizes.Sizes())
+	add(stageFragment, len(fragmentCandidates(p, sm)), atNode(fragmentPatterns, fragmentNodePattern, geometryRanks), fragmentSizes(p, sm))
 	add(stageDepth, len(depthCandidates(p, sm)), atNode(depthPatterns, depthNodePattern, geometryRanks), withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager))
 	add(stageConfirm, 3, confirmPatterns, p.ConfirmSizes.Sizes())
 	add(stageTransport, len(p.Transports)*max(p.Rounds, 1), transportPatterns, p.TransportSizes.Every(p.LadderStep))

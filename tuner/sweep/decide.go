@@ -625,7 +625,7 @@ func footprint(p SMParams, ranks []int) string {
 
 // channels is the sm geometry of p.
 func (p SMParams) channels() sm.Params {
-	return sm.Params{Depth: p.Depth, CellSize: p.Cell, FragSize: p.Frag, FragSlots: p.Slots}
+	return sm.Params{Depth: p.Depth, DepthRanks: p.DepthRanks, CellSize: p.Cell, FragSize: p.Frag, FragSlots: p.Slots}
 }
 
 // nodeBytes is the shared memory of sm's channels with ranks ranks on a

@@ -48,6 +48,9 @@ type Outcome struct {
 type SMParams struct {
 	Eager, Cell, Frag, Slots, Depth int
 	Progress                        string
+	// DepthRanks is the ranks per node Depth serves, set once the stages
+	// have decided (sm.Params.DepthRanks); 0 while they weigh candidates.
+	DepthRanks int
 }
 
 // AllocParams are the decided host allocator settings.
@@ -202,6 +205,29 @@ func withSize(sizes []int, n int) []int {
 	return slices.Insert(slices.Clone(sizes), i, n)
 }
 
+// fragmentSizes are the sizes the fragment stage weighs: the plan's, and
+// the smallest pipelined message, twice the eager limit. Why: a window of
+// messages below the fragment size takes a slot each, so the slots bound
+// it there most (8 KiB at 0.82x with 16 slots against 64 where the plan's
+// sizes began at 16 KiB: docs/tuner.md, Footprint).
+func fragmentSizes(p Plan, sm SMParams) []int { return withSize(p.FragmentSizes.Sizes(), 2*sm.Eager) }
+
+// fragmentSizes is fragmentSizes, except for a run stored before the stage
+// weighed twice the eager limit: that one re-decides on the plan's sizes,
+// which it measured (its first trial is stored over them).
+func (r *Runner) fragmentSizes(cands []candidate, patterns []bench.Pattern, sm SMParams) []int {
+	planned := r.plan.FragmentSizes.Sizes()
+	if len(cands) > 0 && len(patterns) > 0 {
+		c := cands[0]
+		first := Trial{Stage: stageFragment, Candidate: c.name, Transport: c.transport, Options: c.opts,
+			Pattern: patterns[0], Sizes: planned, Round: 1, Nodes: c.nodes, Ranks: r.ranksOf(patterns[0])}
+		if r.store.Has(first.key()) {
+			return planned
+		}
+	}
+	return fragmentSizes(r.plan, sm)
+}
+
 func depthCandidates(p Plan, sm SMParams) []candidate {
 	var out []candidate
 	for _, d := range p.Depths {
@@ -289,7 +315,7 @@ func (r *Runner) decide() (Outcome, error) {
 	// Fragment geometry: bandwidth of pipelined sizes.
 	cands = r.withinCeiling(stageFragment, fragmentCandidates(p, sm))
 	patterns := atNode(fragmentPatterns, fragmentNodePattern, r.geometryRanks())
-	if err := r.measure(stageFragment, cands, patterns, p.FragmentSizes.Sizes(), p.Rounds); err != nil {
+	if err := r.measure(stageFragment, cands, patterns, r.fragmentSizes(cands, patterns, sm), p.Rounds); err != nil {
 		return out, err
 	}
 	d = pickCheapest(r.trials, stageFragment, patterns, cands)
@@ -319,6 +345,12 @@ func (r *Runner) decide() (Outcome, error) {
 		return out, err
 	} else if ok {
 		out.Stages = append(out.Stages, d)
+	}
+
+	// The depth is decided for the ranks per node the profile serves; a
+	// job of fewer ranks takes the built-in depth where that is deeper.
+	if n := r.ranksPerNode(); n > 2 {
+		sm.DepthRanks = n
 	}
 
 	// Transport per size: coarse ladder, settle, bisect crossovers.

@@ -398,6 +398,7 @@ func TestGeometryAtTheNodesRanks(t *testing.T) {
 	}
 	p := tinyPlan()
 	p.GeometryRanks = 4 // above this machine's cores, if it has 2: function, not speed
+	p.RanksPerNode = 4
 	p.Rounds, p.MaxRound = 1, 1
 	p.FragmentSizes, p.Transports, p.TransportSizes = mustSizes("64K"), []string{"sm"}, mustSizes("64K")
 	p.AllocPurges, p.Probes, p.VerifySizes = nil, nil, SizeList{}
@@ -416,6 +417,21 @@ func TestGeometryAtTheNodesRanks(t *testing.T) {
 	}
 	if at["fragment mbw_mr"] != len(p.Fragments) || at["depth alltoall"] != len(p.Depths) || len(at) != 2 {
 		t.Errorf("multi-rank trials by stage and pattern: %v; want one per fragment and depth candidate", at)
+	}
+	// The fragment stage also weighs the smallest pipelined message, and
+	// the profile says for how many ranks per node its depth was decided.
+	prof, err := profile.Load(res.ProfilePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := prof.Decisions[profile.Intranode][profile.HostHost]
+	for _, tr := range storedTrials(t, res.Dir) {
+		if tr.Stage == stageFragment && !slices.Contains(tr.Sizes, 2*d.EagerLimit) {
+			t.Errorf("fragment trial %s %s over %v, without twice the eager limit %d", tr.Candidate, tr.Pattern, tr.Sizes, d.EagerLimit)
+		}
+	}
+	if d.FIFODepthRanks != p.RanksPerNode {
+		t.Errorf("fifo_depth_ranks %d, want the plan's ranks per node %d", d.FIFODepthRanks, p.RanksPerNode)
 	}
 	summary, _ := os.ReadFile(filepath.Join(res.Dir, SummaryFile))
 	for _, want := range []string{"## fragment (bw+mbw_mr at 4 ranks over", "## depth (msgrate+bw+alltoall at 4 ranks over"} {
