@@ -668,3 +668,27 @@ func TestEagerScoredWhereTheLimitsDiffer(t *testing.T) {
 		t.Fatalf("scored where the limits differ: chose %q over sizes %v, want eager=4K over [4K] (scores %+v)", d.Chosen, d.Sizes, d.Scores)
 	}
 }
+
+// A verification gives its first round to the budget never, and the
+// verification of mended sizes its first mendRounds: a mend stands on
+// more than one round however little budget is left.
+func TestVerifyRoundsTheBudgetCannotTake(t *testing.T) {
+	for _, tc := range []struct {
+		first, required int
+		kept            []int // rounds measured whatever the budget
+	}{
+		{1, 1, []int{1}},
+		{5, mendRounds, []int{5, 6, 7}},
+		{9, 0, []int{9}},
+	} {
+		var kept []int
+		for round := tc.first; round < tc.first+10; round++ {
+			if !verifyOptional(round, tc.first, tc.required) {
+				kept = append(kept, round)
+			}
+		}
+		if !slices.Equal(kept, tc.kept) {
+			t.Errorf("first %d, required %d: rounds %v kept from the budget, want %v", tc.first, tc.required, kept, tc.kept)
+		}
+	}
+}

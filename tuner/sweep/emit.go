@@ -88,14 +88,14 @@ const maxMends = 2
 // verified again, up to maxMends times. Losses it cannot mend are named
 // in the summary's notes and in the profile (evidence.known_losses).
 func (r *Runner) emitVerified(path string, out *Outcome, s *Safety) error {
-	sizes, first := r.plan.VerifySizes.Sizes(), 1
+	sizes, first, required := r.plan.VerifySizes.Sizes(), 1, 1
 	for mend := 0; ; mend++ {
 		p := r.buildProfile(*out, *s)
 		if err := r.writeProfile(path, p); err != nil {
 			return err
 		}
 		abs, _ := filepath.Abs(path) // path is the run directory's own, which exists: Abs cannot fail
-		next, err := r.verify(abs, p.Hash, sizes, first, verifyTrailRounds)
+		next, err := r.verify(abs, p.Hash, sizes, first, required, verifyTrailRounds)
 		if err != nil {
 			return err
 		}
@@ -129,9 +129,14 @@ func (r *Runner) emitVerified(path string, out *Outcome, s *Safety) error {
 		if *s = safe; len(s.Problems) > 0 {
 			return fmt.Errorf("the mended routes failed the safety phase: %v", s.Problems)
 		}
-		sizes, first = changed, next
+		sizes, first, required = changed, next, mendRounds
 	}
 }
+
+// mendRounds is how many rounds the verification of mended sizes takes
+// whatever the budget: the mend stands on them, and one round (all that
+// a spent budget left two sweeps on the 32-core host) tests nothing.
+const mendRounds = 3
 
 // writeProfile writes p and the native files rendered from it.
 func (r *Runner) writeProfile(path string, p *profile.Profile) error {
@@ -177,13 +182,14 @@ func (r *Runner) referenceOptions(p *profile.Profile) transports.Options {
 
 // verify measures the emitted profile through the runtime selector beside
 // each single transport, interleaved, over sizes, for the plan's
-// verification rounds numbered from first (the first of them required);
+// verification rounds numbered from first (the first required of them
+// measured whatever the budget, the others while it lasts);
 // then, for up to trail more rounds, at the sizes where the profile
 // trails the best single transport by more than the noise without a
 // settled test (verifyTrails): on a noisy node a few rounds leave a
 // ratio several per cent off where every candidate runs the same path.
 // It returns the next round number free.
-func (r *Runner) verify(path, hash string, sizes []int, first, trail int) (next int, err error) {
+func (r *Runner) verify(path, hash string, sizes []int, first, required, trail int) (next int, err error) {
 	next = first
 	if len(sizes) == 0 {
 		return next, nil
@@ -217,9 +223,9 @@ func (r *Runner) verify(path, hash string, sizes []int, first, trail int) (next 
 		return next, err
 	}
 	r.meterPlan(stageVerify, r.plan.VerifyRounds*len(cands))
-	for round := first; round < first+r.plan.VerifyRounds+trail; round++ {
+	for round := first; round < first+max(r.plan.VerifyRounds, required)+trail; round++ {
 		roundSizes := sizes
-		if round >= first+r.plan.VerifyRounds {
+		if round >= first+max(r.plan.VerifyRounds, required) {
 			if roundSizes = r.verifyTrails(sizes); len(roundSizes) == 0 {
 				break
 			}
@@ -245,7 +251,7 @@ func (r *Runner) verify(path, hash string, sizes []int, first, trail int) (next 
 				r.notes = append(r.notes, fmt.Sprintf("verify: the stored verification measured another profile than this one (%s); measure it with gotune verify %s", hash, path))
 				return next, nil
 			}
-			done, err := r.run(t, round > first || r.replayOnly)
+			done, err := r.run(t, verifyOptional(round, first, required) || r.replayOnly)
 			if errors.Is(err, ErrBudget) {
 				return next, nil
 			}
@@ -262,6 +268,11 @@ func (r *Runner) verify(path, hash string, sizes []int, first, trail int) (next 
 	}
 	return next, nil
 }
+
+// verifyOptional says whether verification round round, of rounds
+// numbered from first, may give way to the budget: all but the first
+// required ones.
+func verifyOptional(round, first, required int) bool { return round >= first+max(required, 1) }
 
 // verifyTrailRounds is how many rounds the sweep's verification may add
 // at the sizes where the profile trails (verify).

@@ -95,7 +95,7 @@ func Verify(ctx context.Context, cfg Config, profilePath, againstPath string) (R
 		}
 	}
 	r.budget = time.Duration(math.MaxInt64) // every round asked for is measured: none is optional
-	if _, err := r.verify(target.Profile, target.Hash, r.plan.VerifySizes.Sizes(), 1, 0); err != nil {
+	if _, err := r.verify(target.Profile, target.Hash, r.plan.VerifySizes.Sizes(), 1, 1, 0); err != nil {
 		return Result{Dir: r.dir}, err
 	}
 	res := Result{Dir: r.dir, ProfilePath: target.Profile, Measured: r.measured, Reused: r.reused, Notes: r.notes}
