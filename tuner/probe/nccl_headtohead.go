@@ -19,9 +19,8 @@ import (
 // receive only while the message fits the receiver's buffer
 // (NCCL_BUFFSIZE): below it the pattern passes, above it both sends wait
 // forever, so a larger tuned buffer can turn a hang into a pass at the
-// sizes it was measured on. Both variants first exchange one message
-// grouped (which connects the pair); the safe one then has nothing more
-// to do (the nccl transport launches a rank's posted operations as one
+// sizes it was measured on. The safe variant posts both directions and
+// waits for them together (the nccl transport launches them as one
 // group); the unsafe one sends blocking, then receives, first at a size
 // far below the buffer (which must pass) and then at four buffers
 // (which must hang, caught by the watchdog). Payloads are validated.
@@ -136,30 +135,23 @@ func n1Rank(r *launch.Rank) (any, error) {
 	}
 	sb, rb := sys.BytesAt(send.Ptr(), par.Size), sys.BytesAt(recv.Ptr(), par.Size)
 	r.Beat()
-	// Grouped first, in both variants: NCCL connects a pair on its first
-	// send and receive between them, and two ranks whose first operation
-	// is a blocking send to each other wait in that connection at any
-	// size (seen with 2.28 on NVLink), which would hide the hazard's size.
-	s, err := t.Isend(peer, sb)
-	if err != nil {
-		return nil, err
-	}
-	q, err := t.Irecv(peer, rb)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.Wait(s, q); err != nil {
-		return nil, err
-	}
-	r.Beat()
 	if par.Unsafe {
-		if err := cuda.Memset(recv.Ptr(), 0, par.Size); err != nil { // what is checked is the second exchange's
-			return nil, err
-		}
 		if err := t.Send(peer, sb); err != nil {
 			return nil, err
 		}
 		if _, err := t.Recv(peer, rb); err != nil {
+			return nil, err
+		}
+	} else {
+		s, err := t.Isend(peer, sb)
+		if err != nil {
+			return nil, err
+		}
+		q, err := t.Irecv(peer, rb)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.Wait(s, q); err != nil {
 			return nil, err
 		}
 	}
