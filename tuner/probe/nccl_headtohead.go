@@ -14,16 +14,19 @@ import (
 	"github.com/gotune/gotune/transports/nccl"
 )
 
-// N1: NCCL's hidden head-to-head hang. Two ranks send to each other and
-// only then receive. Outside a group, NCCL's send completes without its
-// receive only while the message fits the receiver's buffer
-// (NCCL_BUFFSIZE): below it the pattern passes, above it both sends wait
-// forever, so a larger tuned buffer can turn a hang into a pass at the
-// sizes it was measured on. The safe variant posts both directions and
-// waits for them together (the nccl transport launches them as one
-// group); the unsafe one sends blocking, then receives, first at a size
-// far below the buffer (which must pass) and then at four buffers
-// (which must hang, caught by the watchdog). Payloads are validated.
+// N1: NCCL's head-to-head hang. Two ranks send to each other and only
+// then receive, outside a group. NCCL connects a pair within its first
+// operations between them (NCCL_RUNTIME_CONNECT, the default since 2.22),
+// and two blocking sends as those first operations both wait there: on
+// 2 x H200 with NCCL 2.28.3 at 64 KiB already (docs/hazards.md, N1).
+// Connected, a send may still wait for a receive above the receiver's
+// buffer (NCCL_BUFFSIZE), a hang that a larger tuned buffer or an eager
+// connection would turn into a pass at the sizes measured. The safe
+// variant posts both directions and waits for them together (the nccl
+// transport launches them as one group) at 64 KiB and at four buffers;
+// the unsafe one sends blocking, then receives, at the same sizes on a
+// fresh pair each, and must hang at one of them (caught by the
+// watchdog). Payloads are validated.
 
 const n1Kind = "probe-n1"
 
@@ -33,8 +36,8 @@ type n1Params struct {
 	Opts   transports.Options `json:"opts,omitempty"`
 }
 
-// n1Below is the size the unsafe variant first sends head to head: far
-// below any buffer NCCL takes, so NCCL must complete it.
+// n1Below is the first size sent head to head: far below any buffer NCCL
+// takes, so only the connection can hold it.
 const n1Below = 64 << 10
 
 // ncclDefaultBuffsize is NCCL's built-in NCCL_BUFFSIZE (2.28).
@@ -44,8 +47,8 @@ func init() {
 	launch.Register(n1Kind, n1Rank)
 	register(&Probe{
 		ID:          "N1",
-		Hazard:      "NCCL head-to-head sends outside a group: a hang above NCCL_BUFFSIZE that smaller messages hide",
-		Description: "two ranks on two GPUs send to each other before receiving, through the installed NCCL, at four times its buffer; unsafe: blocking sends outside a group (first at 64 KiB, which passes)",
+		Hazard:      "NCCL head-to-head sends outside a group: a hang in the pair's connection, or above NCCL_BUFFSIZE",
+		Description: "two ranks on two GPUs send to each other before receiving, through the installed NCCL, at 64 KiB and four times its buffer, a fresh pair each; unsafe: blocking sends outside a group",
 		RunOptions:  runN1,
 	})
 }
@@ -75,10 +78,7 @@ func runN1(ctx context.Context, unsafe bool, deadline time.Duration, opts transp
 		v.Outcome, v.Detail = ProbeFailed, err.Error()
 		return v
 	}
-	sizes := []int{big}
-	if unsafe {
-		sizes = []int{n1Below, big}
-	}
+	sizes := []int{n1Below, big}
 	var passed []string
 	for _, size := range sizes {
 		params, _ := json.Marshal(n1Params{Unsafe: unsafe, Size: size, Opts: opts}) // plain data always encodes

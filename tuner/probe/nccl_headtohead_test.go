@@ -35,7 +35,8 @@ func TestN1Size(t *testing.T) {
 }
 
 // Through the installed NCCL on two GPUs: grouped head-to-head sends pass,
-// blocking ones pass below the buffer and hang above it.
+// blocking ones hang (at 64 KiB with NCCL 2.28.3 on NVLink: in the pair's
+// connection).
 func TestN1OnNCCL(t *testing.T) {
 	err := nccl.Present(nil)
 	if err == nil {
@@ -54,8 +55,8 @@ func TestN1OnNCCL(t *testing.T) {
 	}{{false, Passed}, {true, HazardDetected}} {
 		v := RunWith(context.Background(), p, c.unsafe, 10*time.Second, nil)
 		t.Logf("%s", v.Line())
-		if v.Outcome != c.want || (c.unsafe && !strings.Contains(v.Detail, "64 KiB head to head passed")) {
-			t.Errorf("%s: want %s, the unsafe one after passing at 64 KiB", v.Line(), c.want)
+		if v.Outcome != c.want || (c.unsafe && !strings.Contains(v.Detail, "head to head: hang")) {
+			t.Errorf("%s: want %s, the unsafe one as a hang", v.Line(), c.want)
 		}
 	}
 }
