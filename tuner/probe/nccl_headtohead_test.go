@@ -60,3 +60,42 @@ func TestN1OnNCCL(t *testing.T) {
 		}
 	}
 }
+
+// N2 and N3 through the installed NCCL on two GPUs: the safe forms pass
+// their validation; what the unsafe forms do on this NCCL is the finding
+// their verdict records (docs/hazards.md), logged here.
+func TestNCCLSettingsOnNCCL(t *testing.T) {
+	err := nccl.Present(nil)
+	if err == nil {
+		if n, derr := cuda.DeviceCount(); derr == nil && n < 2 {
+			err = fmt.Errorf("%w: %d GPU(s), the probes need 2", sys.ErrNotSupported, n)
+		}
+	}
+	testutil.SkipUnless(t, "nccl", err)
+	for _, id := range []string{"N2", "N3"} {
+		p, err := Lookup(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := RunWith(context.Background(), p, false, 10*time.Second, nil); v.Outcome != Passed {
+			t.Errorf("%s: want the safe form passed", v.Line())
+		}
+		t.Logf("%s", RunWith(context.Background(), p, true, 10*time.Second, nil).Line())
+	}
+}
+
+// The settings line names every variable a probe sets, in order.
+func TestSettingLine(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "NCCL's defaults"},
+		{map[string]string{"NCCL_PROTO": "LL128,Simple", "NCCL_ALGO": "Ring", "NCCL_LL128_BUFFSIZE": "131072"},
+			"NCCL_ALGO=Ring NCCL_LL128_BUFFSIZE=131072 NCCL_PROTO=LL128,Simple"},
+	} {
+		if got := settingLine(c.env); got != c.want {
+			t.Errorf("settingLine(%v) = %q, want %q", c.env, got, c.want)
+		}
+	}
+}
