@@ -17,6 +17,8 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/compare"
 	"github.com/gotune/gotune/bench/mpistack"
+	"github.com/gotune/gotune/bench/torch"
+	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/profile"
@@ -33,6 +35,8 @@ func newStacks() *cobra.Command {
 		ladders                            interleaved
 		profilePath, format, outDir, ranks string
 		only, osuDirs                      []string
+		gpu                                bool
+		torchScript                        string
 	)
 	cmd := &cobra.Command{
 		Use:   "stacks",
@@ -59,14 +63,22 @@ ELF headers) with that stack's defaults, labelled "osu openmpi" or "osu mpich".
 Their rows check the reference benchmark against OSU's own figures on the
 same node, in the same rounds.
 
-The comparison takes gotune sm as the reference: a ratio > 1 means that side is
-better. A stack that is not installed is left out with a note. On a terminal a bar
+With --gpu the run is between the node's first two GPUs instead, device
+buffers: gotune cudaipc (the reference), NCCL through gotune's nccl transport
+with its defaults and, with --profile, with the profile's tuned NCCL values,
+and PyTorch's NCCL send/recv as scripts/gpu/baselines.py measures it (found in
+the working directory or beside the binary's checkout, or --torch-script;
+left out with a note where python3 cannot import torch).
+
+The comparison takes gotune sm (--gpu: gotune cudaipc) as the reference: a
+ratio > 1 means that side is better. A stack that is not installed is left out with a note. On a terminal a bar
 per pattern counts the runs done of those planned; elsewhere plain lines say so
 every 15 s; --quiet shows neither.`,
 		Example: `  gotune stacks
   gotune stacks --profile /data/node1/RUN/profile.yaml --reps 8 --out /tmp/stacks
   gotune stacks --ranks node --bw-sizes 8,4K,64K,1M --alltoall-sizes 1K,64K
-  gotune stacks --osu /opt/osu-7.4-openmpi --stack openmpi`,
+  gotune stacks --osu /opt/osu-7.4-openmpi --stack openmpi
+  gotune stacks --gpu --profile /data/gpu1/RUN/profile.yaml --bw-sizes 1K:256M`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !slices.Contains(compare.Formats, format) {
@@ -76,6 +88,9 @@ every 15 s; --quiet shows neither.`,
 				if !slices.Contains(stacksMeasured, s) {
 					return fmt.Errorf("--stack %q: want one of %s", s, strings.Join(stacksMeasured, ", "))
 				}
+			}
+			if gpu && (len(only) > 0 || len(osuDirs) > 0 || ranks != "2") {
+				return errors.New("--gpu measures one pair of GPUs through gotune, NCCL and PyTorch: --stack, --osu and --ranks do not apply")
 			}
 			if len(only) == 0 {
 				only = stacksMeasured
@@ -112,7 +127,14 @@ every 15 s; --quiet shows neither.`,
 			if err != nil {
 				return err
 			}
-			cs, err := newStackContenders(ctx, dir, only, prof, ladders.ranks, stderr)
+			reference := "gotune sm"
+			var cs []mpistack.Contender
+			if gpu {
+				reference = "gotune cudaipc"
+				cs, err = newGPUContenders(ctx, dir, prof, torchScript, stderr)
+			} else {
+				cs, err = newStackContenders(ctx, dir, only, prof, ladders.ranks, stderr)
+			}
 			if err != nil {
 				return err
 			}
@@ -139,8 +161,8 @@ every 15 s; --quiet shows neither.`,
 				return err
 			}
 			var text bytes.Buffer
-			fmt.Fprintf(&text, "# gotune %s stacks, %d interleaved rounds, medians; reference gotune sm\n# command: gotune %s\n",
-				hostinfo.GotuneVersion(), ladders.rounds, strings.Join(os.Args[1:], " "))
+			fmt.Fprintf(&text, "# gotune %s stacks, %d interleaved rounds, medians; reference %s\n# command: gotune %s\n",
+				hostinfo.GotuneVersion(), ladders.rounds, reference, strings.Join(os.Args[1:], " "))
 			if err := compare.Write(&text, format, tables); err != nil {
 				return err
 			}
@@ -159,6 +181,8 @@ every 15 s; --quiet shows neither.`,
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/stacks-<host>-<time>.txt (the comparison) and .jsonl (every run)")
 	fl.StringVar(&ranks, "ranks", "2", "ranks per run: 2 (latency and bw), or an even N, or node (one per core of the cpuset), for alltoall and mbw_mr at N ranks")
 	fl.StringVar(&ladders.a2aSizes, "alltoall-sizes", "1K,64K", "alltoall message sizes (--ranks above 2)")
+	fl.BoolVar(&gpu, "gpu", false, "measure the first two GPUs instead: gotune cudaipc, NCCL (defaults, and tuned with --profile) and PyTorch's NCCL")
+	fl.StringVar(&torchScript, "torch-script", "", "with --gpu: PyTorch's baselines script (default "+torch.ScriptPath+" here or beside the binary's checkout)")
 	return cmd
 }
 
@@ -166,15 +190,77 @@ every 15 s; --quiet shows neither.`,
 // contenders that need no MPI.
 var newStackContenders = stackContenders
 
+// newGPUContenders is gpuContenders; a test replaces it with contenders
+// that need no GPU.
+var newGPUContenders = gpuContenders
+
+// gpuContenders is gotune cudaipc on device buffers (the reference), NCCL
+// through the nccl stack adapter with its defaults and, where prof has
+// values for it, tuned, and PyTorch's NCCL send/recv. Fewer than two GPUs
+// is not supported; NCCL or torch missing is left out with a note.
+func gpuContenders(ctx context.Context, dir string, prof *profile.Profile, torchScript string, stderr io.Writer) ([]mpistack.Contender, error) {
+	n, err := gpuCount()
+	if err != nil {
+		return nil, fmt.Errorf("stacks --gpu: %w", err)
+	}
+	if n < 2 {
+		return nil, fmt.Errorf("stacks --gpu: %w", sys.NotSupported("gpu", fmt.Sprintf("%d CUDA device(s): the run measures a pair of GPUs", n), nil))
+	}
+	ipc := gotuneContender("cudaipc", nil, stderr)
+	run := ipc.Run
+	ipc.Run = func(ctx context.Context, s bench.Spec) (bench.Result, error) {
+		s.Mem = []cuda.MemKind{cuda.MemDevice}
+		return run(ctx, s)
+	}
+	cs, err := stackAdapters(ctx, dir, []string{"nccl"}, prof, 2, stderr)
+	if err != nil {
+		return nil, err
+	}
+	cs = append([]mpistack.Contender{ipc}, cs...)
+	b, err := torch.Find(ctx, "python3", torchScript)
+	switch {
+	case errors.Is(err, sys.ErrNotSupported):
+		fmt.Fprintf(stderr, "stacks: torch left out: %v\n", err)
+	case err != nil:
+		return nil, err
+	default:
+		cs = append(cs, mpistack.Contender{Label: "torch", Run: b.Run})
+	}
+	return cs, nil
+}
+
+// gpuCount is the CUDA devices this process sees; none where the driver
+// is missing.
+func gpuCount() (int, error) {
+	if err := cuda.Load(); err != nil {
+		if errors.Is(err, sys.ErrNotSupported) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	return cuda.DeviceCount()
+}
+
 // stackContenders is gotune sm, gotune auto routed by prof's decisions
 // (when there is a profile), then each named stack with its defaults and,
 // where prof has values for it, with those loaded as its file. A stack
 // that is not installed is left out, with a note on stderr.
 func stackContenders(ctx context.Context, dir string, names []string, prof *profile.Profile, ranks int, stderr io.Writer) ([]mpistack.Contender, error) {
 	cs := []mpistack.Contender{gotuneContender("sm", nil, stderr)}
-	var tuned map[string]profile.Stack
 	if prof != nil {
 		cs = append(cs, gotuneContender("auto", auto.LaunchOptions(prof.Path(), prof), stderr))
+	}
+	more, err := stackAdapters(ctx, dir, names, prof, ranks, stderr)
+	return append(cs, more...), err
+}
+
+// stackAdapters are each named stack with its defaults and, where prof has
+// values for it, with those loaded as its file. A stack that is not
+// installed is left out, with a note on stderr.
+func stackAdapters(ctx context.Context, dir string, names []string, prof *profile.Profile, ranks int, stderr io.Writer) ([]mpistack.Contender, error) {
+	var cs []mpistack.Contender
+	var tuned map[string]profile.Stack
+	if prof != nil {
 		tuned = prof.Stacks
 	}
 	for _, name := range names {

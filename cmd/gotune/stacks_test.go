@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/bench/mpistack"
 	"github.com/gotune/gotune/bench/output"
 	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/profile"
@@ -71,5 +75,48 @@ func TestStacksOSUDirectory(t *testing.T) {
 	_, stderr, code := run(t, "stacks", "--osu", empty, "--stack", "openmpi", "--reps", "1")
 	if code == 0 || !strings.Contains(stderr, "--osu: osu "+empty+": none of osu_alltoall") {
 		t.Errorf("exit %d, stderr %q: want a failure naming %s", code, stderr, empty)
+	}
+}
+
+// stacks --gpu: the GPU contenders with gotune cudaipc as the reference;
+// the flags of the host run are refused; without two GPUs it says so.
+func TestStacksGPU(t *testing.T) {
+	for _, args := range [][]string{{"--gpu", "--stack", "openmpi"}, {"--gpu", "--ranks", "4"}, {"--gpu", "--osu", "/opt/osu"}} {
+		if _, stderr, code := run(t, append([]string{"stacks"}, args...)...); code == 0 || !strings.Contains(stderr, "--gpu measures one pair of GPUs") {
+			t.Errorf("stacks %v: exit %d, %s; want the flags refused", args, code, stderr)
+		}
+	}
+	if n, err := gpuCount(); err == nil && n < 2 {
+		_, stderr, code := run(t, "stacks", "--gpu", "--reps", "1", "-q")
+		if code == 0 || !strings.Contains(stderr, "measures a pair of GPUs") {
+			t.Errorf("stacks --gpu with %d GPU(s): exit %d, %s; want it not supported", n, code, stderr)
+		}
+	}
+
+	old := newGPUContenders
+	t.Cleanup(func() { newGPUContenders = old })
+	newGPUContenders = func(_ context.Context, _ string, _ *profile.Profile, script string, _ io.Writer) ([]mpistack.Contender, error) {
+		if script != "b.py" {
+			t.Errorf("--torch-script reached the contenders as %q", script)
+		}
+		mk := func(label string, scale float64) mpistack.Contender {
+			return mpistack.Contender{Label: label, Run: func(_ context.Context, s bench.Spec) (bench.Result, error) {
+				var pts []bench.Point
+				for _, size := range s.Sizes {
+					pts = append(pts, bench.Summarize(size, s.Pattern.Unit(), []float64{scale * float64(size)}, nil))
+				}
+				return bench.Result{Label: label, Spec: s, Points: pts}, nil
+			}}
+		}
+		return []mpistack.Contender{mk("gotune cudaipc", 1), mk("nccl defaults", 2), mk("torch", 0.5)}, nil
+	}
+	stdout, stderr, code := run(t, "stacks", "--gpu", "--torch-script", "b.py", "--reps", "2", "--latency-sizes", "8", "--bw-sizes", "1M", "--settle", "0", "-q")
+	if code != 0 {
+		t.Fatalf("stacks --gpu: exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"reference gotune cudaipc", "nccl defaults", "torch"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stacks --gpu: no %q in\n%s", want, stdout)
+		}
 	}
 }
