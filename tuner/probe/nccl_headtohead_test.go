@@ -38,13 +38,7 @@ func TestN1Size(t *testing.T) {
 // blocking ones hang (at 64 KiB with NCCL 2.28.3 on NVLink: in the pair's
 // connection).
 func TestN1OnNCCL(t *testing.T) {
-	err := nccl.Present(nil)
-	if err == nil {
-		if n, derr := cuda.DeviceCount(); derr == nil && n < 2 {
-			err = fmt.Errorf("%w: %d GPU(s), N1 needs 2", sys.ErrNotSupported, n)
-		}
-	}
-	testutil.SkipUnless(t, "nccl", err)
+	needNCCLPair(t)
 	p, err := Lookup("N1")
 	if err != nil {
 		t.Fatal(err)
@@ -65,13 +59,7 @@ func TestN1OnNCCL(t *testing.T) {
 // their validation; what the unsafe forms do on this NCCL is the finding
 // their verdict records (docs/hazards.md), logged here.
 func TestNCCLSettingsOnNCCL(t *testing.T) {
-	err := nccl.Present(nil)
-	if err == nil {
-		if n, derr := cuda.DeviceCount(); derr == nil && n < 2 {
-			err = fmt.Errorf("%w: %d GPU(s), the probes need 2", sys.ErrNotSupported, n)
-		}
-	}
-	testutil.SkipUnless(t, "nccl", err)
+	needNCCLPair(t)
 	for _, id := range []string{"N2", "N3"} {
 		p, err := Lookup(id)
 		if err != nil {
@@ -98,4 +86,17 @@ func TestSettingLine(t *testing.T) {
 			t.Errorf("settingLine(%v) = %q, want %q", c.env, got, c.want)
 		}
 	}
+}
+
+// needNCCLPair skips (or, where GOTUNE_REQUIRE names nccl, fails) without
+// NCCL and two GPUs, which the NCCL probes run on.
+func needNCCLPair(t *testing.T) {
+	t.Helper()
+	err := nccl.Present(nil)
+	if err == nil {
+		if n, derr := cuda.DeviceCount(); derr == nil && n < 2 {
+			err = fmt.Errorf("%w: %d GPU(s), the NCCL probes need 2", sys.ErrNotSupported, n)
+		}
+	}
+	testutil.SkipUnless(t, "nccl", err)
 }
