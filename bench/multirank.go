@@ -218,23 +218,31 @@ func scattered(size int) bool { return size <= AllToAllScatter }
 
 // allToAllBytes is the send (and receive) buffer alltoall needs for sizes
 // up to largest among ranks: one message per peer side by side where the
-// exchange is scattered, as osu_alltoall's buffers.
-func allToAllBytes(largest, ranks int) int {
-	return max(largest, (ranks-1)*min(largest, AllToAllScatter))
+// exchange is scattered, as osu_alltoall's buffers, and one per peer of a
+// step above (peers, Spec.Peers).
+func allToAllBytes(largest, ranks, peers int) int {
+	return max(largest, (ranks-1)*min(largest, AllToAllScatter), min(max(peers, 1), ranks-1)*largest)
+}
+
+// stepPeers is how many peers a step exchanges with at once: every one,
+// AllToAllThrottle at a time, up to the scatter size; l.peers above.
+func (l *loop) stepPeers() int {
+	if scattered(l.size) {
+		return AllToAllThrottle
+	}
+	return max(l.peers, 1)
 }
 
 // exchangeAll is one whole exchange, every rank sending one message to
-// every other. Scattered (scattered(size)): in blocks of AllToAllThrottle
-// steps, the receives from (r-k) mod N and then the sends to (r+k) mod N
-// are posted, each step's in its own buffer, and waited for together.
-// Pairwise (larger sizes): in step k rank r receives from (r-k) mod N
-// while it sends to (r+k) mod N, and waits for both.
+// every other: in blocks of stepPeers steps, the receives from (r-k) mod N
+// and then the sends to (r+k) mod N are posted, each step's in its own
+// buffer, and waited for together. Scattered (scattered(size)) the blocks
+// are AllToAllThrottle steps; above, one step (pairwise: rank r receives
+// from (r-k) mod N while it sends to (r+k) mod N) unless Spec.Peers says
+// more.
 func (l *loop) exchangeAll(i int) error {
 	n := l.ranks
-	block := 1
-	if scattered(l.size) {
-		block = AllToAllThrottle
-	}
+	block := l.stepPeers()
 	for first := 1; first < n; first += block {
 		last := min(first+block, n)
 		l.reqs = l.reqs[:0]
@@ -273,9 +281,13 @@ func (l *loop) exchangeAll(i int) error {
 // the k-th message of the buffer's side-by-side ones; pairwise, the
 // buffers in turn over the whole run's messages.
 func (l *loop) allToAllSlot(bufs [][]byte, i, k int) []byte {
-	if scattered(l.size) {
-		b := bufs[0][:cap(bufs[0])]
+	b := bufs[0][:cap(bufs[0])]
+	switch {
+	case scattered(l.size):
 		return b[(k-1)*l.size : k*l.size]
+	case l.stepPeers() > 1: // the block's steps side by side
+		j := (k - 1) % l.stepPeers()
+		return b[j*l.size : (j+1)*l.size]
 	}
 	return bufs[(i*(l.ranks-1)+k-1)%len(bufs)]
 }

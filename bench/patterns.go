@@ -23,6 +23,7 @@ type loop struct {
 	size          int
 	iters, warmup int
 	window        int
+	peers         int      // alltoall above the scatter size: Spec.Peers
 	sbuf, rbuf    [][]byte // one buffer each (as OSU), one per window slot when validating, or Spec.Buffers
 	ack           []byte
 	validate      bool
@@ -64,7 +65,7 @@ func newArena(spec Spec, rank int, g *rankGPU) (*arena, error) {
 	}
 	largest := max(slices.Max(spec.Sizes), spec.Settle)
 	if spec.Pattern == AllToAll {
-		largest = allToAllBytes(largest, spec.RankCount())
+		largest = allToAllBytes(largest, spec.RankCount(), spec.Peers)
 	}
 	sendSlots, recvSlots := spec.bufferSlots(rank)
 	a := &arena{}
@@ -175,7 +176,7 @@ func (a *arena) free() error {
 
 func newLoop(t transports.Transport, rank int, spec Spec, size int, a *arena) *loop {
 	l := &loop{t: t, rank: rank, pattern: spec.Pattern, size: size, ranks: spec.RankCount(), multi: spec.Pattern.MultiRank(),
-		iters: spec.Iters, warmup: spec.Warmup, window: spec.Window, validate: spec.Validate, ack: a.ack,
+		iters: spec.Iters, warmup: spec.Warmup, window: spec.Window, peers: spec.Peers, validate: spec.Validate, ack: a.ack,
 		stage: a.stage, load: a.load, steps: a.load != nil && rank == 0}
 	l.peer, l.lead = spec.partner(rank)
 	di, dw := DefaultIters(spec.Pattern, size)

@@ -95,7 +95,11 @@ type Spec struct {
 	// as OSU, or one per window slot under Validate). A working set larger
 	// than a transport's registration or IPC-mapping cache shows the cost
 	// of its misses.
-	Buffers int    `json:"buffers,omitempty"`
+	Buffers int `json:"buffers,omitempty"`
+	// Peers is how many peers a step of alltoall above AllToAllScatter
+	// exchanges with at once: posted together, waited for together (0 or
+	// 1: one, pairwise, as MPICH does there).
+	Peers   int    `json:"peers,omitempty"`
 	CPUs    []int  `json:"cpus,omitempty"`
 	Backend string `json:"segment_backend,omitempty"`
 	// RepBytes, when positive, lowers a size's iteration count (never below

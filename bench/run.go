@@ -172,6 +172,8 @@ func (s *Spec) Normalize() error {
 		return fmt.Errorf("iters=%d warmup=%d: must not be negative", s.Iters, s.Warmup)
 	case s.Buffers < 0:
 		return fmt.Errorf("buffers=%d: must not be negative", s.Buffers)
+	case s.Peers < 0:
+		return fmt.Errorf("peers=%d: must not be negative", s.Peers)
 	case s.Settle < 0:
 		return fmt.Errorf("settle=%d: must not be negative", s.Settle)
 	case s.Buffers > 0 && s.Validate && s.Pattern.windowed() && s.Buffers < s.Window:

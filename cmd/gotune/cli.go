@@ -77,7 +77,7 @@ type benchFlags struct {
 	mem, gpus, kernel                                     string
 	kernelBound                                           time.Duration
 	transportSet                                          bool // --transport given explicitly
-	reps, iters, warmup, window, buffers                  int
+	reps, iters, warmup, window, buffers, peers           int
 	validate                                              bool
 	opts                                                  []string
 	timeout, stall                                        time.Duration
@@ -95,6 +95,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.iters, "iters", 0, "timed iterations per repetition (0: OSU's default for the size)")
 	fl.IntVar(&f.warmup, "warmup", 0, "warm-up iterations per repetition (0: OSU's default for the size)")
 	fl.IntVar(&f.window, "window", bench.DefaultWindow, "messages in flight per iteration (bw, bibw, msgrate)")
+	fl.IntVar(&f.peers, "alltoall-peers", 0, "alltoall above 32 KiB: peers each step exchanges with at once (0: one, pairwise, as MPICH)")
 	fl.IntVar(&f.buffers, "buffers", 0, "distinct message buffers per rank, taken in turn (0: one, or one per window slot with --validate): a working set for the transport's caches")
 	fl.StringVar(&f.settle, "settle", "4M", "size of one unreported pass of the pattern before the first size, so that no measured size pays for the ranks' first milliseconds (0: none)")
 	fl.BoolVar(&f.validate, "validate", false, "fill every payload with a per-iteration pattern and check every byte")
@@ -205,7 +206,7 @@ func (f *benchFlags) spec(notes io.Writer) (bench.Spec, error) {
 		opts, transport = opts.With(auto.LaunchOptions(abs, p)), "auto"
 	}
 	s := bench.Spec{Transport: transport, Options: opts, Pattern: pattern, Sizes: sizes, Reps: f.reps,
-		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, Buffers: f.buffers, CPUs: cpus, Backend: f.segment,
+		Iters: f.iters, Warmup: f.warmup, Window: f.window, Validate: f.validate, Buffers: f.buffers, Peers: f.peers, CPUs: cpus, Backend: f.segment,
 		Mem: mem, GPUs: gpus, GPULoad: load, GPULoadBound: f.kernelBound, Settle: settle, Nodes: f.nodes, Ranks: ranks}
 	if err := s.Normalize(); err != nil {
 		return s, err
