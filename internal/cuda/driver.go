@@ -59,6 +59,9 @@ type driver struct {
 	cuLaunchKernel, cuOccupancyMaxActiveBlocksPerMultiprocessor uintptr
 	cuFuncGetAttribute                                          uintptr
 	cuMemGetAddressRange                                        uintptr
+	cuStreamBeginCapture, cuStreamEndCapture                    uintptr
+	cuGraphInstantiate, cuGraphLaunch                           uintptr
+	cuGraphExecDestroy, cuGraphDestroy                          uintptr
 }
 
 // symbol binds one entry point. names are tried in order (the versioned
@@ -140,6 +143,12 @@ func (d *driver) symbols() []symbol {
 		req(&d.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
 		req(&d.cuFuncGetAttribute, "cuFuncGetAttribute"),
 		req(&d.cuMemGetAddressRange, "cuMemGetAddressRange_v2"),
+		opt(&d.cuStreamBeginCapture, "cuStreamBeginCapture_v2"), // stream capture: CUDA 10.1+
+		opt(&d.cuStreamEndCapture, "cuStreamEndCapture"),
+		opt(&d.cuGraphInstantiate, "cuGraphInstantiateWithFlags"), // CUDA 11.4+
+		opt(&d.cuGraphLaunch, "cuGraphLaunch"),
+		opt(&d.cuGraphExecDestroy, "cuGraphExecDestroy"),
+		opt(&d.cuGraphDestroy, "cuGraphDestroy"),
 	}
 }
 

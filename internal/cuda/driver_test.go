@@ -38,6 +38,8 @@ func TestEntryPointsWithoutDriver(t *testing.T) {
 		"MemAdvise":     func() error { return MemAdvise(1, 1, AdviseSetReadMostly, Location{}) },
 		"Pointer":       func() error { _, err := PointerAttributes(1); return err },
 		"RegisterHost":  func() error { return RegisterHost([]byte{1}, 0) },
+		"BeginCapture":  func() error { return (&Stream{h: 3}).BeginCapture(CaptureRelaxed) },
+		"Instantiate":   func() error { _, err := (&Graph{h: 1}).Instantiate(); return err },
 	}
 	for name, f := range calls {
 		if err := f(); !errors.Is(err, ErrNotSupported) {

@@ -640,3 +640,60 @@ func ipcChild(ordinal string) error {
 	}
 	return b.Free()
 }
+
+// Work queued on a capturing stream runs only when its graph is launched,
+// and every launch runs all of it again.
+func TestCapturedGraphReplays(t *testing.T) {
+	d := cudatest.Device(t, 0)
+	s, err := cuda.NewStream(cuda.StreamNonBlocking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	const n = 1 << 16
+	dev, err := d.Alloc(cuda.MemDevice, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Free()
+	host := make([]byte, n)
+	if err := cuda.Memset(dev.Ptr(), 0, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginCapture(cuda.CaptureRelaxed); err != nil {
+		t.Fatal(err)
+	}
+	if err := cuda.MemsetAsync(dev.Ptr(), 0x5a, n, s); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.EndCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Destroy()
+	if err := cuda.CopyDtoH(host, dev.Ptr()); err != nil || host[0] != 0 {
+		t.Fatalf("before any launch: byte 0 is %#x (%v), want the capture not run", host[0], err)
+	}
+	exec, err := g.Instantiate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Destroy()
+	for round := range 3 {
+		if err := cuda.Memset(dev.Ptr(), 0, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := exec.Launch(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cuda.CopyDtoH(host, dev.Ptr()); err != nil {
+			t.Fatal(err)
+		}
+		if host[0] != 0x5a || host[n-1] != 0x5a {
+			t.Fatalf("launch %d: bytes %#x..%#x, want 0x5a", round, host[0], host[n-1])
+		}
+	}
+}
