@@ -55,12 +55,12 @@ func TestN1OnNCCL(t *testing.T) {
 	}
 }
 
-// N2 and N3 through the installed NCCL on two GPUs: the safe forms pass
-// their validation; what the unsafe forms do on this NCCL is the finding
-// their verdict records (docs/hazards.md), logged here.
+// N2, N3 and N4 through the installed NCCL on two GPUs: the safe forms
+// pass their validation; what the unsafe forms do on this NCCL is the
+// finding their verdict records (docs/hazards.md), logged here.
 func TestNCCLSettingsOnNCCL(t *testing.T) {
 	needNCCLPair(t)
-	for _, id := range []string{"N2", "N3"} {
+	for _, id := range []string{"N2", "N3", "N4"} {
 		p, err := Lookup(id)
 		if err != nil {
 			t.Fatal(err)
