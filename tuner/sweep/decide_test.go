@@ -669,27 +669,26 @@ func TestEagerScoredWhereTheLimitsDiffer(t *testing.T) {
 	}
 }
 
-// A verification gives its first round to the budget never, the
-// verification of mended sizes its first mendRounds, and either its first
-// two trail rounds (those after the planned ones, at trailing sizes).
+// A verification gives its first round to the budget never, and the
+// verification of mended sizes its first mendRounds: a mend stands on
+// more than one round however little budget is left.
 func TestVerifyRoundsTheBudgetCannotTake(t *testing.T) {
 	for _, tc := range []struct {
-		required, planned, trail int
-		kept                     []int // rounds (from 0) measured whatever the budget
+		first, required int
+		kept            []int // rounds measured whatever the budget
 	}{
-		{1, 4, 6, []int{0, 4, 5}},
-		{mendRounds, 4, 6, []int{0, 1, 2, 4, 5}},
-		{1, 4, 0, []int{0}}, // gotune verify: no trail rounds
-		{0, 4, 1, []int{0, 4}},
+		{1, 1, []int{1}},
+		{5, mendRounds, []int{5, 6, 7}},
+		{9, 0, []int{9}},
 	} {
 		var kept []int
-		for k := range tc.planned + tc.trail {
-			if !verifyOptional(k, tc.required, tc.planned, tc.trail) {
-				kept = append(kept, k)
+		for round := tc.first; round < tc.first+10; round++ {
+			if !verifyOptional(round, tc.first, tc.required) {
+				kept = append(kept, round)
 			}
 		}
 		if !slices.Equal(kept, tc.kept) {
-			t.Errorf("required %d, planned %d, trail %d: rounds %v kept from the budget, want %v", tc.required, tc.planned, tc.trail, kept, tc.kept)
+			t.Errorf("first %d, required %d: rounds %v kept from the budget, want %v", tc.first, tc.required, kept, tc.kept)
 		}
 	}
 }

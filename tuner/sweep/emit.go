@@ -223,10 +223,9 @@ func (r *Runner) verify(path, hash string, sizes []int, first, required, trail i
 		return next, err
 	}
 	r.meterPlan(stageVerify, r.plan.VerifyRounds*len(cands))
-	planned := max(r.plan.VerifyRounds, required)
-	for round := first; round < first+planned+trail; round++ {
+	for round := first; round < first+max(r.plan.VerifyRounds, required)+trail; round++ {
 		roundSizes := sizes
-		if round >= first+planned {
+		if round >= first+max(r.plan.VerifyRounds, required) {
 			if roundSizes = r.verifyTrails(sizes); len(roundSizes) == 0 {
 				break
 			}
@@ -252,7 +251,7 @@ func (r *Runner) verify(path, hash string, sizes []int, first, required, trail i
 				r.notes = append(r.notes, fmt.Sprintf("verify: the stored verification measured another profile than this one (%s); measure it with gotune verify %s", hash, path))
 				return next, nil
 			}
-			done, err := r.run(t, verifyOptional(round-first, required, planned, trail) || r.replayOnly)
+			done, err := r.run(t, verifyOptional(round, first, required) || r.replayOnly)
 			if errors.Is(err, ErrBudget) {
 				return next, nil
 			}
@@ -270,24 +269,10 @@ func (r *Runner) verify(path, hash string, sizes []int, first, required, trail i
 	return next, nil
 }
 
-// verifyOptional says whether the k-th verification round (from 0) may
-// give way to the budget: all but the first required ones (at least one)
-// and the first verifyTrailRequired of the trail rounds after the planned
-// ones, which measure only the sizes where the profile trails unsettled
-// (a few cheap trials; on a noisy node one of 25 sizes trails so at
-// identical paths in most runs, and a spent budget left it one round).
-func verifyOptional(k, required, planned, trail int) bool {
-	switch {
-	case k < max(required, 1):
-		return false
-	case k >= planned && k < planned+min(trail, verifyTrailRequired):
-		return false
-	}
-	return true
-}
-
-// verifyTrailRequired is how many trail rounds the budget cannot take.
-const verifyTrailRequired = 2
+// verifyOptional says whether verification round round, of rounds
+// numbered from first, may give way to the budget: all but the first
+// required ones.
+func verifyOptional(round, first, required int) bool { return round >= first+max(required, 1) }
 
 // verifyTrailRounds is how many rounds the sweep's verification may add
 // at the sizes where the profile trails (verify).
