@@ -3,12 +3,8 @@ package probe
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
 	"math"
-	"os"
 	"strconv"
 	"time"
 
@@ -16,7 +12,6 @@ import (
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
-	"github.com/gotune/gotune/transports/nccl"
 )
 
 // N4: H3 through the installed NCCL (NVIDIA/nccl#1251: "after N graph
@@ -58,34 +53,15 @@ func init() {
 	})
 }
 
-func runN4(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) (v Verdict) {
-	if err := nccl.Present(opts); err != nil {
-		v.Outcome, v.Detail = ProbeFailed, "no NCCL and GPU to probe: "+err.Error()
-		return v
-	}
-	env, err := nccl.Settings(opts)
-	if err != nil {
-		v.Outcome, v.Detail = ProbeFailed, err.Error()
-		return v
-	}
+func runN4(ctx context.Context, unsafe bool, deadline time.Duration, opts transports.Options) Verdict {
+	var forced map[string]string
 	if unsafe {
-		env = maps.Clone(env)
-		env[n4FIFOVarName] = strconv.Itoa(n4SmallFIFO)
+		forced = map[string]string{n4FIFOVarName: strconv.Itoa(n4SmallFIFO)}
 	}
-	setting := settingLine(env)
-	params, _ := json.Marshal(n4Params{Env: env, Size: n4Size, Iterations: n4Iterations}) // plain data always encodes
-	_, err = launch.Run(ctx, launch.Job{Kind: n4Kind, Size: 2, Params: params, Stall: deadline}, quiet)
-	if errors.Is(err, sys.ErrNotSupported) {
-		v.Outcome, v.Detail = ProbeFailed, "no NCCL pair or CUDA graphs to probe: "+err.Error()
-		return v
-	}
-	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
-		v.Detail = setting + ": " + v.Detail
-		return v
-	}
-	v.Detail = fmt.Sprintf("%s: %d replays of %d captured allreduces among %d uncaptured ones, sums checked every %d",
-		setting, n4Iterations, n4Captured, n4Iterations, n4CheckEvery)
-	return v
+	return runNCCLPair(ctx, deadline, opts, forced, n4Kind,
+		func(env map[string]string) any { return n4Params{Env: env, Size: n4Size, Iterations: n4Iterations} },
+		fmt.Sprintf("%d replays of %d captured allreduces among %d uncaptured ones, sums checked every %d",
+			n4Iterations, n4Captured, n4Iterations, n4CheckEvery))
 }
 
 // n4Rank captures the allreduces and replays them among uncaptured ones,
@@ -95,27 +71,12 @@ func n4Rank(r *launch.Rank) (any, error) {
 	if err := r.Params(&par); err != nil {
 		return nil, err
 	}
-	for k, v := range par.Env { // before NCCL's first call, which reads them
-		if err := os.Setenv(k, v); err != nil {
-			return nil, err
-		}
-	}
-	tr, err := nccl.New(rankEnv(r, nil))
+	nr, err := openNCCLRank(r, par.Env, nil, par.Size)
 	if err != nil {
 		return nil, err
 	}
-	t := tr.(*nccl.Transport)
-	defer t.Close()
-	send, err := t.GPU().Alloc(cuda.MemDevice, par.Size)
-	if err != nil {
-		return nil, err
-	}
-	defer send.Free()
-	recv, err := t.GPU().Alloc(cuda.MemDevice, par.Size)
-	if err != nil {
-		return nil, err
-	}
-	defer recv.Free()
+	defer nr.close()
+	t, send, recv := nr.t, nr.send, nr.recv
 	// Element e of rank k is (k+1)(e mod 251 + 1): the sum is known, and
 	// every allreduce of send into recv leaves the same.
 	host, want := make([]byte, par.Size), make([]byte, par.Size)

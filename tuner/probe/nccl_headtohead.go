@@ -111,23 +111,13 @@ func n1Rank(r *launch.Rank) (any, error) {
 	if err := r.Params(&par); err != nil {
 		return nil, err
 	}
-	tr, err := nccl.New(rankEnv(r, par.Opts))
+	nr, err := openNCCLRank(r, nil, par.Opts, par.Size)
 	if err != nil {
 		return nil, err
 	}
-	t := tr.(*nccl.Transport)
-	defer t.Close()
+	defer nr.close()
+	t, send, recv := nr.t, nr.send, nr.recv
 	peer := 1 - r.ID
-	send, err := t.GPU().Alloc(cuda.MemDevice, par.Size)
-	if err != nil {
-		return nil, err
-	}
-	defer send.Free()
-	recv, err := t.GPU().Alloc(cuda.MemDevice, par.Size)
-	if err != nil {
-		return nil, err
-	}
-	defer recv.Free()
 	host := make([]byte, par.Size)
 	fillN1(host, r.ID)
 	if err := cuda.CopyHtoD(send.Ptr(), host); err != nil {

@@ -3,12 +3,9 @@ package probe
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -17,7 +14,6 @@ import (
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
-	"github.com/gotune/gotune/transports/nccl"
 )
 
 // N2 and N3: NCCL settings that hang or corrupt. Through the NCCL
@@ -91,30 +87,12 @@ func init() {
 
 // runNCCLSetting runs the validated traffic with the candidate's NCCL
 // settings (opts, checked) and forced over them (raw).
-func runNCCLSetting(ctx context.Context, deadline time.Duration, opts transports.Options, forced map[string]string) (v Verdict) {
-	if err := nccl.Present(opts); err != nil {
-		v.Outcome, v.Detail = ProbeFailed, "no NCCL and GPU to probe: "+err.Error()
-		return v
-	}
-	env, err := nccl.Settings(opts)
-	if err != nil {
-		v.Outcome, v.Detail = ProbeFailed, err.Error()
-		return v
-	}
-	maps.Copy(env, forced)
-	setting := settingLine(env)
-	params, _ := json.Marshal(ncclSettingParams{Env: env, Sizes: ncclSettingSizes, Iters: ncclSettingIters}) // plain data always encodes
-	_, err = launch.Run(ctx, launch.Job{Kind: ncclSettingKind, Size: 2, Params: params, Stall: deadline}, quiet)
-	if errors.Is(err, sys.ErrNotSupported) {
-		v.Outcome, v.Detail = ProbeFailed, "no NCCL pair to probe: "+err.Error()
-		return v
-	}
-	if v.Outcome, v.Detail, v.Stacks = classify(err); v.Outcome != Passed {
-		v.Detail = setting + ": " + v.Detail
-		return v
-	}
-	v.Detail = fmt.Sprintf("%s: allreduce and send/recv at %s, %d times each, validated", setting, sizeList(ncclSettingSizes), ncclSettingIters)
-	return v
+func runNCCLSetting(ctx context.Context, deadline time.Duration, opts transports.Options, forced map[string]string) Verdict {
+	return runNCCLPair(ctx, deadline, opts, forced, ncclSettingKind,
+		func(env map[string]string) any {
+			return ncclSettingParams{Env: env, Sizes: ncclSettingSizes, Iters: ncclSettingIters}
+		},
+		fmt.Sprintf("allreduce and send/recv at %s, %d times each, validated", sizeList(ncclSettingSizes), ncclSettingIters))
 }
 
 // settingLine is env as NAME=VALUE pairs in name order ("NCCL's defaults"
@@ -152,28 +130,13 @@ func ncclSettingRank(r *launch.Rank) (any, error) {
 	if err := r.Params(&par); err != nil {
 		return nil, err
 	}
-	for k, v := range par.Env { // before NCCL's first call, which reads them
-		if err := os.Setenv(k, v); err != nil {
-			return nil, err
-		}
-	}
-	tr, err := nccl.New(rankEnv(r, nil))
-	if err != nil {
-		return nil, err
-	}
-	t := tr.(*nccl.Transport)
-	defer t.Close()
 	largest := slices.Max(par.Sizes)
-	send, err := t.GPU().Alloc(cuda.MemDevice, largest)
+	nr, err := openNCCLRank(r, par.Env, nil, largest)
 	if err != nil {
 		return nil, err
 	}
-	defer send.Free()
-	recv, err := t.GPU().Alloc(cuda.MemDevice, largest)
-	if err != nil {
-		return nil, err
-	}
-	defer recv.Free()
+	defer nr.close()
+	t, send, recv := nr.t, nr.send, nr.recv
 	host, want := make([]byte, largest), make([]byte, largest)
 	peer := 1 - r.ID // a pair
 	for _, size := range par.Sizes {
