@@ -223,9 +223,10 @@ func (r *Runner) verify(path, hash string, sizes []int, first, required, trail i
 		return next, err
 	}
 	r.meterPlan(stageVerify, r.plan.VerifyRounds*len(cands))
-	for round := first; round < first+max(r.plan.VerifyRounds, required)+trail; round++ {
+	planned := max(r.plan.VerifyRounds, required)
+	for round := first; round < first+planned+trail; round++ {
 		roundSizes := sizes
-		if round >= first+max(r.plan.VerifyRounds, required) {
+		if round >= first+planned {
 			if roundSizes = r.verifyTrails(sizes); len(roundSizes) == 0 {
 				break
 			}

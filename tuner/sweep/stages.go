@@ -142,8 +142,7 @@ func (r *Runner) measureRounds(stage string, cands []candidate, patterns []bench
 				continue
 			}
 			for _, pattern := range patterns {
-				_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
-					Pattern: pattern, Sizes: sizes, Round: round, GPU: tg, Nodes: c.nodes, Ranks: r.ranksOf(pattern)}, round > required)
+				_, err := r.run(r.stageTrial(stage, c, pattern, sizes, round, tg), round > required)
 				if errors.Is(err, ErrBudget) {
 					return nil
 				}
@@ -154,6 +153,13 @@ func (r *Runner) measureRounds(stage string, cands []candidate, patterns []bench
 		}
 	}
 	return nil
+}
+
+// stageTrial is candidate c's trial of stage: pattern over sizes in round,
+// on GPU buffers and load tg (nil: host).
+func (r *Runner) stageTrial(stage string, c candidate, pattern bench.Pattern, sizes []int, round int, tg *TrialGPU) Trial {
+	return Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
+		Pattern: pattern, Sizes: sizes, Round: round, GPU: tg, Nodes: c.nodes, Ranks: r.ranksOf(pattern)}
 }
 
 // Patterns each stage is scored on.
@@ -218,10 +224,7 @@ func fragmentSizes(p Plan, sm SMParams) []int { return withSize(p.FragmentSizes.
 func (r *Runner) fragmentSizes(cands []candidate, patterns []bench.Pattern, sm SMParams) []int {
 	planned := r.plan.FragmentSizes.Sizes()
 	if len(cands) > 0 && len(patterns) > 0 {
-		c := cands[0]
-		first := Trial{Stage: stageFragment, Candidate: c.name, Transport: c.transport, Options: c.opts,
-			Pattern: patterns[0], Sizes: planned, Round: 1, Nodes: c.nodes, Ranks: r.ranksOf(patterns[0])}
-		if r.store.Has(first.key()) {
+		if r.store.Has(r.stageTrial(stageFragment, cands[0], patterns[0], planned, 1, nil).key()) {
 			return planned
 		}
 	}
