@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/internal/testutil"
+	"github.com/gotune/gotune/profile"
 )
 
 // gotune report draws a checked-in run directory into --out and prints
@@ -34,10 +35,14 @@ func TestReportCommand(t *testing.T) {
 }
 
 // verifyArgs is a verification short enough for a test: one round of auto
-// and the single transports at two sizes.
+// and the single transports at two sizes, of a profile whose scope is any
+// host (a catalogue entry's applies to its own machine only).
 func verifyArgs(t *testing.T, out string) []string {
-	profile := filepath.Join(testutil.ModuleRoot(t), "results/catalogue/vm/profile.yaml")
-	return []string{"verify", profile, "--rounds", "1", "--sizes", "8,4K", "--settle", "0", "--out", out}
+	path := filepath.Join(out, "profile.yaml")
+	if _, err := os.Stat(path); err != nil {
+		writeProfile(t, out, "profile.yaml", func(*profile.Profile) {})
+	}
+	return []string{"verify", path, "--rounds", "1", "--sizes", "8,4K", "--settle", "0", "--out", out}
 }
 
 // Without a terminal, verify's progress is plain lines: each trial as it
