@@ -132,6 +132,11 @@ type Spec struct {
 	// inter-node pair (ranks started by mpirun or srun, gotune --launcher);
 	// 0 or 1, a pair on one node.
 	Nodes int `json:"nodes,omitempty"`
+	// Alternates, when set, are measured side by side in one pair of
+	// ranks instead of Transport: each opens in its own part of the
+	// segment, and every repetition of a size runs once through each, in
+	// turn (Result.Alternates).
+	Alternates []Alternate `json:"alternates,omitempty"`
 }
 
 // InterNode reports whether the spec measures a pair on two nodes.
@@ -196,6 +201,9 @@ type Result struct {
 	Provenance hostinfo.Provenance `json:"provenance"`
 	Spec       Spec                `json:"spec"`
 	Points     []Point             `json:"points"`
+	// Alternates are the points of each of Spec.Alternates, in order
+	// (Points is then empty).
+	Alternates [][]Point `json:"alternates,omitempty"`
 }
 
 // OSU's loop constants (osu_util.h).

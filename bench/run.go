@@ -35,6 +35,8 @@ type rankOutput struct {
 	// GaveUp says, for a single-copy transport, with which peers the rank
 	// gave single copy up and why: its figures are then copy-in/copy-out's.
 	GaveUp []string `json:"gave_up,omitempty"`
+	// Alternates are rank 0's points of each of Spec.Alternates.
+	Alternates [][]Point `json:"alternates,omitempty"`
 }
 
 // rankMain is the body of each benchmark rank. It runs on the rank's
@@ -47,6 +49,9 @@ func rankMain(r *launch.Rank) (any, error) {
 		return nil, err
 	}
 	st := &stepper{w: os.Stderr, rank: r.ID}
+	if len(spec.Alternates) > 0 {
+		return rankAlternates(r, spec, st)
+	}
 	if spec.UsesGPU() {
 		st.start("opening the GPUs")
 	}
@@ -125,11 +130,17 @@ func RankEnv(r *launch.Rank, opts transports.Options) transports.Env {
 // Open starts the named transport in rank r and proves it works between
 // the ranks (its driver's Check, where it has one).
 func Open(r *launch.Rank, name string, opts transports.Options) (transports.Transport, error) {
+	return openIn(r, name, opts, r.Segment)
+}
+
+// openIn is Open over segment, a part of the job's.
+func openIn(r *launch.Rank, name string, opts transports.Options, segment []byte) (transports.Transport, error) {
 	d, err := transports.Lookup(name)
 	if err != nil {
 		return nil, err
 	}
 	env := RankEnv(r, opts)
+	env.Segment = segment
 	t, err := d.New(env)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -145,6 +156,11 @@ func Open(r *launch.Rank, name string, opts transports.Options) (transports.Tran
 
 // Normalize fills defaults and checks a spec, naming the offending field.
 func (s *Spec) Normalize() error {
+	if len(s.Alternates) > 0 {
+		if err := s.normalizeAlternates(); err != nil {
+			return err
+		}
+	}
 	if _, err := transports.Lookup(s.Transport); err != nil {
 		return err
 	}
@@ -256,6 +272,9 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 	}
 	d, _ := transports.Lookup(spec.Transport)
 	seg, err := d.SharedBytes(ranks, spec.Options)
+	if len(spec.Alternates) > 0 {
+		_, seg, err = alternateRegions(ranks, spec.Alternates)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -289,6 +308,18 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 		for _, why := range outs[r].GaveUp {
 			gave = append(gave, fmt.Sprintf("rank %d gave single copy up with %s (copy-in/copy-out measured from then on)", r, why))
 		}
+	}
+	if len(spec.Alternates) > 0 {
+		res.Label = "gotune " + alternateNames(spec.Alternates)
+		res.Alternates = outs[0].Alternates
+		if len(res.Alternates) != len(spec.Alternates) {
+			return Result{}, fmt.Errorf("rank 0 returned %d alternates' points for %d", len(res.Alternates), len(spec.Alternates))
+		}
+		for k := range res.Alternates {
+			warnAll(res.Alternates[k], gave)
+		}
+		tr.measuredAll(len(spec.Sizes))
+		return res, nil
 	}
 	if spec.Pattern.MultiRank() {
 		if res.Points, err = multiPoints(spec, times); err != nil {
