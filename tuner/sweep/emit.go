@@ -258,6 +258,7 @@ func (r *Runner) verify(path, hash string, sizes []int, first, required, trail i
 			r.meterPlan(stageVerify, len(cands))
 		}
 		next = round + 1
+		var trials []Trial
 		for _, c := range candidateOrder(cands, round) {
 			// The profile's path and hash are part of the auto candidate's
 			// options: a resumed sweep that re-emits an identical profile
@@ -277,19 +278,22 @@ func (r *Runner) verify(path, hash string, sizes []int, first, required, trail i
 				r.notes = append(r.notes, fmt.Sprintf("verify: the stored verification measured another profile than this one (%s); measure it with gotune verify %s", hash, path))
 				return next, nil
 			}
-			done, err := r.run(t, verifyOptional(round, first, required) || r.replayOnly)
-			if errors.Is(err, ErrBudget) {
-				return next, nil
-			}
-			if err != nil {
-				return next, err
-			}
-			if c.name == "auto" && !slices.Contains(r.verified, hash) {
+			trials = append(trials, t)
+		}
+		done, err := r.runTogether(trials, verifyOptional(round, first, required) || r.replayOnly)
+		for _, d := range done {
+			if d.Candidate == "auto" && !slices.Contains(r.verified, hash) {
 				r.verified = append(r.verified, hash)
 			}
-			if c.name == "auto" && done.Failed != "" {
-				return next, fmt.Errorf("the emitted profile failed in verification: %s", done.Failed)
+			if d.Candidate == "auto" && d.Failed != "" {
+				return next, fmt.Errorf("the emitted profile failed in verification: %s", d.Failed)
 			}
+		}
+		if errors.Is(err, ErrBudget) {
+			return next, nil
+		}
+		if err != nil {
+			return next, err
 		}
 	}
 	return next, nil

@@ -46,6 +46,10 @@ type Trial struct {
 	Stacks map[int]string `json:"stacks,omitempty"`
 	// Seconds is how long the trial took, for budget estimates.
 	Seconds float64 `json:"seconds"`
+	// Together says the trial ran side by side with the other candidates
+	// of its round in one pair of ranks (runTogether); Seconds is then
+	// its share of that run.
+	Together bool `json:"together,omitempty"`
 	// extra options reach the ranks but not the key (a profile's path:
 	// the run directory may move; its hash is in Options).
 	extra transports.Options
@@ -293,20 +297,8 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		return Trial{}, fmt.Errorf("tune: %s has no stored trial %s %s round %d (was the sweep finished? resume it with --resume %s)",
 			r.dir, t.Stage, t.Candidate, t.Round, r.dir)
 	}
-	keep := r.requiredAfter(t.Stage)
-	if t.Stage == stageVerify { // the reserve was kept for it
-		keep = 0
-	}
-	if optional && r.remaining() < keep {
-		if !r.overBudget {
-			r.overBudget = true
-			r.notes = append(r.notes, fmt.Sprintf("budget: optional rounds and bisection stopped at %s (%v left of %v)",
-				t.Stage, r.remaining().Round(time.Second), r.budget))
-		}
-		if err := r.recordBudgetStop(key); err != nil {
-			return Trial{}, err
-		}
-		return Trial{}, ErrBudget
+	if err := r.budgetFor(t, optional); err != nil {
+		return Trial{}, err
 	}
 	spec := bench.Spec{Transport: t.Transport, Options: t.Options.With(t.extra), Pattern: t.Pattern, Sizes: t.Sizes,
 		Reps: r.plan.Reps, Window: r.plan.window(t.Pattern), CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment, RepBytes: r.plan.repBytes(t.Pattern),
@@ -355,9 +347,38 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		t.Failed = stalled(t)
 	}
 	t.Seconds = time.Since(began).Seconds()
-	data, _ := json.Marshal(t) // plain data always encodes
-	if err := r.store.Append(store.Record{Key: key, Kind: "trial", Time: time.Now().UTC(), Data: data}); err != nil {
+	if err := r.keep(t); err != nil {
 		return Trial{}, err
+	}
+	return t, nil
+}
+
+// budgetFor is ErrBudget, recorded in the store, when an optional trial
+// t would eat into the time the stages after its own require.
+func (r *Runner) budgetFor(t Trial, optional bool) error {
+	keep := r.requiredAfter(t.Stage)
+	if t.Stage == stageVerify { // the reserve was kept for it
+		keep = 0
+	}
+	if !optional || r.remaining() >= keep {
+		return nil
+	}
+	if !r.overBudget {
+		r.overBudget = true
+		r.notes = append(r.notes, fmt.Sprintf("budget: optional rounds and bisection stopped at %s (%v left of %v)",
+			t.Stage, r.remaining().Round(time.Second), r.budget))
+	}
+	if err := r.recordBudgetStop(t.key()); err != nil {
+		return err
+	}
+	return ErrBudget
+}
+
+// keep appends a measured trial to the store and the run, and says so.
+func (r *Runner) keep(t Trial) error {
+	data, _ := json.Marshal(t) // plain data always encodes
+	if err := r.store.Append(store.Record{Key: t.key(), Kind: "trial", Time: time.Now().UTC(), Data: data}); err != nil {
+		return err
 	}
 	r.measured++
 	r.trials = append(r.trials, t)
@@ -367,7 +388,7 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 	}
 	fmt.Fprintf(r.progress, "[%s] %s\n", fmtElapsed(time.Since(r.start)), trialLine(t, status))
 	r.meterDone(t, false, status)
-	return t, nil
+	return nil
 }
 
 func fmtElapsed(d time.Duration) string {

@@ -200,27 +200,32 @@ func verifyEmitted(t *testing.T, out, sweepDir, path string) {
 	plan := tinyPlan()
 	plan.VerifySizes, plan.VerifyRounds = mustSizes("1K,64K"), 2
 	var jobs atomic.Int32
-	killThird := launch.Hooks{Stderr: ioDiscard{}, Started: func(pids []int) {
-		if k := jobs.Add(1); k == 3 || k == 4 { // the trial and its retry
+	// A round's candidates run side by side in one job (runTogether): a
+	// rank of the second round's killed from outside stops the run.
+	killSecond := launch.Hooks{Stderr: ioDiscard{}, Started: func(pids []int) {
+		if jobs.Add(1) == 2 {
 			syscall.Kill(pids[1], syscall.SIGKILL)
 		}
 	}}
-	_, err := Verify(context.Background(), Config{Plan: plan, Out: out, Hooks: killThird}, path, "")
+	_, err := Verify(context.Background(), Config{Plan: plan, Out: out, Hooks: killSecond}, path, "")
 	if err == nil || !strings.Contains(err.Error(), "--resume") {
-		t.Fatalf("a verification trial whose rank was killed twice: err = %v, want one that says how to resume", err)
+		t.Fatalf("a verification round whose rank was killed: err = %v, want one that says how to resume", err)
 	}
 	dir := strings.TrimSuffix(err.Error()[strings.LastIndex(err.Error(), "--resume ")+len("--resume "):], ")")
-	if done := storedKeys(t, dir); len(done) != 2 {
-		t.Fatalf("%s: %d trials stored before the kill, want 2", dir, len(done))
+	if done := storedKeys(t, dir); len(done) != 3 {
+		t.Fatalf("%s: %d trials stored before the kill, want 3 (the first round's)", dir, len(done))
 	}
 	res, err := Verify(context.Background(), Config{Resume: dir}, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Reused != 2 || res.Measured != 4 { // auto, cma and sm, two rounds
-		t.Fatalf("resumed verification: %d reused, %d measured; want 2 and 4", res.Reused, res.Measured)
+	if res.Reused != 3 || res.Measured != 3 { // auto, cma and sm, two rounds
+		t.Fatalf("resumed verification: %d reused, %d measured; want 3 and 3", res.Reused, res.Measured)
 	}
 	storedKeys(t, dir) // fails on a trial stored twice
+	if m, _ := os.ReadFile(filepath.Join(dir, MeasurementsFile)); strings.Count(string(m), `"together":true`) != 6 {
+		t.Errorf("%d of 6 trials measured side by side, want all", strings.Count(string(m), `"together":true`))
+	}
 	summary, _ := os.ReadFile(filepath.Join(dir, SummaryFile))
 	for _, want := range []string{"gotune verify", path, "2 interleaved rounds", "geomean auto/sm"} {
 		if !strings.Contains(string(summary), want) {
