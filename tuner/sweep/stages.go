@@ -137,18 +137,20 @@ func (r *Runner) measureOn(stage string, cands []candidate, patterns []bench.Pat
 func (r *Runner) measureRounds(stage string, cands []candidate, patterns []bench.Pattern, sizes []int, first, last, required int, tg *TrialGPU) error {
 	r.meterPlan(stage, (last-first+1)*len(cands)*len(patterns))
 	for round := first; round <= last; round++ {
-		for _, c := range candidateOrder(cands, round) {
-			if tg != nil && failedWhy(r.trials, stage, c.name) != "" {
-				continue
+		for _, pattern := range patterns {
+			var trials []Trial
+			for _, c := range candidateOrder(cands, round) {
+				if tg != nil && failedWhy(r.trials, stage, c.name) != "" {
+					continue
+				}
+				trials = append(trials, r.stageTrial(stage, c, pattern, sizes, round, tg))
 			}
-			for _, pattern := range patterns {
-				_, err := r.run(r.stageTrial(stage, c, pattern, sizes, round, tg), round > required)
-				if errors.Is(err, ErrBudget) {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
+			_, err := r.runTogether(trials, round > required)
+			if errors.Is(err, ErrBudget) {
+				return nil
+			}
+			if err != nil {
+				return err
 			}
 		}
 	}
@@ -727,14 +729,13 @@ func (r *Runner) measureRound(stage string, cands []candidate, sizes []int, roun
 		return cmp.Or(err, ErrBudget)
 	}
 	r.meterPlan(stage, len(cands))
+	var trials []Trial
 	for _, c := range candidateOrder(cands, round) {
-		_, err := r.run(Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
-			Pattern: bench.Bandwidth, Sizes: sizes, Round: round}, true)
-		if err != nil {
-			return err
-		}
+		trials = append(trials, Trial{Stage: stage, Candidate: c.name, Transport: c.transport, Options: c.opts,
+			Pattern: bench.Bandwidth, Sizes: sizes, Round: round})
 	}
-	return nil
+	_, err := r.runTogether(trials, true)
+	return err
 }
 
 // progressMode probes H8 on polling progress: a hazard there means the

@@ -6,9 +6,10 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/transports/hostmem"
 )
 
-// runTogether measures the trials of one verification round side by side
+// runTogether measures the trials of one round side by side
 // in one pair of ranks (bench.Spec.Alternates): each repetition of a size
 // runs once through every candidate, in turn. Compared in pairs of their
 // own, two candidates also differ by the streaming mode each fresh pair
@@ -22,7 +23,7 @@ func (r *Runner) runTogether(ts []Trial, optional bool) ([]Trial, error) {
 	for _, t := range ts {
 		stored = stored || r.store.Has(t.key()) || r.store.Has(budgetStopKey(t.key()))
 	}
-	if stored || r.replayOnly || len(ts) < 2 {
+	if stored || r.replayOnly || len(ts) < 2 || !sideBySide(ts) {
 		return r.runEach(ts, optional)
 	}
 	for _, t := range ts {
@@ -56,6 +57,22 @@ func (r *Runner) runTogether(ts []Trial, optional bool) ([]Trial, error) {
 		out[i] = t
 	}
 	return out, nil
+}
+
+// sideBySide says whether trials can share a pair of ranks: a pair's
+// pattern on host buffers within a node, none of them setting the
+// allocator (the alternates share one arena of buffers, whose settings
+// are the job's).
+func sideBySide(ts []Trial) bool {
+	for _, t := range ts {
+		if t.GPU != nil || t.Nodes > 1 || t.Ranks > 2 || t.Pattern.MultiRank() || t.Pattern == bench.AllocChurn {
+			return false
+		}
+		if own, _, err := hostmem.SplitOptions(t.Options.With(t.extra)); err != nil || len(own) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // runEach runs the trials one after another, each in its own pair.
