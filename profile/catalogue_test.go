@@ -127,7 +127,7 @@ func TestCheckedInCatalogue(t *testing.T) {
 		host Host
 		want string
 	}{
-		{Host{"vm", "AMD EPYC", 2}, "vm"},
+		{Host{"vm", "Intel(R) Xeon(R) Processor", 2}, "vm"},
 		{Host{"vm", "Intel(R) Xeon(R) Processor", 16}, "cpu-h200"},
 		{Host{"vm", "Intel(R) Xeon(R) Processor", 32}, "gpu-h200x2"},
 	} {
