@@ -19,6 +19,7 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/hostinfo"
+	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 )
 
@@ -229,7 +230,7 @@ func Run(ctx context.Context, s Stack, binary string, spec bench.Spec) (bench.Re
 	args := append([]string{"-np", strconv.Itoa(s.ranks())}, s.Args...)
 	args = append(args, binary, string(spec.Pattern), strings.Join(sizes, ","),
 		strconv.Itoa(spec.Reps), strconv.Itoa(spec.Iters), strconv.Itoa(spec.Warmup), strconv.Itoa(spec.Window), validate)
-	report, err := os.CreateTemp("", "gotune-anchor-report-")
+	report, err := launch.TempFile("anchor") // named for this process: the next launch removes it if gotune is killed
 	if err != nil {
 		return bench.Result{}, fmt.Errorf("run anchor through %s: %w", s.Name, err)
 	}

@@ -789,20 +789,29 @@ func SegmentLauncher(name string) (pid int, ok bool) {
 // the temporary directory, followed by the launcher's pid and a dash.
 const bootDirPrefix = "gotune-boot-"
 
-// pidDirKinds name the temporary directories gotune makes with its pid in
-// the name (gotune-KIND-PID-...): a launcher's bootstrap, and the scratch
-// of gotune stacks and anchors.
-var pidDirKinds = []string{"boot", "stacks", "anchor"}
+// pidDirKinds name the temporary directories and files gotune makes with
+// its pid in the name (gotune-KIND-PID-...): a launcher's bootstrap, the
+// scratch of gotune stacks and anchors, of a sweep's stack tuning and of
+// gotune check, and the reference benchmark's report files.
+var pidDirKinds = []string{"boot", "stacks", "anchor", "stack", "check"}
 
 // TempDir makes a temporary directory named for kind (one of pidDirKinds)
 // and this process, so that the next launch on the node removes it if the
 // process is killed before it can.
 func TempDir(kind string) (string, error) {
-	return os.MkdirTemp("", "gotune-"+kind+"-"+strconv.Itoa(os.Getpid())+"-")
+	return os.MkdirTemp("", tempPrefix(kind))
 }
 
-// RemoveStaleBootDirs deletes the temporary directories (bootstrap, stacks
-// and anchors scratch) of gotune processes that no longer exist (killed
+// TempFile is TempDir's file: created, open, named for kind and this
+// process.
+func TempFile(kind string) (*os.File, error) {
+	return os.CreateTemp("", tempPrefix(kind))
+}
+
+func tempPrefix(kind string) string { return "gotune-" + kind + "-" + strconv.Itoa(os.Getpid()) + "-" }
+
+// RemoveStaleBootDirs deletes the temporary directories and files
+// (TempDir, TempFile) of gotune processes that no longer exist (killed
 // before they could remove their own) and returns the paths removed.
 func RemoveStaleBootDirs() []string {
 	entries, err := os.ReadDir(os.TempDir())
@@ -811,9 +820,6 @@ func RemoveStaleBootDirs() []string {
 	}
 	var removed []string
 	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
 		for _, kind := range pidDirKinds {
 			name, ok := strings.CutPrefix(e.Name(), "gotune-"+kind+"-")
 			if !ok {

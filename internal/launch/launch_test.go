@@ -403,10 +403,22 @@ func TestStaleBootDirsOfDeadLaunchersAreRemoved(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if removed := RemoveStaleBootDirs(); len(removed) != 2 || !slices.Contains(removed, stale) || !slices.Contains(removed, staleStacks) {
-		t.Errorf("removed %v, want only %s and %s", removed, stale, staleStacks)
+	// A file of a dead process (the reference benchmark's report, say)
+	// goes too; a live one's stays.
+	staleFile := filepath.Join(tmp, fmt.Sprintf("gotune-anchor-%d-555", dead.Process.Pid))
+	liveFile, err := TempFile("anchor")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, d := range []string{live, other} {
+	liveFile.Close()
+	if err := os.WriteFile(staleFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removed := RemoveStaleBootDirs()
+	if len(removed) != 3 || !slices.Contains(removed, stale) || !slices.Contains(removed, staleStacks) || !slices.Contains(removed, staleFile) {
+		t.Errorf("removed %v, want only %s, %s and %s", removed, stale, staleStacks, staleFile)
+	}
+	for _, d := range []string{live, other, liveFile.Name()} {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s removed: %v", d, err)
 		}

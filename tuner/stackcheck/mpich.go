@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gotune/gotune/internal/launch"
 )
 
 //go:embed csrc/cvars.c
@@ -87,7 +89,7 @@ func buildCvars(ctx context.Context, dir string, env []string) (string, error) {
 // environment (as `set -a; . mpich.env` puts them there) and without them,
 // and judges.
 func checkMPICH(ctx context.Context, p *Parsed, env []string) (*Report, error) {
-	dir, err := os.MkdirTemp("", "gotune-check-mpich-")
+	dir, err := launch.TempDir("check")
 	if err != nil {
 		return nil, err
 	}

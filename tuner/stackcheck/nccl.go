@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports/nccl"
 )
@@ -114,7 +115,7 @@ var runNCCL = func(ctx context.Context, env []string, dir string) (string, error
 // all_reduce) with NCCL's log on, FILE named by NCCL_CONF_FILE as users
 // load it, and judges each line by what NCCL logged it read.
 func checkNCCL(ctx context.Context, p *Parsed, env []string) (*Report, error) {
-	dir, err := os.MkdirTemp("", "gotune-check-nccl-")
+	dir, err := launch.TempDir("check")
 	if err != nil {
 		return nil, err
 	}

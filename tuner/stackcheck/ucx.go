@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gotune/gotune/internal/launch"
 )
 
 // ucxConfig is ucx_info -v -c -a: the version and every configuration
@@ -98,7 +100,7 @@ func ucxConfigFiles(env map[string]string, cwd string) []string {
 // ucx_info -e -u t with the file's lines in the environment, for UCX's own
 // word on names it does not know; then judges.
 func checkUCX(ctx context.Context, p *Parsed, env []string) (*Report, error) {
-	dir, err := os.MkdirTemp("", "gotune-check-ucx-")
+	dir, err := launch.TempDir("check")
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/bench/mpistack"
+	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/profile/native"
 	"github.com/gotune/gotune/tuner/stack"
@@ -92,7 +93,7 @@ func (r *Runner) stackStages() ([]StackOutcome, error) {
 // tuneStack measures one stack's parameters through itself, then runs the
 // stack hazards on the chosen values; values that fail them are dropped.
 func (r *Runner) tuneStack(name string) (StackOutcome, error) {
-	dir, err := os.MkdirTemp("", "gotune-stack-")
+	dir, err := launch.TempDir("stack") // named for this process: the next launch removes it if the sweep is killed
 	if err != nil {
 		return StackOutcome{}, fmt.Errorf("stack %s: %w", name, err)
 	}
