@@ -73,11 +73,14 @@ var kinds = []struct {
 	{"bench auto: its profile replaced mid-start", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.profileFault(rng, rec) }},
 	{"bench: SIGSTOP the command, then SIGCONT", 2, func(c *campaign, rng *rand.Rand, rec *record) { c.benchPauseFault(rng, rec) }},
 	{"stacks: kill -9 an Open MPI rank", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.stacksFault(rng, rec) }},
+	{"sweep --stack: kill -9 the command amid mpirun, then --resume", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.sweepStackFault(rng, rec) }},
 }
 
 // shortForm is how many kinds the short form runs, once each, in the
-// order of kinds: all but the stacks kind, whose run, when Open MPI's
-// mpirun hangs on a killed rank, lasts mpistack.LaunchBound (5 minutes).
+// order of kinds: all but the two with Open MPI, the stacks kind, whose
+// run, when Open MPI's mpirun hangs on a killed rank, lasts
+// mpistack.LaunchBound (5 minutes), and the sweep's stack tuning, which
+// takes minutes on 2 cores.
 const shortForm = 8
 
 // TestFaultCampaign runs GOTUNE_FAULT_RUNS faults (the short form: one of
@@ -352,29 +355,62 @@ func (c *campaign) fault(rng *rand.Rand, rec *record, args []string, sig syscall
 // sweepFault runs a small sweep, kills it at a random moment, resumes it,
 // and checks that gotune tune re-emits the profile the resumed run wrote.
 func (c *campaign) sweepFault(rng *rand.Rand, rec *record) {
+	c.sweepKilled(rng, rec, "")
+}
+
+// sweepStackFault is sweepFault with the stack tuner of Open MPI in the
+// sweep, killed while a launcher run of it has ranks up (mpirun and the
+// reference benchmark's ranks: they must go with the sweep).
+func (c *campaign) sweepStackFault(rng *rand.Rand, rec *record) {
+	if _, err := exec.LookPath("mpirun.openmpi"); err != nil {
+		rec.Outcome = "skipped: no mpirun.openmpi"
+		return
+	}
+	c.sweepKilled(rng, rec, "openmpi")
+}
+
+// stackPlan cuts a stack's tuning to what a fault run affords.
+const stackPlan = `stack_rounds: 4
+stack_iters: 5
+`
+
+// sweepKilled kills a small sweep (tuning stack too, unless "") at a
+// random moment, resumes it and checks what it emits against tune.
+func (c *campaign) sweepKilled(rng *rand.Rand, rec *record, stack string) {
 	dir := c.t.TempDir()
 	plan := filepath.Join(dir, "plan.yaml")
-	if err := os.WriteFile(plan, []byte(smallPlan), 0o644); err != nil {
+	args := []string{"sweep", "--plan", plan, "--out", filepath.Join(dir, "results"), "--no-report", "-q"}
+	text := smallPlan
+	if stack != "" {
+		text += stackPlan
+		args = append(args, "--stack", stack)
+	}
+	if err := os.WriteFile(plan, []byte(text), 0o644); err != nil {
 		rec.Problem = err.Error()
 		return
 	}
 	out := filepath.Join(dir, "results")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	var stderr bytes.Buffer
-	cmd := c.start(ctx, &stderr, "sweep", "--plan", plan, "--out", out, "--no-report", "-q")
+	cmd := c.start(ctx, &stderr, args...)
 	if cmd == nil {
 		rec.Problem = "could not start gotune"
 		return
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	delay := time.Duration(rng.Int64N(int64(12 * time.Second))) // the sweep takes 10-15 s here
+	// Without a stack the sweep takes 10-15 s here; with one, the kill
+	// comes within 3 s of the first moment a launcher run has ranks up.
+	delay := time.Duration(rng.Int64N(int64(12 * time.Second)))
+	if stack != "" {
+		delay = time.Duration(rng.Int64N(int64(3 * time.Second)))
+	}
 	rec.DelayMS, rec.Signal = int(delay/time.Millisecond), "SIGKILL"
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(delay):
+	case <-c.after(cmd.Process.Pid, stack != "", delay):
 		rec.Target = c.signal(rng, cmd.Process.Pid, syscall.SIGKILL, true, nil)
 		err = <-done
 	}
@@ -421,6 +457,31 @@ func (c *campaign) sweepFault(rng *rand.Rand, rec *record) {
 		return
 	}
 	rec.Outcome += "; tune re-emitted the same profile"
+	if stack != "" {
+		if _, err := os.Stat(filepath.Join(runs[0], "native", "openmpi-mca-params.conf")); err != nil {
+			rec.Problem = "no Open MPI file after the resume: " + err.Error()
+		}
+	}
+}
+
+// after fires delay after the sweep pid starts, or, with ranks, delay
+// after a launcher run of its first has the reference benchmark's ranks
+// up (polled; never if none comes).
+func (c *campaign) after(pid int, ranks bool, delay time.Duration) <-chan time.Time {
+	if !ranks {
+		return time.After(delay)
+	}
+	fire := make(chan time.Time, 1)
+	go func() {
+		for len(c.anchors(pid)) == 0 {
+			if state(pid) == '?' || state(pid) == 'Z' {
+				return // the sweep ended first
+			}
+			time.Sleep(20 * time.Millisecond) // polling for the ranks to appear, not a synchronisation
+		}
+		fire <- <-time.After(delay)
+	}()
+	return fire
 }
 
 // profileFault starts gotune bench -t auto with a profile and, at a
