@@ -21,13 +21,14 @@ func newVerify() *cobra.Command {
 with PROFILE beside every single transport of the quick plan with its
 defaults (over a fragment ring the node affords at the profile's ranks per
 node, and with the profile's progress thread where it has one), in
-interleaved rounds of fresh rank processes, and prints per size the ratio of
+rounds, each one fresh pair of rank processes running every candidate side
+by side, a repetition of each in turn, and prints per size the ratio of
 medians, the median of per-round ratios (paired) and the paired
 test of the best single transport against it (per-round ratios, the noise
 pooled over nearby sizes). With --against PROFILE_B it measures PROFILE beside
 PROFILE_B instead (both through --transport auto): whether two sweeps of one
-node decided alike, size by size. Every trial opens with
-one discarded point (--settle), as in gotune anchors. Use it to re-check a
+node decided alike, size by size. Every round opens with
+one discarded point (--settle) per candidate, as in gotune anchors. Use it to re-check a
 checked-in profile on a node, or to gather more rounds than a sweep's five.
 The run goes to OUT/<host>/<run-id>/ (meta.json, measurements.jsonl,
 measurements.bench, summary); a killed run continues with --resume DIR, whose
