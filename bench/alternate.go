@@ -2,8 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -26,23 +24,24 @@ type Alternate struct {
 // page boundary, so that no two share a page.
 const regionAlign = 2 << 20
 
-// alternateRegions is where each alternate's part of a job's segment
-// begins (and, last, the segment's size): each part is what its
-// transport declares for ranks ranks under its options.
-func alternateRegions(ranks int, alts []Alternate) (offsets []int, total int, err error) {
+// alternateRegions are the bounds of each alternate's part of a job's
+// segment: part i is [bounds[i], bounds[i+1]), what its transport
+// declares for ranks ranks under its options, and the last bound is the
+// segment's size.
+func alternateRegions(ranks int, alts []Alternate) (bounds []int, err error) {
+	bounds = []int{0}
 	for _, a := range alts {
 		d, err := transports.Lookup(a.Transport)
 		if err != nil {
-			return nil, 0, fmt.Errorf("alternate %s: %w", a.Name, err)
+			return nil, fmt.Errorf("alternate %s: %w", a.Name, err)
 		}
 		n, err := d.SharedBytes(ranks, a.Options)
 		if err != nil {
-			return nil, 0, fmt.Errorf("alternate %s: %w", a.Name, err)
+			return nil, fmt.Errorf("alternate %s: %w", a.Name, err)
 		}
-		offsets = append(offsets, total)
-		total += (n + regionAlign - 1) / regionAlign * regionAlign
+		bounds = append(bounds, bounds[len(bounds)-1]+(n+regionAlign-1)/regionAlign*regionAlign)
 	}
-	return offsets, total, nil
+	return bounds, nil
 }
 
 // alternateNames lists the alternates' names, as a label.
@@ -89,11 +88,11 @@ func (s *Spec) normalizeAlternates() error {
 // transport opened in its own part of the segment, one arena of buffers
 // for all (the same pages under every alternate), then the sizes.
 func rankAlternates(r *launch.Rank, spec Spec, st *stepper) (any, error) {
-	offsets, total, err := alternateRegions(r.Size, spec.Alternates)
+	bounds, err := alternateRegions(r.Size, spec.Alternates)
 	if err != nil {
 		return nil, err
 	}
-	if len(r.Segment) < total {
+	if total := bounds[len(bounds)-1]; len(r.Segment) < total {
 		return nil, fmt.Errorf("alternates: segment of %d bytes, need %d", len(r.Segment), total)
 	}
 	ts := make([]transports.Transport, 0, len(spec.Alternates))
@@ -111,11 +110,7 @@ func rankAlternates(r *launch.Rank, spec Spec, st *stepper) (any, error) {
 	}
 	for i, a := range spec.Alternates {
 		st.start("starting transport %s (alternate %s)", a.Transport, a.Name)
-		end := total
-		if i+1 < len(offsets) {
-			end = offsets[i+1]
-		}
-		t, err := openIn(r, a.Transport, a.Options, r.Segment[offsets[i]:end:end])
+		t, err := openIn(r, a.Transport, a.Options, r.Segment[bounds[i]:bounds[i+1]:bounds[i+1]])
 		if err != nil {
 			return nil, release(fmt.Errorf("alternate %s: %w", a.Name, err))
 		}
@@ -130,9 +125,7 @@ func rankAlternates(r *launch.Rank, spec Spec, st *stepper) (any, error) {
 	for _, t := range ts {
 		unhooks = append(unhooks, a.hookInvalidation(t))
 	}
-	runtime.GC() // as rankMain: the collector stays out of the timed regions
-	debug.SetGCPercent(-1)
-	debug.SetMemoryLimit(rankMemoryLimit)
+	holdCollector()
 	var out rankOutput
 	points, err := measureAlternating(ts, spec, r.ID, a, r.Beat, st)
 	if r.ID == 0 {
@@ -152,13 +145,9 @@ func rankAlternates(r *launch.Rank, spec Spec, st *stepper) (any, error) {
 // k mod len(ts), so that each runs first, and after each other, alike.
 // The points carry the repetitions' values only (no per-iteration pass).
 func measureAlternating(ts []transports.Transport, spec Spec, rank int, a *arena, beat func(), st *stepper) ([][]Point, error) {
-	if spec.Settle > 0 {
-		st.start("running the unreported settling pass of %s at %s", spec.Pattern, transports.FormatSize(spec.Settle))
-		for i, t := range ts {
-			beat()
-			if err := newLoop(t, rank, spec, spec.Settle, a).settle(); err != nil {
-				return nil, fmt.Errorf("alternate %s: settling pass of %d bytes: %w", spec.Alternates[i].Name, spec.Settle, err)
-			}
+	for i, t := range ts {
+		if err := settlePass(t, rank, spec, a, beat, st); err != nil {
+			return nil, fmt.Errorf("alternate %s: %w", spec.Alternates[i].Name, err)
 		}
 	}
 	out := make([][]Point, len(ts))
@@ -181,13 +170,7 @@ func measureAlternating(ts []transports.Transport, spec Spec, rank int, a *arena
 			}
 		}
 		for i, l := range loops {
-			samples := make([]float64, len(elapsed[i]))
-			for k, ns := range elapsed[i] {
-				samples[k] = l.value(ns, l.iters)
-			}
-			p := Summarize(size, l.pattern.Unit(), samples, nil)
-			p.Iters, p.Warmup, p.Validated = l.iters, l.warmup, l.validate
-			out[i] = append(out[i], p)
+			out[i] = append(out[i], l.point(elapsed[i], nil))
 		}
 	}
 	return out, nil

@@ -285,8 +285,8 @@ func (l *loop) allToAllSlot(bufs [][]byte, i, k int) []byte {
 	switch {
 	case scattered(l.size):
 		return b[(k-1)*l.size : k*l.size]
-	case l.stepPeers() > 1: // the block's steps side by side
-		j := (k - 1) % l.stepPeers()
+	case l.peers > 1: // the block's steps side by side (stepPeers)
+		j := (k - 1) % l.peers
 		return b[j*l.size : (j+1)*l.size]
 	}
 	return bufs[(i*(l.ranks-1)+k-1)%len(bufs)]

@@ -592,18 +592,27 @@ func measureAll(t transports.Transport, rank int, spec Spec, a *arena, beat func
 // eachSize runs the settling pass, if the spec has one, then f with the
 // loop of each size in turn, announcing each on st.
 func eachSize(t transports.Transport, rank int, spec Spec, a *arena, beat func(), st *stepper, f func(*loop) error) error {
-	if spec.Settle > 0 {
-		st.start("running the unreported settling pass of %s at %s", spec.Pattern, transports.FormatSize(spec.Settle))
-		beat()
-		if err := newLoop(t, rank, spec, spec.Settle, a).settle(); err != nil {
-			return fmt.Errorf("settling pass of %d bytes: %w", spec.Settle, err)
-		}
+	if err := settlePass(t, rank, spec, a, beat, st); err != nil {
+		return err
 	}
 	for i, size := range spec.Sizes {
 		st.measure(spec, i)
 		if err := f(newLoop(t, rank, spec, size, a)); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// settlePass runs spec's settling pass through t, if it has one.
+func settlePass(t transports.Transport, rank int, spec Spec, a *arena, beat func(), st *stepper) error {
+	if spec.Settle <= 0 {
+		return nil
+	}
+	st.start("running the unreported settling pass of %s at %s", spec.Pattern, transports.FormatSize(spec.Settle))
+	beat()
+	if err := newLoop(t, rank, spec, spec.Settle, a).settle(); err != nil {
+		return fmt.Errorf("settling pass of %d bytes: %w", spec.Settle, err)
 	}
 	return nil
 }
@@ -662,15 +671,23 @@ func (l *loop) passes(reps int, beat func()) ([]int64, error) {
 	return elapsed, err
 }
 
+// point summarizes the timed passes' elapsed nanoseconds (and the
+// distribution pass's per-iteration values, if any) as the size's point.
+func (l *loop) point(elapsed []int64, perIter []float64) Point {
+	samples := make([]float64, len(elapsed))
+	for i, ns := range elapsed {
+		samples[i] = l.value(ns, l.iters)
+	}
+	p := Summarize(l.size, l.pattern.Unit(), samples, perIter)
+	p.Iters, p.Warmup, p.Validated = l.iters, l.warmup, l.validate
+	return p
+}
+
 func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
 	late := l.load.lateCount()
 	elapsed, err := l.passes(reps, beat)
 	if err != nil {
 		return Point{}, err
-	}
-	samples := make([]float64, 0, reps)
-	for _, ns := range elapsed {
-		samples = append(samples, l.value(ns, l.iters))
 	}
 	var perIter []float64
 	if l.rank == 0 {
@@ -679,8 +696,7 @@ func (l *loop) measure(reps int, clockNS int64, beat func()) (Point, error) {
 			perIter[k] = l.value(max(ns-clockNS, 1), 1)
 		}
 	}
-	p := Summarize(l.size, l.pattern.Unit(), samples, perIter)
-	p.Iters, p.Warmup, p.Validated = l.iters, l.warmup, l.validate
+	p := l.point(elapsed, perIter)
 	if l.steps {
 		// A step that waited half the kernel's life or more waited for the
 		// kernel to end: the path stalls beside it. (A path that only slows

@@ -73,13 +73,7 @@ func rankMain(r *launch.Rank) (any, error) {
 	}
 	defer a.free() // after the transport's Close, before the device's
 	unhook := a.hookInvalidation(t)
-	// Message buffers are off-heap and the loops themselves allocate
-	// nothing: keep the collector out of the timed regions. Transports may
-	// still allocate (early arrivals, say); the limit lets the collector
-	// run rather than the rank run out of memory.
-	runtime.GC()
-	debug.SetGCPercent(-1)
-	debug.SetMemoryLimit(rankMemoryLimit)
+	holdCollector()
 	var out rankOutput
 	if spec.Pattern.MultiRank() {
 		out.Times, err = measureMulti(t, r.ID, spec, a, r.Beat, st)
@@ -95,6 +89,16 @@ func rankMain(r *launch.Rank) (any, error) {
 		out.Rank = &info
 	}
 	return out, err
+}
+
+// holdCollector keeps the collector out of the timed regions: message
+// buffers are off-heap and the loops allocate nothing. Transports may
+// still allocate (early arrivals, say); the limit lets the collector run
+// rather than the rank run out of memory.
+func holdCollector() {
+	runtime.GC()
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(rankMemoryLimit)
 }
 
 // gaveUp lists the peers t gave single copy up with, and why ("rank 1:
@@ -270,10 +274,18 @@ func Run(ctx context.Context, spec Spec, stall time.Duration, hooks launch.Hooks
 	if err := checkGPUs(&spec); err != nil {
 		return Result{}, tr.explain(err)
 	}
-	d, _ := transports.Lookup(spec.Transport)
-	seg, err := d.SharedBytes(ranks, spec.Options)
+	var (
+		seg int
+		err error
+	)
 	if len(spec.Alternates) > 0 {
-		_, seg, err = alternateRegions(ranks, spec.Alternates)
+		var bounds []int
+		if bounds, err = alternateRegions(ranks, spec.Alternates); err == nil {
+			seg = bounds[len(bounds)-1]
+		}
+	} else {
+		d, _ := transports.Lookup(spec.Transport)
+		seg, err = d.SharedBytes(ranks, spec.Options)
 	}
 	if err != nil {
 		return Result{}, err

@@ -14,19 +14,8 @@ import (
 // that Wait completes. Its buffers must be GPU-addressable: a collective
 // is not staged.
 func (t *Transport) Collective(op transports.CollOp, send, recv []byte, root int) (transports.Request, error) {
-	if t.closed {
-		return nil, fmt.Errorf("nccl: transport closed")
-	}
-	if err := t.launch(); err != nil {
+	if err := t.collStart(op, send, recv); err != nil {
 		return nil, err
-	}
-	if err := t.collLengths(op, len(send), len(recv)); err != nil {
-		return nil, err
-	}
-	for _, b := range [][]byte{send, recv} {
-		if err := gpuAddressable(b); err != nil {
-			return nil, fmt.Errorf("nccl: %s: %w", op, err)
-		}
 	}
 	s, r := addrOf(send), addrOf(recv)
 	stream := t.stream.Handle()
@@ -53,6 +42,27 @@ func (t *Transport) Collective(op transports.CollOp, send, recv []byte, root int
 		return nil, err
 	}
 	return q, nil
+}
+
+// collStart readies a collective op of send into recv: the transport
+// open, point-to-point work queued before it launched, the buffers' lengths
+// as the contract says and GPU-addressable.
+func (t *Transport) collStart(op transports.CollOp, send, recv []byte) error {
+	if t.closed {
+		return fmt.Errorf("nccl: transport closed")
+	}
+	if err := t.launch(); err != nil {
+		return err
+	}
+	if err := t.collLengths(op, len(send), len(recv)); err != nil {
+		return err
+	}
+	for _, b := range [][]byte{send, recv} {
+		if err := gpuAddressable(b); err != nil {
+			return fmt.Errorf("nccl: %s: %w", op, err)
+		}
+	}
+	return nil
 }
 
 func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

@@ -15,18 +15,7 @@ import (
 // CUDA graphs hands NCCL. Nothing runs while it records; what was queued
 // before is completed first, since a capture must not wait on it.
 func (t *Transport) CaptureAllReduce(send, recv []byte, calls int) (*cuda.GraphExec, error) {
-	if t.closed {
-		return nil, fmt.Errorf("nccl: transport closed")
-	}
-	if err := t.collLengths(transports.AllReduce, len(send), len(recv)); err != nil {
-		return nil, err
-	}
-	for _, b := range [][]byte{send, recv} {
-		if err := gpuAddressable(b); err != nil {
-			return nil, fmt.Errorf("nccl: allreduce: %w", err)
-		}
-	}
-	if err := t.launch(); err != nil {
+	if err := t.collStart(transports.AllReduce, send, recv); err != nil {
 		return nil, err
 	}
 	for len(t.q.launched) > 0 {

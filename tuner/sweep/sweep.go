@@ -300,9 +300,8 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 	if err := r.budgetFor(t, optional); err != nil {
 		return Trial{}, err
 	}
-	spec := bench.Spec{Transport: t.Transport, Options: t.Options.With(t.extra), Pattern: t.Pattern, Sizes: t.Sizes,
-		Reps: r.plan.Reps, Window: r.plan.window(t.Pattern), CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment, RepBytes: r.plan.repBytes(t.Pattern),
-		Nodes: t.Nodes}
+	spec := r.pairSpec(t)
+	spec.Transport, spec.Options, spec.Nodes = t.Transport, t.Options.With(t.extra), t.Nodes
 	if t.Ranks > 2 {
 		spec.Ranks, spec.CPUs = t.Ranks, bench.PlaceRanks(t.Ranks)
 	}
@@ -351,6 +350,13 @@ func (r *Runner) run(t Trial, optional bool) (Trial, error) {
 		return Trial{}, err
 	}
 	return t, nil
+}
+
+// pairSpec is the plan's benchmark of t's pattern and sizes on a pair of
+// ranks, its transport still to be set.
+func (r *Runner) pairSpec(t Trial) bench.Spec {
+	return bench.Spec{Pattern: t.Pattern, Sizes: t.Sizes, Reps: r.plan.Reps, Window: r.plan.window(t.Pattern),
+		CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment, RepBytes: r.plan.repBytes(t.Pattern)}
 }
 
 // budgetFor is ErrBudget, recorded in the store, when an optional trial

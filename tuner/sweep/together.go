@@ -26,14 +26,14 @@ func (r *Runner) runTogether(ts []Trial, optional bool) ([]Trial, error) {
 	if stored || r.replayOnly || len(ts) < 2 || !sideBySide(ts) {
 		return r.runEach(ts, optional)
 	}
-	for _, t := range ts {
-		if err := r.budgetFor(t, optional); err != nil {
-			return nil, err
-		}
-	}
 	first := ts[0]
-	spec := bench.Spec{Pattern: first.Pattern, Sizes: first.Sizes, Reps: r.plan.Reps, Window: r.plan.window(first.Pattern),
-		CPUs: bench.DefaultCPUs(2), Backend: r.plan.Segment, RepBytes: r.plan.repBytes(first.Pattern), Settle: int(r.plan.Settle)}
+	// The round's trials share stage and budget: the first's stop, stored,
+	// sends a replay trial by trial to the same stop.
+	if err := r.budgetFor(first, optional); err != nil {
+		return nil, err
+	}
+	spec := r.pairSpec(first)
+	spec.Settle = int(r.plan.Settle)
 	for _, t := range ts {
 		spec.Alternates = append(spec.Alternates, bench.Alternate{Name: t.Candidate, Transport: t.Transport, Options: t.Options.With(t.extra)})
 	}
