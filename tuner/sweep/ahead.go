@@ -126,17 +126,35 @@ const latencyTripBytes = 10 << 10
 
 // pace prices trials from this run's own: a host trial costs a fixed
 // start (rank processes, bootstrap, the settling pass) plus seconds per
-// byte of trialWork; alloc trials (allocation churn) and GPU trials keep
-// their own. One rate per byte alone overprices every large trial from a
-// run's first, small ones, whose time is mostly the start: on the device
-// machine's CPUs that gave up every optional round at the first stage.
+// byte of trialWork; pair and node (multi-rank) trials, alloc trials
+// (allocation churn) and GPU trials keep their own. One rate per byte
+// alone overprices every large trial from a run's first, small ones,
+// whose time is mostly the start: on the device machine's CPUs that gave
+// up every optional round at the first stage. One rate for pairs and
+// nodes prices every pair trial after the geometry stages at a node's
+// start (a 14-rank trial took 5 s where its pair took 0.5 s), which left a
+// sweep's confirmation one round.
 type pace struct {
-	hostSec, hostWork   float64
-	hostN               int
-	hostMin             float64 // the quickest host trial's seconds
+	pair, node          hostPace
 	allocSec, allocWork float64
 	gpuSec              [2]float64 // by loaded
 	gpuN                [2]int
+}
+
+// hostPace is what host trials of one kind took.
+type hostPace struct {
+	sec, work float64
+	n         int
+	min       float64 // the quickest trial's seconds
+}
+
+func (hp *hostPace) add(sec, work float64) {
+	if hp.n == 0 || sec < hp.min {
+		hp.min = sec
+	}
+	hp.n++
+	hp.sec += sec
+	hp.work += work
 }
 
 // Fallbacks before a run has measured anything of a kind, from the quick
@@ -172,13 +190,10 @@ func (r *Runner) pace() pace {
 		case t.Pattern == allocPattern:
 			pc.allocSec += t.Seconds
 			pc.allocWork += trialWork(r.plan, t.Pattern, t.Sizes)
+		case t.Ranks > 2 || t.Pattern.MultiRank():
+			pc.node.add(t.Seconds, trialWork(r.plan, t.Pattern, t.Sizes))
 		default:
-			if pc.hostN == 0 || t.Seconds < pc.hostMin {
-				pc.hostMin = t.Seconds
-			}
-			pc.hostN++
-			pc.hostSec += t.Seconds
-			pc.hostWork += trialWork(r.plan, t.Pattern, t.Sizes)
+			pc.pair.add(t.Seconds, trialWork(r.plan, t.Pattern, t.Sizes))
 		}
 	}
 	return pc
@@ -187,18 +202,23 @@ func (r *Runner) pace() pace {
 // host is the fixed start and the seconds per byte of a host trial: the
 // start from the quickest trial, the rate from what the others took
 // beyond their starts, weighed with the fallback rate over paceWeight.
-func (pc pace) host() (start, perByte float64) {
-	if pc.hostN == 0 {
+// A node trial before any was measured is priced as a pair trial.
+func (pc pace) host(node bool) (start, perByte float64) {
+	hp := pc.pair
+	if node && pc.node.n > 0 {
+		hp = pc.node
+	}
+	if hp.n == 0 {
 		return 0, hostSecPerByte
 	}
-	start = startShare * pc.hostMin
-	beyond := max(0, pc.hostSec-float64(pc.hostN)*start)
-	return start, (beyond + hostSecPerByte*paceWeight) / (pc.hostWork + paceWeight)
+	start = startShare * hp.min
+	beyond := max(0, hp.sec-float64(hp.n)*start)
+	return start, (beyond + hostSecPerByte*paceWeight) / (hp.work + paceWeight)
 }
 
 // seconds estimates one planned trial at pace pc.
 func (pc pace) seconds(p Plan, t plannedTrial) float64 {
-	start, host := pc.host()
+	start, host := pc.host(t.pattern.MultiRank())
 	switch {
 	case t.gpu:
 		i, fallback := 0, gpuIdleSec

@@ -70,6 +70,20 @@ func TestRequiredAfterFollowsPace(t *testing.T) {
 	if startHeavy := r.requiredAfter(stageEager); startHeavy > 3*quiet {
 		t.Fatalf("one small trial of 0.4 s: required work %v, against %v at the fallback pace", startHeavy, quiet)
 	}
+	// Node trials ten times slower than pairs (14 ranks to start, 7 pairs
+	// to move) do not price the pair trials after the geometry stages.
+	pair := Trial{Stage: stageFragment, Pattern: bench.Bandwidth, Sizes: []int{16 << 20}, Round: 1}
+	pair.Seconds = hostSecPerByte * trialWork(r.plan, pair.Pattern, pair.Sizes)
+	r.trials = []Trial{pair}
+	pairsOnly := r.requiredAfter(stageDepth)
+	for range 4 {
+		node := Trial{Stage: stageFragment, Pattern: bench.MultiBandwidth, Sizes: []int{16 << 20}, Round: 1, Ranks: 14}
+		node.Seconds = 10 * hostSecPerByte * trialWork(r.plan, node.Pattern, node.Sizes)
+		r.trials = append(r.trials, node)
+	}
+	if withNodes := r.requiredAfter(stageDepth); withNodes > pairsOnly+pairsOnly/10 {
+		t.Fatalf("after slow node trials the pair stages reserve %v, against %v priced by the pair trial alone", withNodes, pairsOnly)
+	}
 }
 
 // plannedCovers fails unless the required trials the budget reserves for
