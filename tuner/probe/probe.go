@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,6 +68,18 @@ type Probe struct {
 	// ScalesWithRanks: the probe also runs at the rank count WithRanks
 	// sets, so its verdict holds for that count.
 	ScalesWithRanks bool
+	// Deadlines is about how many stall deadlines its safe and unsafe
+	// variants take together, for a budget's estimate (0: DefaultDeadlines).
+	Deadlines int
+}
+
+// DefaultDeadlines is Probe.Deadlines where a probe does not say: a
+// variant that passes takes moments, one caught waits out a deadline.
+const DefaultDeadlines = 4
+
+// Cost is about how long p's two variants take at this stall deadline.
+func (p *Probe) Cost(deadline time.Duration) time.Duration {
+	return time.Duration(cmp.Or(p.Deadlines, DefaultDeadlines)) * deadline
 }
 
 // ranksKey carries WithRanks's count on a context.

@@ -57,7 +57,11 @@ func init() {
 			o[sm.KeyProgress] = "thread"
 			return runH8(ctx, unsafe, deadline, o)
 		},
-		RunOptions:      runH8,
+		RunOptions: runH8,
+		// A safe pass computes 3 deadlines in each of 4 cases (pull and
+		// push, at 2 ranks and at the node's count); the unsafe one is
+		// caught after 1.
+		Deadlines:       14,
 		ScalesWithRanks: true,
 	})
 }

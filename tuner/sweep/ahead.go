@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/tuner/probe"
 )
 
 // The budget holds back time for the work a sweep cannot skip: the first
@@ -252,9 +253,23 @@ func (r *Runner) requiredAfter(stage string) time.Duration {
 			sec += float64(t.count) * pc.seconds(r.plan, t)
 		}
 	}
-	probes := len(r.plan.Probes) * 4
+	probes := probeReserve(r.plan)
 	if at < stageIndex(stageGPUPath) {
-		probes += len(r.plan.GPU.Staging) + len(r.plan.GPU.AllocModes)
+		probes += time.Duration(len(r.plan.GPU.Staging)+len(r.plan.GPU.AllocModes)) * r.plan.ProbeDeadline
 	}
-	return time.Duration(sec*float64(time.Second)) + time.Duration(probes)*r.plan.ProbeDeadline + 10*time.Second
+	return time.Duration(sec*float64(time.Second)) + probes + 10*time.Second
+}
+
+// probeReserve is what the safety phase's probes take, about: each probe's
+// own estimate (H8 waits out 13 deadlines where most take moments).
+func probeReserve(p Plan) time.Duration {
+	var d time.Duration
+	for _, id := range p.Probes {
+		cost := probe.DefaultDeadlines * p.ProbeDeadline
+		if pr, err := probe.Lookup(id); err == nil {
+			cost = pr.Cost(p.ProbeDeadline)
+		}
+		d += cost
+	}
+	return d
 }

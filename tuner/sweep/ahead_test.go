@@ -50,7 +50,7 @@ func TestRequiredAfterFollowsPace(t *testing.T) {
 		last = got
 	}
 	quiet := r.requiredAfter(stageEager)
-	probes := time.Duration(len(r.plan.Probes)*4)*r.plan.ProbeDeadline + 10*time.Second
+	probes := probeReserve(r.plan) + 10*time.Second
 	// A run whose trials take three times the fallback pace, a small one
 	// and a large one, reserves about three times as much.
 	var trials []Trial

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -65,4 +66,67 @@ func TestProbeAtTheNodesRanks(t *testing.T) {
 	if n := strings.Count(strings.Join(keys, "\n"), ":ranks="); n != 2 {
 		t.Errorf("%d verdicts keyed by a rank count, want 2 (16 and 32)", n)
 	}
+}
+
+// A mended profile (new routes, the same options) is vouched for by the
+// run its options already had in this process: the probe does not run
+// again, and the verdict says whose run it is. New options run anew.
+func TestProbeRunOncePerOptions(t *testing.T) {
+	runs := 0
+	p := &probe.Probe{ID: "HX",
+		RunOptions: func(context.Context, bool, time.Duration, transports.Options) probe.Verdict {
+			runs++
+			return probe.Verdict{Outcome: probe.Passed, Detail: "ok"}
+		}}
+	dir := t.TempDir()
+	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	q, err := store.Open(filepath.Join(dir, "quarantine.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	r := &Runner{plan: Quick(), store: s, quarantine: q, ctx: t.Context(), progress: io.Discard, start: time.Now()}
+	opts := transports.Options{sm.KeyDepth: "64"}
+	var configs []string
+	for i, tc := range []struct {
+		routes   transports.Options
+		opts     transports.Options
+		wantRuns int
+		sameAs   int // index of the verdict whose run it is (-1: its own)
+	}{
+		{transports.Options{"route.0": "sm"}, opts, 1, -1},
+		{transports.Options{"route.0": "sm", "route.65536": "cma"}, opts, 1, 0},
+		{transports.Options{"route.0": "sm"}, transports.Options{sm.KeyDepth: "32"}, 2, -1},
+	} {
+		r.routes = tc.routes
+		rec, _, err := r.probeOnce(p, false, tc.opts)
+		if err != nil || rec.Outcome != "passed" {
+			t.Fatalf("verdict %d: %+v, %v", i, rec, err)
+		}
+		configs = append(configs, rec.Config)
+		want := ""
+		if tc.sameAs >= 0 {
+			want = configs[tc.sameAs]
+		}
+		if runs != tc.wantRuns || rec.SameRunAs != want || (i > 0 && rec.Config == configs[0]) {
+			t.Errorf("verdict %d: probe ran %d times, config %s same run as %q; want %d runs, same run as %q, a config of its own",
+				i, runs, rec.Config, rec.SameRunAs, tc.wantRuns, want)
+		}
+		if !hasPrefix(s, fmt.Sprintf("verdict:HX:false:%s:", rec.Config)) {
+			t.Errorf("verdict %d: not stored under its config", i)
+		}
+	}
+}
+
+func hasPrefix(s *store.Store, prefix string) bool {
+	for _, rec := range s.Records() {
+		if strings.HasPrefix(rec.Key, prefix) {
+			return true
+		}
+	}
+	return false
 }

@@ -146,6 +146,9 @@ type Runner struct {
 	geometry     *int     // geometryRanks, once known
 	// routes are the decided size ranges, as options, for verdict digests.
 	routes transports.Options
+	// probeRuns are the probe runs of this process, by probe, variant,
+	// versions, rank count and options (probeOnce).
+	probeRuns map[string]ProbeRecord
 	// verified are the hashes of the profiles this run measured auto with
 	// in the verification (stored or new), in order.
 	verified []string
