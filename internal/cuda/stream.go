@@ -184,13 +184,19 @@ func CopyPeerAsync(dst uintptr, dstDev *Device, src uintptr, srcDev *Device, n i
 
 // Copy copies n bytes from src to dst and returns when done (cuMemcpy). It
 // runs on the legacy default stream, so it first waits for every blocking
-// stream of the context: the coupling of hazard H4.
+// stream of the context: the coupling of hazard H4. From pageable host
+// memory to the device it may return before the DMA lands (see CopyHtoD).
 func Copy(dst, src uintptr, n int) error {
 	return invokeSized(&table.cuMemcpy, "cuMemcpy", n, dst, src, uintptr(n))
 }
 
-// CopyHtoD copies src to device memory dst (cuMemcpyHtoD, synchronous, on
-// the legacy default stream: see Copy). src may be Go memory.
+// CopyHtoD copies src to device memory dst (cuMemcpyHtoD, on the legacy
+// default stream: see Copy) and returns once the bytes are in device
+// memory. src may be Go memory. From pageable memory CUDA returns once src
+// is staged, before the DMA lands (the driver API's "API synchronization
+// behavior"), and work on a non-blocking stream could read the old bytes:
+// on an H200, 5 of 17 runs read a buffer's last 12345 bytes as zeros. So
+// it also waits for the legacy stream.
 func CopyHtoD(dst uintptr, src []byte) error {
 	d, err := lib()
 	if err != nil {
@@ -201,6 +207,9 @@ func CopyHtoD(dst uintptr, src []byte) error {
 	}
 	if r, _, _ := purego.SyscallN(d.cuMemcpyHtoD, dst, uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))); uint32(r) != 0 {
 		return newError(r, "cuMemcpyHtoD "+Size(len(src)))
+	}
+	if err := LegacyStream.Synchronize(); err != nil {
+		return fmt.Errorf("cuMemcpyHtoD %s: %w", Size(len(src)), err)
 	}
 	return nil
 }
