@@ -69,14 +69,15 @@ race: deps
 # commands (bench, probe, sweep), each with a rank killed or stopped, or
 # the command killed, at a random moment, and what is left checked after
 # each; one JSON line per run goes to FAULT_REPORT. FAULT_SEED repeats a
-# campaign. make test runs its short form, one run of each kind.
+# campaign; FAULT_KIND (part of a kind's name) draws from those kinds only.
+# make test runs its short form, one run of each of the first kinds.
 FAULT_RUNS ?= 200
 FAULT_STAMP := $(shell date -u +%Y%m%d-%H%M%S)
 FAULT_REPORT ?= results/faults-$(FAULT_STAMP).jsonl
 faults: build
 	@mkdir -p $(dir $(FAULT_REPORT))
 	GOTUNE_BIN=$(abspath $(BIN)) GOTUNE_FAULT_RUNS=$(FAULT_RUNS) GOTUNE_FAULT_REPORT=$(abspath $(FAULT_REPORT)) \
-		$(if $(FAULT_SEED),GOTUNE_FAULT_SEED=$(FAULT_SEED)) \
+		$(if $(FAULT_SEED),GOTUNE_FAULT_SEED=$(FAULT_SEED)) $(if $(FAULT_KIND),GOTUNE_FAULT_KIND='$(FAULT_KIND)') \
 		$(GO) test -count=1 -timeout 0 -run '^TestFaultCampaign$$' -v ./internal/faults
 	@echo "report: $(FAULT_REPORT)"
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gotune/gotune/internal/launch"
 	"github.com/gotune/gotune/internal/testutil"
+	"github.com/gotune/gotune/internal/testutil/cluster"
 )
 
 // record is one fault run, as the report keeps it.
@@ -56,14 +57,20 @@ type campaign struct {
 	// profiles are two profiles of this node with different hashes, made
 	// by small sweeps when the profile kind first runs.
 	profiles [2][]byte
+	// hosts are the inter-node kind's two namespace-hosts (nil until it
+	// first runs).
+	hosts *cluster.Cluster
 }
 
-// kinds are the faults the campaign draws from, with their weights.
-var kinds = []struct {
+// faultKind is a fault the campaign draws, with its weight.
+type faultKind struct {
 	name   string
 	weight int
 	run    func(c *campaign, rng *rand.Rand, rec *record)
-}{
+}
+
+// kinds are the faults the campaign draws from.
+var kinds = []faultKind{
 	{"bench: kill -9 a rank", 4, func(c *campaign, rng *rand.Rand, rec *record) { c.benchFault(rng, rec, syscall.SIGKILL, false) }},
 	{"bench: SIGSTOP a rank", 3, func(c *campaign, rng *rand.Rand, rec *record) { c.benchFault(rng, rec, syscall.SIGSTOP, false) }},
 	{"bench: kill -9 the command", 3, func(c *campaign, rng *rand.Rand, rec *record) { c.benchFault(rng, rec, syscall.SIGKILL, true) }},
@@ -72,16 +79,16 @@ var kinds = []struct {
 	{"sweep: kill -9 the command, then --resume", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.sweepFault(rng, rec) }},
 	{"bench auto: its profile replaced mid-start", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.profileFault(rng, rec) }},
 	{"bench: SIGSTOP the command, then SIGCONT", 2, func(c *campaign, rng *rand.Rand, rec *record) { c.benchPauseFault(rng, rec) }},
+	{"internode: kill -9 a rank or its orted", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.internodeFault(rng, rec) }},
 	{"stacks: kill -9 an Open MPI rank", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.stacksFault(rng, rec) }},
 	{"sweep --stack: kill -9 the command amid mpirun, then --resume", 1, func(c *campaign, rng *rand.Rand, rec *record) { c.sweepStackFault(rng, rec) }},
 }
 
 // shortForm is how many kinds the short form runs, once each, in the
-// order of kinds: all but the two with Open MPI, the stacks kind, whose
-// run, when Open MPI's mpirun hangs on a killed rank, lasts
-// mpistack.LaunchBound (5 minutes), and the sweep's stack tuning, which
-// takes minutes on 2 cores.
-const shortForm = 8
+// order of kinds: all but the last two, the stacks kind, whose run, when
+// Open MPI's mpirun hangs on a killed rank, lasts mpistack.LaunchBound (5
+// minutes), and the sweep's stack tuning, which takes minutes on 2 cores.
+const shortForm = 9
 
 // TestFaultCampaign runs GOTUNE_FAULT_RUNS faults (the short form: one of
 // each kind but the stacks one) drawn with GOTUNE_FAULT_SEED (default: the
@@ -103,16 +110,29 @@ func TestFaultCampaign(t *testing.T) {
 	c := newCampaign(t)
 	report := reporter(t, "GOTUNE_FAULT_REPORT")
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	drawn := kinds
+	if only := os.Getenv("GOTUNE_FAULT_KIND"); only != "" {
+		// One kind, or a few: those whose names contain it.
+		drawn = nil
+		for _, k := range kinds {
+			if strings.Contains(k.name, only) {
+				drawn = append(drawn, k)
+			}
+		}
+		if len(drawn) == 0 {
+			t.Fatalf("GOTUNE_FAULT_KIND=%q names no fault kind", only)
+		}
+	}
 	total := 0
-	for _, k := range kinds {
+	for _, k := range drawn {
 		total += k.weight
 	}
 	byKind := map[string]int{}
 	var problems []string
 	for i := range runs {
-		k := kinds[i%len(kinds)] // the short form: the first shortForm kinds once
-		if runs > len(kinds) {
-			k = kinds[pick(rng, total)]
+		k := drawn[i%len(drawn)] // the short form: the first shortForm kinds once
+		if runs > len(drawn) {
+			k = drawn[pick(drawn, rng, total)]
 		}
 		rec := record{Run: i, Kind: k.name}
 		c.tree = nil
@@ -285,15 +305,108 @@ func (c *campaign) stacksFault(rng *rand.Rand, rec *record) {
 	c.fault(rng, rec, args, syscall.SIGKILL, false, c.anchors, 6*time.Second, 7*time.Minute, []string{"openmpi"})
 }
 
+// internodeFault runs a tcp bandwidth ladder between two namespace-hosts
+// through Open MPI's mpirun (one gotune per host, as a user's job runs)
+// and kills one of the two gotune ranks, or the Open MPI daemon (orted)
+// that the launcher's agent started on one host: mpirun must end the job
+// with an error that says what died, and nothing of the job may be left
+// on either host.
+func (c *campaign) internodeFault(rng *rand.Rand, rec *record) {
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		rec.Outcome = "skipped: no mpirun"
+		return
+	}
+	hosts, err := c.namespaceHosts()
+	if err != nil {
+		rec.Outcome = "skipped: " + err.Error()
+		return
+	}
+	dir := c.t.TempDir() // the job's working directory: its rendezvous file
+	args := []string{"-np", "2", "--map-by", "node", "-x", "TMPDIR", "--wdir", dir, c.bin,
+		"bench", "--launcher", "mpirun", "--nodes", "2", "-t", "tcp", "-p", "bw", "-s", "4K:1M", "--reps", "10",
+		"--stall", "5s", "--timeout", "2m", "-q"}
+	start := func(ctx context.Context, stderr *bytes.Buffer) *exec.Cmd {
+		cmd := hosts.Mpirun(ctx, args...)
+		cmd.Env = append(os.Environ(), "TMPDIR="+c.tmp)
+		cmd.Stdout, cmd.Stderr = nil, stderr
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGKILL) }
+		return cmd
+	}
+	// One run in three kills the daemon instead of a rank.
+	pool, words := c.launched, []string{"rank"}
+	if rng.IntN(3) == 0 {
+		pool, words = orteds, []string{"daemon"}
+	}
+	c.faultWith(rng, rec, start, syscall.SIGKILL, false, pool, 2500*time.Millisecond, 2*time.Minute, words)
+}
+
+// namespaceHosts are two network-namespace hosts for the campaign, brought
+// up when the inter-node kind first runs and removed when it ends.
+func (c *campaign) namespaceHosts() (*cluster.Cluster, error) {
+	if c.hosts != nil {
+		return c.hosts, nil
+	}
+	if err := cluster.Available(); err != nil {
+		return nil, err
+	}
+	h, err := cluster.Up(context.Background(), cluster.Config{Hosts: 2, Slot: -1})
+	if err != nil {
+		return nil, err
+	}
+	c.hosts = h
+	testutil.Release(c.t, h.Down)
+	return h, nil
+}
+
+// launched are the campaign binary's processes below pid: the ranks a
+// launcher started, through its daemons.
+func (c *campaign) launched(pid int) []int {
+	var out []int
+	for _, p := range descendants(pid) {
+		if exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(p), "exe")); err == nil && exe == c.bin {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// orteds are Open MPI's daemons below pid, each started on its host by
+// mpirun's agent.
+func orteds(pid int) []int {
+	var out []int
+	for _, p := range descendants(pid) {
+		if exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(p), "exe")); err == nil && filepath.Base(exe) == "orted" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // fault starts gotune with args, signals a random rank (or the command)
 // within the first maxDelay, and judges the end: within deadline, and,
 // when a rank was hit while the command ran, a failure whose message has
 // each of words.
 func (c *campaign) fault(rng *rand.Rand, rec *record, args []string, sig syscall.Signal, command bool, ranks func(int) []int, maxDelay, deadline time.Duration, words []string) {
+	start := func(ctx context.Context, stderr *bytes.Buffer) *exec.Cmd {
+		return c.start(ctx, stderr, args...)
+	}
+	c.faultWith(rng, rec, start, sig, command, ranks, maxDelay, deadline, words)
+}
+
+// faultWith is fault with a command of start's making (a launcher's).
+func (c *campaign) faultWith(rng *rand.Rand, rec *record, start func(context.Context, *bytes.Buffer) *exec.Cmd, sig syscall.Signal, command bool, ranks func(int) []int, maxDelay, deadline time.Duration, words []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	var stderr bytes.Buffer
-	cmd := c.start(ctx, &stderr, args...)
+	cmd := start(ctx, &stderr)
+	if cmd != nil && cmd.Process == nil {
+		if err := cmd.Start(); err != nil {
+			c.t.Log(err)
+			cmd = nil
+		} else {
+			c.own(cmd.Process.Pid)
+		}
+	}
 	if cmd == nil {
 		rec.Problem = "could not start gotune"
 		return
@@ -601,11 +714,16 @@ func (c *campaign) start(ctx context.Context, stderr *bytes.Buffer, args ...stri
 		c.t.Log(err)
 		return nil
 	}
+	c.own(cmd.Process.Pid)
+	return cmd
+}
+
+// own records pid as a command the campaign started.
+func (c *campaign) own(pid int) {
 	if c.started == nil {
 		c.started = map[int]bool{}
 	}
-	c.started[cmd.Process.Pid] = true
-	return cmd
+	c.started[pid] = true
 }
 
 // command runs gotune with args to its end and returns its exit code.
@@ -644,7 +762,11 @@ func (c *campaign) signal(rng *rand.Rand, pid int, sig syscall.Signal, command b
 		// leak check finds it. Continue it then, so it can die.
 		c.t.Cleanup(func() { _ = p.Signal(syscall.SIGCONT) })
 	}
-	return "rank pid " + strconv.Itoa(target)
+	what := "rank"
+	if exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(target), "exe")); err == nil && exe != c.bin {
+		what = filepath.Base(exe) // a launcher's daemon, say
+	}
+	return what + " pid " + strconv.Itoa(target)
 }
 
 // children are the processes of the campaign's binary whose parent is pid.
@@ -823,10 +945,11 @@ func exitCode(err error) int {
 }
 
 // lastLine is the line of a command's stderr that says why it failed:
-// its "gotune: " line (a launcher's report may follow it), else the last.
+// its last "gotune: " line (a launcher's report may follow it, and a
+// launched job's header comes before it), else the last.
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	for _, l := range lines {
+	for _, l := range slices.Backward(lines) {
 		if strings.HasPrefix(l, "gotune: ") {
 			return l
 		}
@@ -858,16 +981,16 @@ func or(s, alt string) string {
 	return s
 }
 
-// pick draws an index of kinds by weight.
-func pick(rng *rand.Rand, total int) int {
+// pick draws an index of from by weight (total: their sum).
+func pick(from []faultKind, rng *rand.Rand, total int) int {
 	n := rng.IntN(total)
-	for i, k := range kinds {
+	for i, k := range from {
 		if n < k.weight {
 			return i
 		}
 		n -= k.weight
 	}
-	return len(kinds) - 1
+	return len(from) - 1
 }
 
 func envInt(name string, def int) (int, error) {
