@@ -38,9 +38,11 @@ func stageIndex(stage string) int {
 }
 
 // requiredTrials lists the first rounds of the plan's stages, every round
-// of the transport stage, and every verification round (the reserve keeps
-// them: optional rounds of stages give way to the check of what they
-// decided, and to the decision with the most at stake). Counts follow the
+// of the transport stage and an allowance for its extra work (stage
+// "transport/extra" and "transport/bisect"), and every verification round
+// (the reserve keeps them: optional rounds of stages give way to the check
+// of what they decided, and to the decision with the most at stake).
+// Counts follow the
 // candidate builders with the built-in parameters; a stage that may skip
 // itself (confirmation) is counted as measuring.
 func requiredTrials(p Plan, nodes, geometryRanks int) []plannedTrial {
@@ -57,7 +59,17 @@ func requiredTrials(p Plan, nodes, geometryRanks int) []plannedTrial {
 	add(stageFragment, len(fragmentCandidates(p, sm)), atNode(fragmentPatterns, fragmentNodePattern, geometryRanks), fragmentSizes(p, sm))
 	add(stageDepth, len(depthCandidates(p, sm)), atNode(depthPatterns, depthNodePattern, geometryRanks), withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager))
 	add(stageConfirm, 3, confirmPatterns, p.ConfirmSizes.Sizes())
-	add(stageTransport, len(p.Transports)*max(p.Rounds, 1), transportPatterns, p.TransportSizes.Every(p.LadderStep))
+	coarse := p.TransportSizes.Every(p.LadderStep)
+	add(stageTransport, len(p.Transports)*max(p.Rounds, 1), transportPatterns, coarse)
+	// The transport stage's own extra work, bisection of two crossovers
+	// and more rounds at three unsettled sizes, is optional, but the
+	// geometry stages' extra rounds before it (a few per cent at stake, at
+	// a node's rank count) must give way to it (tens of per cent): on a
+	// 1 x H200 host they left it no round to bisect a crossover.
+	add(stageTransport+"/extra", len(p.Transports)*transportExtraRounds(p), transportPatterns, middle(coarse, 3))
+	if p.Bisect {
+		add(stageTransport+"/bisect", len(p.Transports)*max(p.Rounds, 1), transportPatterns, middle(coarse, 2))
+	}
 	if len(p.AllocPurges) > 0 {
 		add(stageAllocPol, len(allocPolicyCandidates(p, sm)), allocPatterns, p.AllocSizes.Sizes())
 		add(stageAllocSize, len(p.AllocCaches), allocPatterns, p.AllocSizes.Sizes())
@@ -272,4 +284,18 @@ func probeReserve(p Plan) time.Duration {
 		d += cost
 	}
 	return d
+}
+
+// transportExtraRounds is how many rounds beyond its plan the transport
+// stage may give an unsettled size.
+func transportExtraRounds(p Plan) int { return max(p.MaxRound-p.Rounds, 0) }
+
+// middle is up to n sizes from the middle of a ladder: what a stage's
+// extra work is priced at before it knows where it will measure.
+func middle(ladder []int, n int) []int {
+	if len(ladder) <= n {
+		return ladder
+	}
+	from := (len(ladder) - n) / 2
+	return ladder[from : from+n]
 }

@@ -148,3 +148,23 @@ func TestReserveHoldsEveryTransportRound(t *testing.T) {
 	}
 	t.Fatal("no transport trials reserved")
 }
+
+// The reserve before the transport stage holds its extra work too: the
+// geometry stages' extra rounds give way to bisecting a crossover and to
+// more rounds at unsettled transport sizes.
+func TestReserveHoldsTransportExtraWork(t *testing.T) {
+	with := Quick()
+	without := Quick()
+	without.Bisect, without.MaxRound = false, without.Rounds
+	r := &Runner{plan: with}
+	withSec := r.requiredAfter(stageDepth)
+	r.plan = without
+	withoutSec := r.requiredAfter(stageDepth)
+	if withSec <= withoutSec {
+		t.Fatalf("required after depth: %v with bisection and extra rounds, %v without", withSec, withoutSec)
+	}
+	r.plan = with
+	if after := r.requiredAfter(stageTransport); after >= withSec-(withSec-withoutSec)/2 {
+		t.Errorf("required after transport %v: still holds the transport stage's extra work (%v before it)", after, withSec)
+	}
+}
