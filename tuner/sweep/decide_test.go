@@ -736,3 +736,29 @@ func TestUnmendedLossesStandOnMoreRounds(t *testing.T) {
 		}
 	}
 }
+
+// An unmended loss where auto and the single transports send alike (sm
+// eager, the built-in cell and depth) must hold over twice the rounds of
+// one to a transport or to parameters of the profile's own.
+func TestConfirmRounds(t *testing.T) {
+	builtin := defaultSM()
+	ownCell := builtin
+	ownCell.Cell += 64
+	pooled := verifyLoss{Size: 16, Winner: pooledSingles}
+	for _, tc := range []struct {
+		name   string
+		chosen SMParams
+		losses []verifyLoss
+		want   int
+	}{
+		{"same path, same parameters", builtin, []verifyLoss{pooled}, 2 * mendRounds},
+		{"same path among others", builtin, []verifyLoss{{Size: 128 << 10, Winner: "cma"}, pooled}, 2 * mendRounds},
+		{"the profile's own cell", ownCell, []verifyLoss{pooled}, mendRounds},
+		{"to a transport", builtin, []verifyLoss{{Size: 128 << 10, Winner: "cma"}}, mendRounds},
+		{"above the built-in eager limit", builtin, []verifyLoss{{Size: 2 * builtin.Eager, Winner: pooledSingles}}, mendRounds},
+	} {
+		if got := confirmRounds(tc.chosen, tc.losses); got != tc.want {
+			t.Errorf("%s: %d rounds, want %d", tc.name, got, tc.want)
+		}
+	}
+}
