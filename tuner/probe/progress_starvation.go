@@ -59,8 +59,8 @@ func init() {
 		},
 		RunOptions: runH8,
 		// A safe pass computes 3 deadlines in each of 4 cases (pull and
-		// push, at 2 ranks and at the node's count); the unsafe one is
-		// caught after 1.
+		// push, at 2 ranks and at the node's count), about 13 with their
+		// starts; the unsafe one is caught after 1.
 		Deadlines:       14,
 		ScalesWithRanks: true,
 	})

@@ -42,9 +42,8 @@ func stageIndex(stage string) int {
 // "transport/extra" and "transport/bisect"), and every verification round
 // (the reserve keeps them: optional rounds of stages give way to the check
 // of what they decided, and to the decision with the most at stake).
-// Counts follow the
-// candidate builders with the built-in parameters; a stage that may skip
-// itself (confirmation) is counted as measuring.
+// Counts follow the candidate builders with the built-in parameters; a
+// stage that may skip itself (confirmation) is counted as measuring.
 func requiredTrials(p Plan, nodes, geometryRanks int) []plannedTrial {
 	sm := defaultSM()
 	var out []plannedTrial
@@ -161,6 +160,7 @@ type hostPace struct {
 	min       float64 // the quickest trial's seconds
 }
 
+// add counts a trial of sec seconds that moved work bytes.
 func (hp *hostPace) add(sec, work float64) {
 	if hp.n == 0 || sec < hp.min {
 		hp.min = sec
@@ -203,7 +203,7 @@ func (r *Runner) pace() pace {
 		case t.Pattern == allocPattern:
 			pc.allocSec += t.Seconds
 			pc.allocWork += trialWork(r.plan, t.Pattern, t.Sizes)
-		case t.Ranks > 2 || t.Pattern.MultiRank():
+		case nodeTrial(t.Pattern, t.Ranks):
 			pc.node.add(t.Seconds, trialWork(r.plan, t.Pattern, t.Sizes))
 		default:
 			pc.pair.add(t.Seconds, trialWork(r.plan, t.Pattern, t.Sizes))
@@ -231,7 +231,7 @@ func (pc pace) host(node bool) (start, perByte float64) {
 
 // seconds estimates one planned trial at pace pc.
 func (pc pace) seconds(p Plan, t plannedTrial) float64 {
-	start, host := pc.host(t.pattern.MultiRank())
+	start, host := pc.host(nodeTrial(t.pattern, 0))
 	switch {
 	case t.gpu:
 		i, fallback := 0, gpuIdleSec
@@ -252,10 +252,9 @@ func (pc pace) seconds(p Plan, t plannedTrial) float64 {
 	}
 }
 
-// requiredAfter estimates the required work after stage: the first rounds
-// of the stages that follow it and the verification rounds, at this run's
-// pace, and the safety phase (about four probe deadlines a probe: unsafe
-// and safe forms, H8's computing receiver; GPU mode probes one per mode).
+// requiredAfter estimates the required work after stage: the trials of
+// requiredTrials that follow it, at this run's pace, and the safety phase
+// (probeReserve; GPU mode probes a deadline per mode).
 func (r *Runner) requiredAfter(stage string) time.Duration {
 	at := stageIndex(stage)
 	pc := r.pace()
@@ -273,18 +272,22 @@ func (r *Runner) requiredAfter(stage string) time.Duration {
 }
 
 // probeReserve is what the safety phase's probes take, about: each probe's
-// own estimate (H8 waits out 13 deadlines where most take moments).
+// own estimate (probe.Probe.Cost: H8 about 14 deadlines, most a few); a
+// probe this build lacks is warned about, not run.
 func probeReserve(p Plan) time.Duration {
 	var d time.Duration
 	for _, id := range p.Probes {
-		cost := probe.DefaultDeadlines * p.ProbeDeadline
 		if pr, err := probe.Lookup(id); err == nil {
-			cost = pr.Cost(p.ProbeDeadline)
+			d += pr.Cost(p.ProbeDeadline)
 		}
-		d += cost
 	}
 	return d
 }
+
+// nodeTrial says whether a trial of pattern at ranks ranks (0: the
+// pattern's own) starts a node's ranks rather than a pair: it is priced
+// at the node trials' pace.
+func nodeTrial(pattern bench.Pattern, ranks int) bool { return ranks > 2 || pattern.MultiRank() }
 
 // transportExtraRounds is how many rounds beyond its plan the transport
 // stage may give an unsettled size.

@@ -744,6 +744,10 @@ func TestConfirmRounds(t *testing.T) {
 	builtin := defaultSM()
 	ownCell := builtin
 	ownCell.Cell += 64
+	nodeDepth := builtin // decided for 16 ranks: a pair runs the built-in depth
+	nodeDepth.Depth, nodeDepth.DepthRanks = 32, 16
+	ownDepth := builtin // deeper than the built-in: a pair runs it
+	ownDepth.Depth, ownDepth.DepthRanks = 2*builtin.Depth, 16
 	pooled := verifyLoss{Size: 16, Winner: pooledSingles}
 	for _, tc := range []struct {
 		name   string
@@ -754,6 +758,9 @@ func TestConfirmRounds(t *testing.T) {
 		{"same path, same parameters", builtin, []verifyLoss{pooled}, 2 * mendRounds},
 		{"same path among others", builtin, []verifyLoss{{Size: 128 << 10, Winner: "cma"}, pooled}, 2 * mendRounds},
 		{"the profile's own cell", ownCell, []verifyLoss{pooled}, mendRounds},
+		{"a node's depth, the built-in one in a pair", nodeDepth, []verifyLoss{pooled}, 2 * mendRounds},
+		{"the profile's own depth", ownDepth, []verifyLoss{pooled}, mendRounds},
+		{"at the eager limit", builtin, []verifyLoss{{Size: builtin.Eager, Winner: pooledSingles}}, 2 * mendRounds},
 		{"to a transport", builtin, []verifyLoss{{Size: 128 << 10, Winner: "cma"}}, mendRounds},
 		{"above the built-in eager limit", builtin, []verifyLoss{{Size: 2 * builtin.Eager, Winner: pooledSingles}}, mendRounds},
 	} {

@@ -158,13 +158,14 @@ func lossSizes(losses []verifyLoss) []int {
 	return out
 }
 
-// confirmRounds is how many more rounds an unmended loss must hold over:
-// mendRounds, and twice that where auto sends the size exactly as the
-// single transports do (sameConfiguration). There a loss is one path's to
-// itself, which the measurement alone can make: on the development VM a
-// profile against itself settled a 4-byte "loss", and a 16-byte one held
-// over 4 rounds in a sweep, where the same alternates measured apart were
-// level (docs/performance.md).
+// confirmRounds is how many more rounds the unmended losses must hold
+// over: mendRounds, and twice that for all of them where any is at a size
+// auto sends exactly as the single transports do (sameConfiguration).
+// There a loss is one path's to itself, which the measurement alone can
+// make: on the development VM a profile against itself settled a 4-byte
+// "loss", and a 16-byte one held over 4 rounds in a sweep, where the same
+// alternates measured apart were level (docs/performance.md). These
+// rounds run whatever the budget, as the mends' do.
 func confirmRounds(chosen SMParams, losses []verifyLoss) int {
 	for _, l := range losses {
 		if sameConfiguration(chosen, l) {
@@ -175,13 +176,14 @@ func confirmRounds(chosen SMParams, losses []verifyLoss) int {
 }
 
 // sameConfiguration says whether auto, with the chosen channel parameters,
-// sends l's size by the very path and parameters its rivals do: sm eager
-// (within both eager limits, where the singles are pooled) with the
-// built-in cell and the built-in depth for a pair.
+// sends l's size by the very path and parameters its rivals do in a pair:
+// sm eager (within both eager limits, where the singles are pooled) with
+// the built-in cell, at the depth a pair runs (a node's depth grows to the
+// built-in one in a pair: sm.Params.ForRanks).
 func sameConfiguration(chosen SMParams, l verifyLoss) bool {
 	d := defaultSM()
 	return l.Winner == pooledSingles && l.Size <= min(chosen.Eager, d.Eager) &&
-		chosen.Cell == d.Cell && chosen.Depth == sm.DepthFor(2)
+		chosen.Cell == d.Cell && chosen.channels().ForRanks(2).Depth == d.Depth
 }
 
 // mendRounds is how many rounds the verification of mended sizes takes

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -66,6 +67,11 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 		ctx = probe.WithRanks(ctx, n)
 	}
 	key := fmt.Sprintf("verdict:%s:%v:%s:%s", p.ID, unsafe, rec.Config, under)
+	// A profile mended after its safety phase vouches for new routes on the
+	// options already probed: the probe runs on the options alone, so a run
+	// of them this process made or found stored is the run (H8's safe pass
+	// alone takes 13 deadlines).
+	run := fmt.Sprintf("%s:%v:%s:%s", p.ID, unsafe, digest(opts), under)
 	for _, s := range []*store.Store{r.store, r.quarantine} {
 		if stored, ok := s.Get(key); ok {
 			var old ProbeRecord
@@ -74,6 +80,7 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 				if s == r.quarantine && !r.store.Has(key) {
 					r.store.Append(stored) // evidence of this run too
 				}
+				r.rememberProbeRun(run, rec)
 				return rec, true, nil
 			}
 		}
@@ -82,13 +89,11 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 		rec.Outcome, rec.Detail = "not run", "tune runs no probes and this verdict is not stored"
 		return rec, false, nil
 	}
-	// A profile mended after its safety phase vouches for new routes on the
-	// options already probed: the probe runs on the options alone, so this
-	// process's run of them is the run (H8 alone takes 13 deadlines).
-	run := fmt.Sprintf("%s:%v:%s:%s", p.ID, unsafe, digest(opts), under)
 	if same, ok := r.probeRuns[run]; ok {
-		rec.Outcome, rec.Detail, rec.Seconds, rec.Measured, rec.Stacks = same.Outcome, same.Detail, same.Seconds, same.Measured, same.Stacks
-		rec.SameRunAs = same.Config
+		// Its time was the other verdict's: 0 here, so that a resume does
+		// not charge it to the budget twice.
+		rec.Outcome, rec.Detail, rec.Measured, rec.Stacks = same.Outcome, same.Detail, same.Measured, same.Stacks
+		rec.SameRunAs = cmp.Or(same.SameRunAs, same.Config)
 	} else {
 		v := probe.RunWith(ctx, p, unsafe, r.plan.ProbeDeadline, opts)
 		rec.Outcome, rec.Detail, rec.Seconds, rec.Measured, rec.Stacks = v.Outcome.String(), v.Detail, v.Duration.Seconds(), v.Measured, stackExcerpt(v.Stacks)
@@ -100,10 +105,7 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 			// so that a resume or a later run tries again.
 			return rec, false, nil
 		}
-		if r.probeRuns == nil {
-			r.probeRuns = map[string]ProbeRecord{}
-		}
-		r.probeRuns[run] = rec
+		r.rememberProbeRun(run, rec)
 	}
 	data, _ := json.Marshal(rec) // plain data always encodes
 	record := store.Record{Key: key, Kind: "verdict", Time: time.Now().UTC(), Data: data}
@@ -119,6 +121,17 @@ func (r *Runner) probeOnce(p *probe.Probe, unsafe bool, opts transports.Options)
 	}
 	fmt.Fprintf(r.progress, "[%s] safety    %-3s %-6s %s (%.1fs)\n", fmtElapsed(time.Since(r.start)), p.ID, variant, rec.Outcome, rec.Seconds)
 	return rec, false, nil
+}
+
+// rememberProbeRun keeps rec as the run of a probe, variant and options
+// (probeOnce's run key) for the verdicts of this process after it.
+func (r *Runner) rememberProbeRun(run string, rec ProbeRecord) {
+	if r.probeRuns == nil {
+		r.probeRuns = map[string]ProbeRecord{}
+	}
+	if _, ok := r.probeRuns[run]; !ok {
+		r.probeRuns[run] = rec
+	}
 }
 
 // Safety is the safety phase's result.

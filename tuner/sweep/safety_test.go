@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,13 +71,14 @@ func TestProbeAtTheNodesRanks(t *testing.T) {
 
 // A mended profile (new routes, the same options) is vouched for by the
 // run its options already had in this process: the probe does not run
-// again, and the verdict says whose run it is. New options run anew.
+// again, and the verdict says whose run it is, with no time of its own.
+// New options, another rank count or other versions run anew.
 func TestProbeRunOncePerOptions(t *testing.T) {
 	runs := 0
-	p := &probe.Probe{ID: "HX",
+	p := &probe.Probe{ID: "HX", ScalesWithRanks: true,
 		RunOptions: func(context.Context, bool, time.Duration, transports.Options) probe.Verdict {
 			runs++
-			return probe.Verdict{Outcome: probe.Passed, Detail: "ok"}
+			return probe.Verdict{Outcome: probe.Passed, Detail: "ok", Duration: time.Second}
 		}}
 	dir := t.TempDir()
 	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
@@ -90,34 +92,45 @@ func TestProbeRunOncePerOptions(t *testing.T) {
 	}
 	defer q.Close()
 	r := &Runner{plan: Quick(), store: s, quarantine: q, ctx: t.Context(), progress: io.Discard, start: time.Now()}
+	r.plan.RanksPerNode = 2
 	opts := transports.Options{sm.KeyDepth: "64"}
 	var configs []string
-	for i, tc := range []struct {
-		routes   transports.Options
+	for _, tc := range []struct {
+		name     string
+		routes   string
 		opts     transports.Options
+		ranks    int
+		gotune   string
 		wantRuns int
 		sameAs   int // index of the verdict whose run it is (-1: its own)
 	}{
-		{transports.Options{"route.0": "sm"}, opts, 1, -1},
-		{transports.Options{"route.0": "sm", "route.65536": "cma"}, opts, 1, 0},
-		{transports.Options{"route.0": "sm"}, transports.Options{sm.KeyDepth: "32"}, 2, -1},
+		{"first", "sm", opts, 2, "v1", 1, -1},
+		{"new routes", "sm,cma", opts, 2, "v1", 1, 0},
+		{"new options", "sm", transports.Options{sm.KeyDepth: "32"}, 2, "v1", 2, -1},
+		{"another rank count", "sm,cma,sm", opts, 16, "v1", 3, -1},
+		{"other versions", "sm,xpmem", opts, 2, "v2", 4, -1},
 	} {
-		r.routes = tc.routes
+		r.routes = transports.Options{"route": tc.routes}
+		r.plan.RanksPerNode = tc.ranks
+		r.meta.Provenance.Gotune = tc.gotune
 		rec, _, err := r.probeOnce(p, false, tc.opts)
 		if err != nil || rec.Outcome != "passed" {
-			t.Fatalf("verdict %d: %+v, %v", i, rec, err)
+			t.Fatalf("%s: %+v, %v", tc.name, rec, err)
+		}
+		if slices.Contains(configs, rec.Config) {
+			t.Errorf("%s: config %s, an earlier verdict's", tc.name, rec.Config)
 		}
 		configs = append(configs, rec.Config)
-		want := ""
+		want, wantSec := "", 1.0
 		if tc.sameAs >= 0 {
-			want = configs[tc.sameAs]
+			want, wantSec = configs[tc.sameAs], 0
 		}
-		if runs != tc.wantRuns || rec.SameRunAs != want || (i > 0 && rec.Config == configs[0]) {
-			t.Errorf("verdict %d: probe ran %d times, config %s same run as %q; want %d runs, same run as %q, a config of its own",
-				i, runs, rec.Config, rec.SameRunAs, tc.wantRuns, want)
+		if runs != tc.wantRuns || rec.SameRunAs != want || rec.Seconds != wantSec {
+			t.Errorf("%s: probe ran %d times, config %s same run as %q, %.0f s; want %d runs, same run as %q, %.0f s",
+				tc.name, runs, rec.Config, rec.SameRunAs, rec.Seconds, tc.wantRuns, want, wantSec)
 		}
 		if !hasPrefix(s, fmt.Sprintf("verdict:HX:false:%s:", rec.Config)) {
-			t.Errorf("verdict %d: not stored under its config", i)
+			t.Errorf("%s: not stored under its config", tc.name)
 		}
 	}
 }
