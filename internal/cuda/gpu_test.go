@@ -126,8 +126,12 @@ func TestAllocEveryKind(t *testing.T) {
 			// A failed check must not leave the buffer to the tests after it
 			// (TestStreamOrderedPool counts the pool's bytes in use).
 			t.Cleanup(func() {
-				b.Free()
-				cuda.LegacyStream.Synchronize()
+				if err := b.Free(); err != nil {
+					t.Logf("free %s buffer: %v", kind, err)
+				}
+				if err := cuda.LegacyStream.Synchronize(); err != nil {
+					t.Logf("after freeing the %s buffer: %v", kind, err)
+				}
 			})
 			want := pattern(n, byte(kind))
 			if kind.HostVisible() {

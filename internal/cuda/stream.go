@@ -182,10 +182,12 @@ func CopyPeerAsync(dst uintptr, dstDev *Device, src uintptr, srcDev *Device, n i
 	return nil
 }
 
-// Copy copies n bytes from src to dst and returns when done (cuMemcpy). It
-// runs on the legacy default stream, so it first waits for every blocking
-// stream of the context: the coupling of hazard H4. From pageable host
-// memory to the device it may return before the DMA lands (see CopyHtoD).
+// Copy copies n bytes from src to dst (cuMemcpy) on the legacy default
+// stream, so it first waits for every blocking stream of the context: the
+// coupling of hazard H4. It returns when the copy is done only towards host
+// memory: from pageable host memory to the device it returns once src is
+// staged (see CopyHtoD), and device to device before the copy completes
+// (see CopyDtoD).
 func Copy(dst, src uintptr, n int) error {
 	return invokeSized(&table.cuMemcpy, "cuMemcpy", n, dst, src, uintptr(n))
 }
