@@ -27,17 +27,7 @@ func TestProbeAtTheNodesRanks(t *testing.T) {
 			asked = append(asked, probe.RanksFrom(ctx))
 			return probe.Verdict{Outcome: probe.Passed, Detail: "ok"}
 		}}
-	dir := t.TempDir()
-	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	q, err := store.Open(filepath.Join(dir, "quarantine.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	s, q := probeStores(t)
 	for _, tc := range []struct {
 		ranks  int
 		asked  int  // the count the probe was given (0: none)
@@ -80,17 +70,7 @@ func TestProbeRunOncePerOptions(t *testing.T) {
 			runs++
 			return probe.Verdict{Outcome: probe.Passed, Detail: "ok", Duration: time.Second}
 		}}
-	dir := t.TempDir()
-	s, err := store.Open(filepath.Join(dir, MeasurementsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	q, err := store.Open(filepath.Join(dir, "quarantine.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	s, q := probeStores(t)
 	r := &Runner{plan: Quick(), store: s, quarantine: q, ctx: t.Context(), progress: io.Discard, start: time.Now()}
 	r.plan.RanksPerNode = 2
 	opts := transports.Options{sm.KeyDepth: "64"}
@@ -142,4 +122,21 @@ func hasPrefix(s *store.Store, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// probeStores are a run's store and a host's quarantine store for probe
+// verdicts, closed when the test ends.
+func probeStores(t *testing.T) (run, quarantine *store.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	var err error
+	if run, err = store.Open(filepath.Join(dir, MeasurementsFile)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Close() })
+	if quarantine, err = store.Open(filepath.Join(dir, "quarantine.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { quarantine.Close() })
+	return run, quarantine
 }
