@@ -22,6 +22,7 @@ import (
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/profile"
+	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/auto"
 	"github.com/gotune/gotune/tuner/stack"
 )
@@ -34,7 +35,7 @@ func newStacks() *cobra.Command {
 	var (
 		ladders                            interleaved
 		profilePath, format, outDir, ranks string
-		only, osuDirs                      []string
+		only, osuDirs, singles             []string
 		gpu                                bool
 		torchScript                        string
 	)
@@ -48,7 +49,8 @@ by their compiler wrappers, UCX with ucx_perftest. With --profile, gotune's own
 runtime routed by the profile's decisions (transport auto) joins gotune sm, and
 each stack the profile has decisions for (its stacks: section, from gotune sweep
 --stack) is measured twice: with its defaults, and with the tuned values loaded
-as its native file. Every round runs each configuration once, back to back, in a
+as its native file. --transports adds gotune's other single transports (cma,
+xpmem, knem) beside sm, to show where one of them already reaches a stack. Every round runs each configuration once, back to back, in a
 rotating order, so that a machine whose speed drifts is compared with itself.
 
 With --ranks N (an even N, or node) every configuration runs alltoall and then
@@ -89,8 +91,16 @@ every 15 s; --quiet shows neither.`,
 					return fmt.Errorf("--stack %q: want one of %s", s, strings.Join(stacksMeasured, ", "))
 				}
 			}
-			if gpu && (len(only) > 0 || len(osuDirs) > 0 || ranks != "2") {
-				return errors.New("--gpu measures one pair of GPUs through gotune, NCCL and PyTorch: --stack, --osu and --ranks do not apply")
+			if gpu && (len(only) > 0 || len(osuDirs) > 0 || ranks != "2" || len(singles) > 0) {
+				return errors.New("--gpu measures one pair of GPUs through gotune, NCCL and PyTorch: --stack, --osu, --ranks and --transports do not apply")
+			}
+			for _, t := range singles {
+				if _, err := transports.Lookup(t); err != nil {
+					return fmt.Errorf("--transports %q: %w", t, err)
+				}
+				if t == "sm" || t == "auto" {
+					return fmt.Errorf("--transports %q: gotune sm is always measured (the reference), and auto with --profile", t)
+				}
 			}
 			if len(only) == 0 {
 				only = stacksMeasured
@@ -134,6 +144,7 @@ every 15 s; --quiet shows neither.`,
 				cs, err = newGPUContenders(ctx, dir, prof, torchScript, stderr)
 			} else {
 				cs, err = newStackContenders(ctx, dir, only, prof, ladders.ranks, stderr)
+				cs = withSingles(cs, singles, stderr)
 			}
 			if err != nil {
 				return err
@@ -176,6 +187,7 @@ every 15 s; --quiet shows neither.`,
 	fl := cmd.Flags()
 	fl.StringVar(&profilePath, "profile", "", "also measure each stack with the tuned values of this profile's stacks: section")
 	fl.StringArrayVar(&osuDirs, "osu", nil, "also run the OSU Micro-Benchmarks installed under DIR (repeatable; built by Open MPI's or MPICH's mpicc)")
+	fl.StringSliceVar(&singles, "transports", nil, "also measure these gotune transports on their own beside sm (e.g. cma,xpmem): says whether one of them already reaches a stack where auto does not")
 	fl.StringSliceVar(&only, "stack", nil, "stacks to measure ("+strings.Join(stacksMeasured, ",")+"; default all installed)")
 	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(compare.Formats, "|"))
 	fl.StringVarP(&outDir, "out", "o", "", "also write DIR/stacks-<host>-<time>.txt (the comparison) and .jsonl (every run)")
@@ -184,6 +196,20 @@ every 15 s; --quiet shows neither.`,
 	fl.BoolVar(&gpu, "gpu", false, "measure the first two GPUs instead: gotune cudaipc, NCCL (defaults, and tuned with --profile) and PyTorch's NCCL")
 	fl.StringVar(&torchScript, "torch-script", "", "with --gpu: PyTorch's baselines script (default "+torch.ScriptPath+" here or beside the binary's checkout)")
 	return cmd
+}
+
+// withSingles puts gotune's single transports named by --transports right
+// after gotune sm (and before auto and the stacks), so that they read as
+// gotune's own rows.
+func withSingles(cs []mpistack.Contender, singles []string, stderr io.Writer) []mpistack.Contender {
+	if len(singles) == 0 || len(cs) == 0 {
+		return cs
+	}
+	out := append([]mpistack.Contender{}, cs[0])
+	for _, t := range singles {
+		out = append(out, gotuneContender(t, nil, stderr))
+	}
+	return append(out, cs[1:]...)
 }
 
 // newStackContenders is stackContenders; a test replaces it with

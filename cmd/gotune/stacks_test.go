@@ -33,7 +33,7 @@ func TestStacks(t *testing.T) {
 			Evidence: map[string]string{"btl_vader_eager_limit": "test"}}}
 	})
 	out := filepath.Join(dir, "out")
-	stdout, stderr, code := run(t, "stacks", "--stack", "openmpi", "--profile", prof, "--reps", "2",
+	stdout, stderr, code := run(t, "stacks", "--stack", "openmpi", "--profile", prof, "--reps", "2", "--transports", "cma",
 		"--latency-sizes", "8", "--bw-sizes", "4K,1M", "--settle", "0", "--out", out)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -43,6 +43,9 @@ func TestStacks(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
+	}
+	if cma, auto := strings.Index(stdout, "gotune cma"), strings.Index(stdout, "gotune auto"); cma < 0 || cma > auto {
+		t.Errorf("gotune cma (--transports) is not a column of its own before gotune auto:\n%s", stdout)
 	}
 	jsonl, _ := filepath.Glob(filepath.Join(out, "stacks-*.jsonl"))
 	if len(jsonl) != 1 {
@@ -61,9 +64,27 @@ func TestStacks(t *testing.T) {
 	for _, r := range results {
 		labels[r.Label]++
 	}
-	for _, l := range []string{"gotune sm", "gotune auto", "openmpi defaults", "openmpi tuned"} {
+	for _, l := range []string{"gotune sm", "gotune cma", "gotune auto", "openmpi defaults", "openmpi tuned"} {
 		if labels[l] != 2 { // latency and bw
 			t.Errorf("%s: %d results stored, want 2 (%v)", l, labels[l], labels)
+		}
+	}
+}
+
+// --transports names gotune transports measured beside sm: an unknown
+// one, sm or auto (measured anyway), or one with --gpu is refused at once.
+func TestStacksTransportsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--transports", "carrier-pigeon"}, `--transports "carrier-pigeon"`},
+		{[]string{"--transports", "cma,sm"}, `--transports "sm": gotune sm is always measured`},
+		{[]string{"--transports", "auto"}, `--transports "auto"`},
+		{[]string{"--gpu", "--transports", "cma"}, "--transports do not apply"},
+	} {
+		if _, stderr, code := run(t, append([]string{"stacks", "--reps", "1"}, tc.args...)...); code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q: want %q", tc.args, code, stderr, tc.want)
 		}
 	}
 }
