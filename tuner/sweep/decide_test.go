@@ -11,6 +11,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/auto"
+	"github.com/gotune/gotune/transports/cma"
 )
 
 // trial fabricates a stored trial: every size gets the same samples.
@@ -734,6 +735,55 @@ func TestUnmendedLossesStandOnMoreRounds(t *testing.T) {
 		if l := r.verifyLosses(); (len(l) > 0) != tc.lossHeld {
 			t.Errorf("%s: seven rounds: losses %v, want held %v", tc.name, l, tc.lossHeld)
 		}
+	}
+}
+
+// A size the verification cannot settle in the rounds it has does not
+// stay with its route by default: where the best single transport leans
+// ahead of auto at the last look (believed to lead by more than the
+// noise), the size is mended to it, as the transport stage decides its own
+// last look; a level size, a settled loss (mended as such) and one on the
+// singles' own eager path are not leans. Planted: auto on cma pull at
+// 128 KiB, push 12% ahead over 10 rounds (P(B better) 0.98), 17% behind
+// in two of them.
+func TestVerifyLeansMendWhatCannotSettle(t *testing.T) {
+	const lean, level, small = 128 << 10, 512 << 10, 2 << 10
+	by := func(auto, push, pull []float64) map[string][]float64 {
+		return map[string][]float64{"auto": auto, "cma-push": push, "cma": pull}
+	}
+	leaning := by([]float64{15200, 17600, 14500, 15200, 15600, 15600, 14900, 19400, 14200, 16100},
+		[]float64{20300, 17600, 20300, 12600, 18000, 12800, 17600, 22900, 16600, 20900},
+		[]float64{15200, 18500, 14900, 15500, 16000, 15500, 14500, 19700, 13900, 16300})
+	even := by([]float64{19900, 17400, 20600, 17300, 17200, 18000, 18000, 17400, 19600, 15500},
+		[]float64{19700, 17600, 20300, 17500, 17000, 18300, 17800, 17500, 19400, 15700},
+		[]float64{19800, 17300, 20700, 17200, 17300, 18100, 18100, 17300, 19700, 15400})
+	var trials []Trial
+	trials = append(trials, roundsAt("sha256:a", 1, lean, leaning)...)
+	trials = append(trials, roundsAt("sha256:a", 1, level, even)...)
+	trials = append(trials, roundsAt("sha256:a", 1, small, leaning)...)
+	r := &Runner{trials: trials, verified: []string{"sha256:a"}}
+	chosen := defaultSM()
+	if l := r.verifyLosses(); len(l) > 0 {
+		t.Fatalf("settled losses %v: the planted sizes must be unsettled", l)
+	}
+	leans := r.verifyLeans(chosen, nil)
+	if len(leans) != 1 || leans[0].Size != lean || leans[0].Winner != "cma-push" || !leans[0].Leaned {
+		t.Fatalf("leans %+v, want 128K to cma-push alone", leans)
+	}
+	if l := r.verifyLeans(chosen, []verifyLoss{{Size: lean, Winner: "cma-push"}}); len(l) > 0 {
+		t.Errorf("a size with a settled loss leans too: %+v", l)
+	}
+	out := Outcome{SM: chosen, Candidates: []candidate{{name: "sm", transport: "sm"}, {name: "cma", transport: "cma"},
+		{name: "cma-push", transport: "cma", opts: transports.Options{cma.KeyMode: "push"}}},
+		Transport: []SizeVerdict{{Size: 64 << 10, Winner: "cma"}, {Size: lean, Winner: "cma"}, {Size: level, Winner: "cma"}, {Size: 2 << 20, Winner: "sm"}}}
+	out.Ranges = rangesFrom(out.SM.Eager, out.Transport, driversOf(out.Candidates))
+	changed := mendRanges(&out, leans, []int{64 << 10, lean, level, 2 << 20})
+	if !slices.Equal(changed, []int{lean}) {
+		t.Fatalf("the lean changed the routes of %v, want [128K]", changed)
+	}
+	i := slices.IndexFunc(out.Transport, func(v SizeVerdict) bool { return v.Size == lean })
+	if v := out.Transport[i]; !v.Mended || !v.Leaned || v.Settled || v.Winner != "cma-push" {
+		t.Errorf("the mended verdict %+v: want cma-push, mended on a lean, not settled", v)
 	}
 }
 

@@ -83,7 +83,8 @@ const maxMends = 2
 
 // emitVerified writes the profile of out, verifies it, and closes the
 // loop: where a single transport beats the profile at a size, settled
-// (verifyLosses), the size's route goes to that transport, the safety
+// (verifyLosses) or leaning ahead at the last look (verifyLeans), the
+// size's route goes to that transport, the safety
 // phase runs on the new routes, and the sizes whose route changed are
 // verified again, up to maxMends times. Losses it cannot mend are named
 // in the summary's notes and in the profile (evidence.known_losses).
@@ -101,12 +102,13 @@ func (r *Runner) emitVerified(path string, out *Outcome, s *Safety) error {
 			return err
 		}
 		losses := r.verifyLosses()
-		if len(losses) == 0 {
-			return nil
-		}
-		changed := []int(nil)
+		changed, leans := []int(nil), []verifyLoss(nil)
 		if mend < maxMends {
-			changed = mendRanges(out, losses, r.plan.VerifySizes.Sizes())
+			leans = r.verifyLeans(out.SM, losses)
+			changed = mendRanges(out, append(slices.Clone(losses), leans...), r.plan.VerifySizes.Sizes())
+		}
+		if len(losses) == 0 && len(changed) == 0 {
+			return nil // a lean that no route mends is not a loss
 		}
 		if len(changed) == 0 && !confirmed {
 			// A loss no route mends is recorded only once it holds over
@@ -134,6 +136,11 @@ func (r *Runner) emitVerified(path string, out *Outcome, s *Safety) error {
 		var lost []string
 		for _, l := range losses {
 			lost = append(lost, transports.FormatSize(l.Size)+" to "+l.Winner)
+		}
+		for _, l := range leans {
+			if slices.Contains(changed, l.Size) {
+				lost = append(lost, transports.FormatSize(l.Size)+" to "+l.Winner+" (leaning, unsettled)")
+			}
 		}
 		r.notes = append(r.notes, fmt.Sprintf("verify: the profile lost at %s; the route there goes to the faster transport and %s are verified again",
 			strings.Join(lost, ", "), sizeList(changed)))
@@ -334,7 +341,7 @@ func verifyOptional(round, first, required int) bool { return round >= first+max
 
 // verifyTrailRounds is how many rounds the sweep's verification may add
 // at the sizes where the profile trails (verify).
-const verifyTrailRounds = 6
+const verifyTrailRounds = 12
 
 // Result is what a sweep (or tune) produced.
 type Result struct {

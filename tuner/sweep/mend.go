@@ -125,11 +125,14 @@ func (ev verifyEvidence) compare(n int, single string) search.Comparison {
 	return search.Paired(ev.ratios(n, single), ev.prior.At(n))
 }
 
-// verifyLoss is a size where a single transport beat the profile, settled.
+// verifyLoss is a size where a single transport beat the profile, settled,
+// or (Leaned) is believed to lead it by more than the noise at the last
+// look (verifyLeans).
 type verifyLoss struct {
 	Size   int
 	Winner string
 	Versus search.Comparison
+	Leaned bool
 }
 
 func (l verifyLoss) String() string {
@@ -151,6 +154,32 @@ func (r *Runner) verifyLosses() []verifyLoss {
 		best := ev.best(n)
 		if c := ev.compare(n, best); c.Outcome == search.BWins {
 			out = append(out, verifyLoss{Size: n, Winner: best, Versus: c})
+		}
+	}
+	return out
+}
+
+// verifyLeans lists the sizes, other than the settled losses, where the
+// best single transport still trails auto unsettled at the last look but
+// leans ahead of it (search.Comparison.Lean), as the transport stage
+// decides its own last look: a test that cannot settle in the rounds the
+// budget gave must not leave the size to the route it happens to have.
+// Only where a route can change (a transport above every eager limit):
+// on one path a lean is the pair's luck, which nothing mends.
+func (r *Runner) verifyLeans(chosen SMParams, losses []verifyLoss) []verifyLoss {
+	if len(r.verified) == 0 {
+		return nil
+	}
+	ev := r.verifyEvidence(r.verified...)
+	var out []verifyLoss
+	for _, n := range ev.sizes {
+		best := ev.best(n)
+		if best == pooledSingles || n <= max(chosen.Eager, defaultSM().Eager) ||
+			slices.ContainsFunc(losses, func(l verifyLoss) bool { return l.Size == n }) {
+			continue
+		}
+		if c := ev.compare(n, best); c.Outcome == search.Unsettled && c.Lean() == search.BWins {
+			out = append(out, verifyLoss{Size: n, Winner: best, Versus: c, Leaned: true})
 		}
 	}
 	return out
@@ -188,8 +217,8 @@ func (ev verifyEvidence) best(n int) string {
 }
 
 // mendRanges routes each losing size to the transport that won it in the
-// verification (its verdict in out.Transport replaced or added, marked
-// Mended), recomputes the ranges, and returns the sizes of ladder whose
+// verification, settled or leaning (its verdict in out.Transport replaced
+// or added, marked Mended), recomputes the ranges, and returns the sizes of ladder whose
 // transport changed. Nothing is mended (none) where the loss is to a
 // parameter, not a route: up to the larger of the profile's and the
 // built-in eager limits every single transport sends by sm eager with
@@ -203,7 +232,7 @@ func mendRanges(out *Outcome, losses []verifyLoss, ladder []int) []int {
 		if l.Size <= max(out.SM.Eager, defaultSM().Eager) || driverOf[l.Winner] == "" {
 			continue
 		}
-		v := SizeVerdict{Size: l.Size, Winner: l.Winner, Versus: l.Versus, Settled: true, Mended: true}
+		v := SizeVerdict{Size: l.Size, Winner: l.Winner, Versus: l.Versus, Settled: !l.Leaned, Leaned: l.Leaned, Mended: true}
 		i, found := slices.BinarySearchFunc(verdicts, l.Size, func(v SizeVerdict, n int) int { return v.Size - n })
 		if found {
 			v.Medians = verdicts[i].Medians

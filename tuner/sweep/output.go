@@ -107,6 +107,8 @@ func (r *Runner) summary(res Result) string {
 			}
 			settled := ""
 			switch {
+			case v.Mended && v.Leaned:
+				settled = " (mended: the verification's rounds, the winner leaning ahead of auto at the last look)"
 			case v.Mended:
 				settled = " (mended: the verification's rounds, the winner against auto)"
 			case v.Leaned:
