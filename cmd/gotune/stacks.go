@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -35,6 +36,7 @@ func newStacks() *cobra.Command {
 	var (
 		ladders                            interleaved
 		profilePath, format, outDir, ranks string
+		referenceFlag                      string
 		only, osuDirs, singles             []string
 		gpu                                bool
 		torchScript                        string
@@ -72,8 +74,9 @@ and PyTorch's NCCL send/recv as scripts/gpu/baselines.py measures it (found in
 the working directory or beside the binary's checkout, or --torch-script;
 left out with a note where python3 cannot import torch).
 
-The comparison takes gotune sm (--gpu: gotune cudaipc) as the reference: a
-ratio > 1 means that side is better. A stack that is not installed is left out with a note. On a terminal a bar
+The comparison takes gotune sm (--gpu: gotune cudaipc) as the reference, or
+the column --reference names (say "gotune auto"): a ratio > 1 means that side
+is better. A stack that is not installed is left out with a note. On a terminal a bar
 per pattern counts the runs done of those planned; elsewhere plain lines say so
 every 15 s; --quiet shows neither.`,
 		Example: `  gotune stacks
@@ -150,6 +153,12 @@ every 15 s; --quiet shows neither.`,
 				return err
 			}
 			cs = append(cs, osu...)
+			if referenceFlag != "" {
+				if cs, err = referenceFirst(cs, referenceFlag); err != nil {
+					return err
+				}
+				reference = referenceFlag
+			}
 			results := map[string][]bench.Result{}
 			err = ladders.run(ctx, cs, m, func(_ bench.Pattern, res []bench.Result) error {
 				for _, r := range res {
@@ -187,6 +196,7 @@ every 15 s; --quiet shows neither.`,
 	fl := cmd.Flags()
 	fl.StringVar(&profilePath, "profile", "", "also measure each stack with the tuned values of this profile's stacks: section")
 	fl.StringArrayVar(&osuDirs, "osu", nil, "also run the OSU Micro-Benchmarks installed under DIR (repeatable; built by Open MPI's or MPICH's mpicc)")
+	fl.StringVar(&referenceFlag, "reference", "", `the column the others are compared with (default "gotune sm", --gpu "gotune cudaipc"), e.g. "gotune auto" with --profile`)
 	fl.StringSliceVar(&singles, "transports", nil, "also measure these gotune transports on their own beside sm (e.g. cma,xpmem): says whether one of them already reaches a stack where auto does not")
 	fl.StringSliceVar(&only, "stack", nil, "stacks to measure ("+strings.Join(stacksMeasured, ",")+"; default all installed)")
 	fl.StringVarP(&format, "format", "f", "table", "output: "+strings.Join(compare.Formats, "|"))
@@ -196,6 +206,22 @@ every 15 s; --quiet shows neither.`,
 	fl.BoolVar(&gpu, "gpu", false, "measure the first two GPUs instead: gotune cudaipc, NCCL (defaults, and tuned with --profile) and PyTorch's NCCL")
 	fl.StringVar(&torchScript, "torch-script", "", "with --gpu: PyTorch's baselines script (default "+torch.ScriptPath+" here or beside the binary's checkout)")
 	return cmd
+}
+
+// referenceFirst moves the contender labelled label to the front, where
+// the comparison takes its reference; a label not measured is an error
+// naming those that are.
+func referenceFirst(cs []mpistack.Contender, label string) ([]mpistack.Contender, error) {
+	i := slices.IndexFunc(cs, func(c mpistack.Contender) bool { return c.Label == label })
+	if i < 0 {
+		var labels []string
+		for _, c := range cs {
+			labels = append(labels, strconv.Quote(c.Label))
+		}
+		return nil, fmt.Errorf("--reference %q: not measured in this run; the columns are %s", label, strings.Join(labels, ", "))
+	}
+	out := append([]mpistack.Contender{cs[i]}, cs[:i]...)
+	return append(out, cs[i+1:]...), nil
 }
 
 // withSingles puts gotune's single transports named by --transports right

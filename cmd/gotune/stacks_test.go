@@ -89,6 +89,41 @@ func TestStacksTransportsRefused(t *testing.T) {
 	}
 }
 
+// --reference names the column the others are compared with: it moves to
+// the front (the comparison's reference); a label not measured is refused
+// before anything runs, naming the columns there are.
+func TestStacksReference(t *testing.T) {
+	old := newStackContenders
+	t.Cleanup(func() { newStackContenders = old })
+	measured := 0
+	newStackContenders = func(_ context.Context, _ string, _ []string, _ *profile.Profile, _ int, _ io.Writer) ([]mpistack.Contender, error) {
+		mk := func(label string, mbps float64) mpistack.Contender {
+			return mpistack.Contender{Label: label, Run: func(_ context.Context, s bench.Spec) (bench.Result, error) {
+				measured++
+				var pts []bench.Point
+				for _, size := range s.Sizes {
+					pts = append(pts, bench.Summarize(size, s.Pattern.Unit(), []float64{mbps}, nil))
+				}
+				return bench.Result{Label: label, Spec: s, Points: pts}, nil
+			}}
+		}
+		return []mpistack.Contender{mk("gotune sm", 100), mk("gotune auto", 200), mk("fake mpi", 150)}, nil
+	}
+	args := []string{"stacks", "--reps", "1", "--latency-sizes", "8", "--bw-sizes", "4K", "--settle", "0", "-q"}
+	stdout, stderr, code := run(t, append(args, "--reference", "gotune auto")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "reference: gotune auto") || !strings.Contains(stdout, "fake mpi 0.750") {
+		t.Errorf("the comparison does not take gotune auto as its reference:\n%s", stdout)
+	}
+	measured = 0
+	_, stderr, code = run(t, append(args, "--reference", "gotune cma")...)
+	if code == 0 || !strings.Contains(stderr, `--reference "gotune cma": not measured in this run; the columns are "gotune sm", "gotune auto", "fake mpi"`) || measured != 0 {
+		t.Errorf("an unmeasured reference: exit %d, %d runs, stderr %q", code, measured, stderr)
+	}
+}
+
 // --osu names an OSU install: one gotune cannot read stops the command
 // before anything runs, naming the directory.
 func TestStacksOSUDirectory(t *testing.T) {
