@@ -104,7 +104,7 @@ func (r *Runner) emitVerified(path string, out *Outcome, s *Safety) error {
 		losses := r.verifyLosses()
 		changed, leans := []int(nil), []verifyLoss(nil)
 		if mend < maxMends {
-			leans = r.verifyLeans(out.SM, losses)
+			leans = r.verifyLeans(out.SM)
 			changed = mendRanges(out, append(slices.Clone(losses), leans...), r.plan.VerifySizes.Sizes())
 		}
 		if len(losses) == 0 && len(changed) == 0 {

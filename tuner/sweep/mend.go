@@ -139,47 +139,51 @@ func (l verifyLoss) String() string {
 	return fmt.Sprintf("%s: %s %+.1f%% over auto", transports.FormatSize(l.Size), l.Winner, 100*l.Versus.Gain)
 }
 
-// verifyLosses lists the sizes where the best single transport (by the
-// median of its rounds) beats auto, settled (paired over the
-// verification's rounds). One test a size: testing every single transport
-// would find a chance win among them on a noisy node, and below their
-// eager limit they all run the same path anyway.
-func (r *Runner) verifyLosses() []verifyLoss {
+// verifyComparisons is the verification's one test a size: the best
+// single transport (by the median of its rounds) against auto, paired
+// over the rounds of the profiles this run verified; nil before any. One
+// test a size: testing every single transport would find a chance win
+// among them on a noisy node, and below their eager limit they all run
+// the same path anyway.
+func (r *Runner) verifyComparisons() []verifyLoss {
 	if len(r.verified) == 0 {
 		return nil
 	}
 	ev := r.verifyEvidence(r.verified...)
-	var out []verifyLoss
+	out := make([]verifyLoss, 0, len(ev.sizes))
 	for _, n := range ev.sizes {
 		best := ev.best(n)
-		if c := ev.compare(n, best); c.Outcome == search.BWins {
-			out = append(out, verifyLoss{Size: n, Winner: best, Versus: c})
+		out = append(out, verifyLoss{Size: n, Winner: best, Versus: ev.compare(n, best)})
+	}
+	return out
+}
+
+// verifyLosses lists the sizes where the best single transport beats
+// auto, settled.
+func (r *Runner) verifyLosses() []verifyLoss {
+	var out []verifyLoss
+	for _, c := range r.verifyComparisons() {
+		if c.Versus.Outcome == search.BWins {
+			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// verifyLeans lists the sizes, other than the settled losses, where the
-// best single transport still trails auto unsettled at the last look but
-// leans ahead of it (search.Comparison.Lean), as the transport stage
-// decides its own last look: a test that cannot settle in the rounds the
-// budget gave must not leave the size to the route it happens to have.
-// Only where a route can change (a transport above every eager limit):
-// on one path a lean is the pair's luck, which nothing mends.
-func (r *Runner) verifyLeans(chosen SMParams, losses []verifyLoss) []verifyLoss {
-	if len(r.verified) == 0 {
-		return nil
-	}
-	ev := r.verifyEvidence(r.verified...)
+// verifyLeans lists the sizes where the best single transport still
+// trails auto unsettled at the last look but leans ahead of it
+// (search.Comparison.Lean), as the transport stage decides its own last
+// look: a test that cannot settle in the rounds the budget gave must not
+// leave the size to the route it happens to have. Only where a route can
+// change (a transport above every eager limit): on one path a lean is the
+// pair's luck, which nothing mends.
+func (r *Runner) verifyLeans(chosen SMParams) []verifyLoss {
 	var out []verifyLoss
-	for _, n := range ev.sizes {
-		best := ev.best(n)
-		if best == pooledSingles || n <= max(chosen.Eager, defaultSM().Eager) ||
-			slices.ContainsFunc(losses, func(l verifyLoss) bool { return l.Size == n }) {
-			continue
-		}
-		if c := ev.compare(n, best); c.Outcome == search.Unsettled && c.Lean() == search.BWins {
-			out = append(out, verifyLoss{Size: n, Winner: best, Versus: c, Leaned: true})
+	for _, c := range r.verifyComparisons() {
+		if c.Winner != pooledSingles && c.Size > max(chosen.Eager, defaultSM().Eager) &&
+			c.Versus.Outcome == search.Unsettled && c.Versus.Lean() == search.BWins {
+			c.Leaned = true
+			out = append(out, c)
 		}
 	}
 	return out
