@@ -101,10 +101,11 @@ func (r *Runner) emitVerified(path string, out *Outcome, s *Safety) error {
 		if err != nil {
 			return err
 		}
-		losses := r.verifyLosses()
+		cs := r.verifyComparisons()
+		losses := settledLosses(cs)
 		changed, leans := []int(nil), []verifyLoss(nil)
 		if mend < maxMends {
-			leans = r.verifyLeans(out.SM)
+			leans = leaningLosses(cs, out.SM)
 			changed = mendRanges(out, append(slices.Clone(losses), leans...), r.plan.VerifySizes.Sizes())
 		}
 		if len(losses) == 0 && len(changed) == 0 {

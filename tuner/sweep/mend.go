@@ -160,9 +160,12 @@ func (r *Runner) verifyComparisons() []verifyLoss {
 
 // verifyLosses lists the sizes where the best single transport beats
 // auto, settled.
-func (r *Runner) verifyLosses() []verifyLoss {
+func (r *Runner) verifyLosses() []verifyLoss { return settledLosses(r.verifyComparisons()) }
+
+// settledLosses are the comparisons a single transport won, settled.
+func settledLosses(cs []verifyLoss) []verifyLoss {
 	var out []verifyLoss
-	for _, c := range r.verifyComparisons() {
+	for _, c := range cs {
 		if c.Versus.Outcome == search.BWins {
 			out = append(out, c)
 		}
@@ -171,23 +174,33 @@ func (r *Runner) verifyLosses() []verifyLoss {
 }
 
 // verifyLeans lists the sizes where the best single transport still
-// trails auto unsettled at the last look but leans ahead of it
-// (search.Comparison.Lean), as the transport stage decides its own last
-// look: a test that cannot settle in the rounds the budget gave must not
-// leave the size to the route it happens to have. Only where a route can
-// change (a transport above every eager limit): on one path a lean is the
-// pair's luck, which nothing mends.
+// trails auto unsettled at the last look but leans ahead of it.
 func (r *Runner) verifyLeans(chosen SMParams) []verifyLoss {
+	return leaningLosses(r.verifyComparisons(), chosen)
+}
+
+// leaningLosses are the comparisons still unsettled at the last look whose
+// single transport leans ahead of auto (search.Comparison.Lean), as the
+// transport stage decides its own last look: a test that cannot settle in
+// the rounds the budget gave must not leave the size to the route it
+// happens to have. Only where a route can change (onEagerPath): on one
+// path a lean is the pair's luck, which nothing mends.
+func leaningLosses(cs []verifyLoss, chosen SMParams) []verifyLoss {
 	var out []verifyLoss
-	for _, c := range r.verifyComparisons() {
-		if c.Winner != pooledSingles && c.Size > max(chosen.Eager, defaultSM().Eager) &&
-			c.Versus.Outcome == search.Unsettled && c.Versus.Lean() == search.BWins {
+	for _, c := range cs {
+		if !onEagerPath(chosen, c.Size) && c.Versus.Outcome == search.Unsettled && c.Versus.Lean() == search.BWins {
 			c.Leaned = true
 			out = append(out, c)
 		}
 	}
 	return out
 }
+
+// onEagerPath says whether n bytes go by sm eager for the single
+// transports (the built-in limit) or for auto (the chosen one): there the
+// route is sm's whatever the verification finds, and only parameters can
+// differ, so no route mends a loss.
+func onEagerPath(chosen SMParams, n int) bool { return n <= max(chosen.Eager, defaultSM().Eager) }
 
 // verifyTrails lists the sizes where the round-paired median of auto over
 // the best single transport is below 1 - search.Noise and no test has
@@ -233,7 +246,7 @@ func mendRanges(out *Outcome, losses []verifyLoss, ladder []int) []int {
 	before := out.Ranges
 	verdicts := slices.Clone(out.Transport)
 	for _, l := range losses {
-		if l.Size <= max(out.SM.Eager, defaultSM().Eager) || driverOf[l.Winner] == "" {
+		if onEagerPath(out.SM, l.Size) || driverOf[l.Winner] == "" {
 			continue
 		}
 		v := SizeVerdict{Size: l.Size, Winner: l.Winner, Versus: l.Versus, Settled: !l.Leaned, Leaned: l.Leaned, Mended: true}
