@@ -116,19 +116,29 @@ func (o OSU) stack(label string) Stack {
 func (o OSU) Launcher() string { return o.stack("").mpirun() }
 
 // Contender runs o's benchmarks with the stack's defaults, as label.
-func (o OSU) Contender(label string) Contender {
-	return Contender{Label: label, Run: func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
-		return RunOSU(ctx, o, label, spec)
+func (o OSU) Contender(label string) Contender { return o.ContenderUnder(o.stack(label)) }
+
+// ContenderUnder runs o's benchmarks through s, labelled s.Name: the
+// launcher configuration of o's MPI library with a tuned file loaded as
+// a user loads it, so that OSU measures what the file changes.
+func (o OSU) ContenderUnder(s Stack) Contender {
+	return Contender{Label: s.Name, Run: func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
+		return RunOSU(ctx, o, s, spec)
 	}}
 }
 
-// RunOSU runs OSU's benchmark of spec's pattern through o's stack, once
+// RunOSU runs OSU's benchmark of spec's pattern through s (o's MPI
+// library, labelled s.Name), once
 // per repetition, over spec's sizes (powers of two: OSU measures the
 // ladder between -m's bounds), with spec's iteration counts where it sets
 // them (OSU's own defaults, which bench.DefaultIters follows, otherwise)
 // and OSU's window of 64. Multi-rank patterns run spec's ranks, the
 // others 2.
-func RunOSU(ctx context.Context, o OSU, label string, spec bench.Spec) (bench.Result, error) {
+func RunOSU(ctx context.Context, o OSU, s Stack, spec bench.Spec) (bench.Result, error) {
+	label := s.Name
+	if s.family() != o.Family {
+		return bench.Result{}, fmt.Errorf("osu %s: its binaries link %s, not %s (%s)", o.Dir, o.Family, s.family(), label)
+	}
 	name, ok := osuBinaries[spec.Pattern]
 	if !ok {
 		return bench.Result{}, fmt.Errorf("osu: no OSU benchmark for pattern %s", spec.Pattern)
@@ -148,7 +158,6 @@ func RunOSU(ctx context.Context, o OSU, label string, spec bench.Spec) (bench.Re
 	if spec.Window != 0 && spec.Window != bench.DefaultWindow {
 		return bench.Result{}, fmt.Errorf("osu: window %d: only OSU's own window of %d is run", spec.Window, bench.DefaultWindow)
 	}
-	s := o.stack(label)
 	ranks := 2
 	if spec.Pattern.MultiRank() {
 		ranks = spec.RankCount()

@@ -62,7 +62,7 @@ func TestRunOSU(t *testing.T) {
 				{bench.Spec{Pattern: bench.MultiBandwidth, Ranks: 4, Sizes: []int{8, 1 << 20}, Reps: 1}, 4000},
 				{bench.Spec{Pattern: bench.AllToAll, Ranks: 3, Sizes: []int{1024}, Reps: 1}, 3000},
 			} {
-				res, err := RunOSU(ctx, o, "osu "+family, tc.spec)
+				res, err := RunOSU(ctx, o, o.stack("osu "+family), tc.spec)
 				if err != nil {
 					t.Fatalf("%s: %v", tc.spec.Pattern, err)
 				}
@@ -108,11 +108,11 @@ func TestOSUErrors(t *testing.T) {
 		want string
 	}{
 		{"a size OSU cannot run", func() error {
-			_, err := RunOSU(t.Context(), o, "osu", bench.Spec{Pattern: bench.Bandwidth, Sizes: []int{3000}})
+			_, err := RunOSU(t.Context(), o, o.stack("osu"), bench.Spec{Pattern: bench.Bandwidth, Sizes: []int{3000}})
 			return err
 		}, "powers of two"},
 		{"a benchmark the install lacks", func() error {
-			_, err := RunOSU(t.Context(), o, "osu", bench.Spec{Pattern: bench.Latency, Sizes: []int{8}})
+			_, err := RunOSU(t.Context(), o, o.stack("osu"), bench.Spec{Pattern: bench.Latency, Sizes: []int{8}})
 			return err
 		}, "no osu_latency below it"},
 		{"an empty directory", func() error { _, err := FindOSU(t.TempDir()); return err }, "none of osu_alltoall"},

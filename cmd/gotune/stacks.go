@@ -63,7 +63,9 @@ pair, so UCX is left out).
 With --osu DIR (repeatable) the OSU Micro-Benchmarks installed there join
 every round: osu_latency, osu_bw, osu_mbw_mr and osu_alltoall as the pattern
 needs, run through the launcher of the MPI library they link (read from their
-ELF headers) with that stack's defaults, labelled "osu openmpi" or "osu mpich".
+ELF headers) with that stack's defaults, labelled "osu openmpi" or "osu mpich",
+and, with --profile, again with the profile's tuned values for that library
+loaded as a user loads its native file ("osu openmpi tuned").
 Their rows check the reference benchmark against OSU's own figures on the
 same node, in the same rounds.
 
@@ -136,7 +138,7 @@ every 15 s; --quiet shows neither.`,
 			defer end()
 			m, stderr, closeMeter := runsMeter(cmd.ErrOrStderr(), ladders.quiet)
 			defer closeMeter()
-			osu, err := osuContenders(osuDirs, stderr) // before any stack is built: a wrong --osu fails at once
+			installs, err := findOSU(osuDirs, stderr) // before any stack is built: a wrong --osu fails at once
 			if err != nil {
 				return err
 			}
@@ -149,6 +151,10 @@ every 15 s; --quiet shows neither.`,
 				cs, err = newStackContenders(ctx, dir, only, prof, ladders.ranks, stderr)
 				cs = withSingles(cs, singles, stderr)
 			}
+			if err != nil {
+				return err
+			}
+			osu, err := osuContenders(ctx, dir, installs, prof, stderr)
 			if err != nil {
 				return err
 			}
@@ -343,11 +349,17 @@ func stackAdapters(ctx context.Context, dir string, names []string, prof *profil
 	return cs, nil
 }
 
-// osuContenders are the OSU installs under dirs, each run with its MPI
-// library's defaults. An install whose launcher is missing is left out,
-// with a note on stderr; one gotune cannot read is an error.
-func osuContenders(dirs []string, stderr io.Writer) ([]mpistack.Contender, error) {
-	var cs []mpistack.Contender
+// osuInstall is an OSU install named by --osu and the label of its rows.
+type osuInstall struct {
+	osu   mpistack.OSU
+	label string
+}
+
+// findOSU reads the OSU installs under dirs. An install whose launcher is
+// missing is left out, with a note on stderr; one gotune cannot read is an
+// error.
+func findOSU(dirs []string, stderr io.Writer) ([]osuInstall, error) {
+	var installs []osuInstall
 	seen := map[string]int{}
 	for _, dir := range dirs {
 		o, err := mpistack.FindOSU(dir)
@@ -363,7 +375,46 @@ func osuContenders(dirs []string, stderr io.Writer) ([]mpistack.Contender, error
 		if n := seen[o.Family]; n > 1 {
 			label += fmt.Sprintf(" %d", n)
 		}
-		cs = append(cs, o.Contender(label))
+		installs = append(installs, osuInstall{o, label})
+	}
+	return installs, nil
+}
+
+// osuContenders are the OSU installs, each run with its MPI library's
+// defaults and, where prof has tuned values for that library, again with
+// them loaded as a user loads the native file ("osu openmpi tuned"): OSU's
+// own figure for what the file changes.
+func osuContenders(ctx context.Context, dir string, installs []osuInstall, prof *profile.Profile, stderr io.Writer) ([]mpistack.Contender, error) {
+	var cs []mpistack.Contender
+	for _, in := range installs {
+		cs = append(cs, in.osu.Contender(in.label))
+		if prof == nil || len(prof.Stacks[in.osu.Family].Params) == 0 {
+			continue
+		}
+		a, err := stack.New(in.osu.Family)
+		if err != nil {
+			return nil, err
+		}
+		l, ok := a.(stack.Loader)
+		if !ok {
+			continue
+		}
+		sdir := filepath.Join(dir, "osu-"+in.osu.Family)
+		if err := os.MkdirAll(sdir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := a.Prepare(ctx, sdir); err != nil {
+			if errors.Is(err, sys.ErrNotSupported) {
+				fmt.Fprintf(stderr, "stacks: %s tuned left out: %v\n", in.label, err)
+				continue
+			}
+			return nil, err
+		}
+		st, err := l.Loaded(sdir, in.label+" tuned", prof.Stacks[in.osu.Family].Params)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, in.osu.ContenderUnder(st))
 	}
 	return cs, nil
 }

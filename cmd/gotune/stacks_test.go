@@ -32,9 +32,21 @@ func TestStacks(t *testing.T) {
 			Params:   map[string]string{"btl_vader_eager_limit": "8192"},
 			Evidence: map[string]string{"btl_vader_eager_limit": "test"}}}
 	})
+	// OSU's rows run a stand-in that adds Open MPI's eager limit, read
+	// through MPI_T, to its figures: the tuned row shows the file arrived.
+	osu := filepath.Join(dir, "osu")
+	if err := os.Mkdir(osu, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"osu_latency", "osu_bw"} {
+		if out, err := exec.Command("mpicc.openmpi", "-o", filepath.Join(osu, name), "../../bench/mpistack/testdata/fakeosu.c").CombinedOutput(); err != nil {
+			t.Fatalf("mpicc.openmpi: %v\n%s", err, out)
+		}
+	}
+	t.Setenv("FAKEOSU_CVAR", "btl_vader_eager_limit")
 	out := filepath.Join(dir, "out")
 	stdout, stderr, code := run(t, "stacks", "--stack", "openmpi", "--profile", prof, "--reps", "2", "--transports", "cma",
-		"--latency-sizes", "8", "--bw-sizes", "4K,1M", "--settle", "0", "--out", out)
+		"--latency-sizes", "8", "--bw-sizes", "4K,1M", "--settle", "0", "--out", out, "--osu", osu)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -61,12 +73,27 @@ func TestStacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	labels := map[string]int{}
+	osuBW := map[string][]float64{}
 	for _, r := range results {
 		labels[r.Label]++
+		if strings.HasPrefix(r.Label, "osu ") && r.Spec.Pattern == bench.Bandwidth {
+			for _, p := range r.Points {
+				osuBW[r.Label] = append(osuBW[r.Label], p.Samples...)
+			}
+		}
 	}
-	for _, l := range []string{"gotune sm", "gotune cma", "gotune auto", "openmpi defaults", "openmpi tuned"} {
+	for _, l := range []string{"gotune sm", "gotune cma", "gotune auto", "openmpi defaults", "openmpi tuned", "osu openmpi", "osu openmpi tuned"} {
 		if labels[l] != 2 { // latency and bw
 			t.Errorf("%s: %d results stored, want 2 (%v)", l, labels[l], labels)
+		}
+	}
+	def, tuned := osuBW["osu openmpi"], osuBW["osu openmpi tuned"]
+	if len(def) == 0 || len(def) != len(tuned) {
+		t.Fatalf("osu bw samples: defaults %v, tuned %v", def, tuned)
+	}
+	for i := range def {
+		if tuned[i]-def[i] != 8192-4096 { // the stand-in adds the eager limit: the file's against Open MPI's default
+			t.Errorf("osu bw sample %d: tuned %v, defaults %v: the eager limit OSU ran with was not the profile's", i, tuned[i], def[i])
 		}
 	}
 }

@@ -80,9 +80,16 @@ func (m *MPICH) stack(label string) mpistack.Stack { return mpistack.MPICH("mpic
 // loaded is the stack with params as MPIR_CVAR_ variables, as sourcing
 // the tuned mpich.env sets them.
 func (m *MPICH) loaded(label string, params map[string]string) mpistack.Stack {
-	st := m.stack(label)
-	st.Env = append(st.Env, envLines("mpich", params)...)
+	st, _ := m.Loaded("", "mpich "+label, params)
 	return st
+}
+
+// Loaded is MPICH's launcher configuration labelled label, params set as
+// the MPIR_CVAR_ variables the tuned mpich.env exports.
+func (m *MPICH) Loaded(_, label string, params map[string]string) (mpistack.Stack, error) {
+	st := mpistack.MPICH(label)
+	st.Env = append(st.Env, envLines("mpich", params)...)
+	return st, nil
 }
 
 // Contender measures with params loaded.

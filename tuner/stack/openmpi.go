@@ -107,8 +107,10 @@ func (o *OpenMPI) Space() []Param {
 // OMPI_MCA_mca_base_param_files, as a user installs the tuned file.
 func (o *OpenMPI) stack(label string) mpistack.Stack { return mpistack.OpenMPIFile("openmpi " + label) }
 
-func (o *OpenMPI) loaded(dir, label string, params map[string]string) (mpistack.Stack, error) {
-	st := o.stack(label)
+// Loaded is Open MPI's launcher configuration labelled label, params
+// written as a file under dir and named ahead of the default files.
+func (o *OpenMPI) Loaded(dir, label string, params map[string]string) (mpistack.Stack, error) {
+	st := mpistack.OpenMPIFile(label)
 	if len(params) == 0 {
 		return st, nil
 	}
@@ -127,7 +129,7 @@ func (o *OpenMPI) loaded(dir, label string, params map[string]string) (mpistack.
 // Contender measures with params loaded.
 func (o *OpenMPI) Contender(dir, label string, params map[string]string) mpistack.Contender {
 	return mpistack.Contender{Label: "openmpi " + label, Run: func(ctx context.Context, spec bench.Spec) (bench.Result, error) {
-		st, err := o.loaded(dir, label, params)
+		st, err := o.Loaded(dir, "openmpi "+label, params)
 		if err != nil {
 			return bench.Result{}, err
 		}
@@ -137,7 +139,7 @@ func (o *OpenMPI) Contender(dir, label string, params map[string]string) mpistac
 
 // Check runs the stack hazards with params loaded.
 func (o *OpenMPI) Check(ctx context.Context, dir string, params map[string]string) error {
-	st, err := o.loaded(dir, "check", params)
+	st, err := o.Loaded(dir, "openmpi check", params)
 	if err != nil {
 		return err
 	}

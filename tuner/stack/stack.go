@@ -69,6 +69,15 @@ type Adapter interface {
 	Check(ctx context.Context, dir string, params map[string]string) error
 }
 
+// Loader is an Adapter whose tuned values any benchmark built against its
+// MPI library can run under (OSU's, say): Loaded is the launcher
+// configuration labelled label, with params loaded as a user loads the
+// native file. Open MPI's needs Prepare first (it reads the default files).
+type Loader interface {
+	Adapter
+	Loaded(dir, label string, params map[string]string) (mpistack.Stack, error)
+}
+
 // Config says how hard Tune tries.
 type Config struct {
 	Dir    string // scratch: the benchmark binary and the candidate files

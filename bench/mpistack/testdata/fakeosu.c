@@ -2,14 +2,34 @@
  * prints, on rank 0, the block OSU's benchmark of its own name prints, one
  * row per power of two between -m's bounds, each value 1000 x the ranks
  * plus the -i iterations (0 when not given), so that a test sees what the
- * launcher and the arguments were. */
+ * launcher and the arguments were. Where $FAKEOSU_CVAR names one of the
+ * library's integer control variables (MPI_T), its value is added too:
+ * the test sees what a file or variable it loaded set. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* cvar reads the integer control variable name through MPI_T (0 when
+ * unset or unknown: the row then shows that it did not arrive). */
+static double cvar(const char *name) {
+    int provided, index, count;
+    unsigned long long v = 0;
+    if (!name || MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
+        return 0;
+    MPI_T_cvar_handle h;
+    if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(index, NULL, &h, &count) == MPI_SUCCESS) {
+        MPI_T_cvar_read(h, &v); /* int, unsigned, size_t or long long: v zeroed first */
+        MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+    return (double)v;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    double extra = cvar(getenv("FAKEOSU_CVAR"));
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -30,9 +50,9 @@ int main(int argc, char **argv) {
         }
         for (long n = lo; n <= hi; n *= 2) {
             if (!strcmp(name, "osu_mbw_mr"))
-                printf("%-10ld%20.2f%18.2f\n", n, 1000.0 * size + iters, 1.0);
+                printf("%-10ld%20.2f%18.2f\n", n, 1000.0 * size + iters + extra, 1.0);
             else
-                printf("%-10ld%18.2f\n", n, 1000.0 * size + iters);
+                printf("%-10ld%18.2f\n", n, 1000.0 * size + iters + extra);
         }
         fflush(stdout);
     }
