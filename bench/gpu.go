@@ -250,9 +250,30 @@ func checkGPUs(s *Spec) error {
 	if err != nil {
 		return fmt.Errorf("bench: %s: CUDA not available: %w", s.gpuFlag(), err)
 	}
+	return ranksGPUs(s, n)
+}
+
+// ranksGPUs checks that every rank of s has a device among n and refuses
+// a load kernel beside device buffers on a GPU two ranks share: each rank
+// runs the kernel on its own device, and on one H200 shared by both ranks
+// every timed pass that copied to or from device memory waited for the
+// kernel's bound, at a quarter of the GPU as at half (docs/reliability.md).
+func ranksGPUs(s *Spec, n int) error {
+	first := map[int]int{} // device ordinal: its first rank
+	device := slices.ContainsFunc(s.Mem, func(k cuda.MemKind) bool { return !k.HostVisible() })
 	for r := range s.RankCount() {
-		if _, err := GPUFor(r, s.GPUs, n); err != nil {
+		g, err := GPUFor(r, s.GPUs, n)
+		if err != nil {
 			return fmt.Errorf("bench: %w", err)
+		}
+		prev, shared := first[g]
+		if shared && device && s.GPULoad > 0 {
+			return fmt.Errorf("bench: --kernel %s with device buffers: ranks %d and %d share GPU %d (%d CUDA device(s)), and each runs the load kernel on it: "+
+				"there a copy to or from device memory waits for the kernel until its bound; give each rank its own GPU (--gpus 0,1), host-visible buffers, or no --kernel",
+				KernelName(s.GPULoad), prev, r, g, n)
+		}
+		if !shared {
+			first[g] = r
 		}
 	}
 	return nil

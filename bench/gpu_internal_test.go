@@ -167,3 +167,33 @@ func TestKernelName(t *testing.T) {
 		}
 	}
 }
+
+// Every rank needs a device among those present, and a load kernel beside
+// device buffers is refused where two ranks share a GPU; host-visible
+// buffers and a GPU each are not.
+func TestRanksGPUs(t *testing.T) {
+	D, P, H, MD := cuda.MemDevice, cuda.MemPinned, cuda.MemHost, cuda.MemManagedDevice
+	for _, c := range []struct {
+		name    string
+		mem     []cuda.MemKind
+		gpus    []int
+		load    float64
+		devices int
+		err     string
+	}{
+		{"device buffers and a load on one GPU", []cuda.MemKind{D, D}, nil, 0.5, 1, "--kernel partial with device buffers: ranks 0 and 1 share GPU 0 (1 CUDA device(s))"},
+		{"one device side is enough", []cuda.MemKind{P, D}, []int{1}, 0.25, 2, "--kernel 0.25 with device buffers: ranks 0 and 1 share GPU 1 (2 CUDA device(s))"},
+		{"a GPU each", []cuda.MemKind{D, D}, nil, 0.5, 2, ""},
+		{"no load", []cuda.MemKind{D, D}, nil, 0, 1, ""},
+		{"pinned buffers", []cuda.MemKind{P, P}, nil, 1, 1, ""},
+		{"managed buffers", []cuda.MemKind{H, MD}, nil, 1, 1, ""},
+		{"host buffers and a GPU list", []cuda.MemKind{H, H}, []int{0}, 0.5, 1, ""},
+		{"a device that is not there", []cuda.MemKind{D, D}, []int{0, 5}, 0, 2, "rank 1's device 5 does not exist"},
+	} {
+		s := Spec{Transport: "cudaipc", Pattern: Latency, Sizes: []int{8}, Mem: c.mem, GPUs: c.gpus, GPULoad: c.load}
+		err := ranksGPUs(&s, c.devices)
+		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.err)
+		}
+	}
+}

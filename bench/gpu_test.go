@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -260,6 +261,28 @@ func needGPU(t *testing.T) {
 	testutil.SkipUnless(t, "cuda", cuda.Load())
 }
 
+// oneGPU says whether the machine has a single GPU, which both ranks then
+// share.
+func oneGPU(t *testing.T) bool {
+	t.Helper()
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// refusedOnOneGPU checks that spec, a load kernel beside device buffers,
+// is refused before any rank starts where both ranks share the GPU.
+func refusedOnOneGPU(t *testing.T, spec bench.Spec) {
+	t.Helper()
+	started := false
+	_, err := bench.Run(context.Background(), spec, 0, launch.Hooks{Started: func([]int) { started = true }})
+	if err == nil || !strings.Contains(err.Error(), "ranks 0 and 1 share GPU 0 (1 CUDA device(s))") || started {
+		t.Errorf("on one GPU: error %v, ranks started %v; want a refusal naming the shared GPU before any rank starts", err, started)
+	}
+}
+
 // needCUDAIPC skips the test without a GPU or without cudaipc built in.
 func needCUDAIPC(t *testing.T) {
 	t.Helper()
@@ -365,6 +388,10 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 				}
 				spec := bench.Spec{Transport: "cudaipc", Options: c.opts, Pattern: pat, Sizes: sizes, Reps: 2, Iters: 10, Warmup: 1, Window: 4,
 					Validate: true, Buffers: c.buffers, Mem: c.mem, GPULoad: c.load}
+				if c.load > 0 && slices.Contains(c.mem, D) && oneGPU(t) {
+					refusedOnOneGPU(t, spec)
+					return
+				}
 				res := mustRun(t, spec)
 				checkGPURun(t, spec, res)
 			})
@@ -416,6 +443,10 @@ func TestGPUFullLoadMarksStalledPaths(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			spec := bench.Spec{Transport: "cudaipc", Options: c.opts, Pattern: bench.Latency, Sizes: []int{8, 1 << 20},
 				Reps: 2, Iters: 10, Warmup: 1, Mem: c.mem, GPULoad: 1, GPULoadBound: time.Second}
+			if oneGPU(t) {
+				refusedOnOneGPU(t, spec)
+				return
+			}
 			res := mustRun(t, spec)
 			for _, p := range res.Points {
 				t.Logf("%s %d B: median %.1f us, longest step %v, stalled %v, passes late %d of %d",

@@ -117,12 +117,21 @@ func TestGPUPlanCheck(t *testing.T) {
 		{func(g *GPUPlan) { g.CopySizes = SizeList{} }, "gpu.copy_sizes: empty"},
 		{func(g *GPUPlan) { g.IPCCaches = []int{16, 0} }, "gpu.ipc_caches: 0"},
 		{func(g *GPUPlan) { g.IPCBuffers = 0 }, "gpu.ipc_buffers"},
+		{func(g *GPUPlan) { g.GPUs = "0" }, `gpu.gpus: "0" puts both ranks on GPU 0, and gpu.loads runs the load kernel`},
+		{func(g *GPUPlan) { g.GPUs = "1,1" }, `gpu.gpus: "1,1" puts both ranks on GPU 1`},
 	} {
 		p := GPU()
 		c.mod(&p.GPU)
 		if err := p.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want an error naming %q", err, c.want)
 		}
+	}
+	// One GPU for both ranks is a plan without a load kernel.
+	one := GPU()
+	one.GPU.GPUs = "0"
+	one.GPU.Loads = []Load{{Name: "none"}}
+	if err := one.Check(); err != nil {
+		t.Errorf("both ranks on GPU 0 without a load: %v", err)
 	}
 	// Values that do not parse are refused when the plan file is decoded.
 	for _, c := range []struct{ body, want string }{

@@ -309,11 +309,16 @@ func (g GPUPlan) check() error {
 	if g.GPUs == "" {
 		return nil
 	}
-	if _, err := bench.ParseGPUs(g.GPUs); err != nil {
+	gpus, err := bench.ParseGPUs(g.GPUs)
+	if err != nil {
 		return fmt.Errorf("gpu.gpus: %w", err)
 	}
 	if len(g.Thresholds) == 0 || len(g.Staging) == 0 || len(g.Loads) == 0 {
 		return fmt.Errorf("gpu.thresholds, gpu.staging and gpu.loads each need a candidate")
+	}
+	// The GPU stages' two ranks take gpus[0] and gpus[1 mod len] (bench.GPUFor).
+	if shared := gpus[0] == gpus[1%len(gpus)]; shared && slices.ContainsFunc(g.Loads, func(l Load) bool { return l.Fraction > 0 }) {
+		return fmt.Errorf("gpu.gpus: %q puts both ranks on GPU %d, and gpu.loads runs the load kernel there beside device buffers, which a shared GPU does not measure (bench refuses it): name two GPUs, or loads: [none]", g.GPUs, gpus[0])
 	}
 	for _, s := range g.Staging {
 		if s != "async" && s != "sync" {
