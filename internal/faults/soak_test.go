@@ -145,8 +145,9 @@ func TestSoak(t *testing.T) {
 
 // soakTraffic lists the traffic of the transports that run here: pairs
 // over each (bw, bibw, latency), the multi-rank patterns at 4 ranks over
-// the node-local ones, and with a GPU sm and cudaipc from its memory
-// kinds and, where NCCL runs, its pairs and two collectives.
+// the node-local ones, and with a GPU sm from its host-visible kinds,
+// cudaipc between device buffers and from and to the others, and, where
+// NCCL runs, its pairs and two collectives.
 func (c *campaign) soakTraffic() []soakTraffic {
 	var out []soakTraffic
 	for _, tr := range []string{"sm", "cma", "xpmem", "knem", "tcp"} {
@@ -163,13 +164,17 @@ func (c *campaign) soakTraffic() []soakTraffic {
 			}
 		}
 	}
-	if c.runs("-t", "sm", "--mem", "device") {
-		for _, mem := range []string{"pinned", "device", "managed"} {
+	// A GPU is there when sm runs from pinned memory (sm moves host-visible
+	// kinds only; device memory goes through cudaipc).
+	if c.runs("-t", "sm", "--mem", "pinned") {
+		for _, mem := range []string{"pinned", "managed", "managed-device"} {
 			out = append(out, soakTraffic{transport: "sm", pattern: "bw", mem: mem})
 		}
 		if c.runs("-t", "cudaipc", "--mem", "device") {
 			out = append(out, soakTraffic{transport: "cudaipc", pattern: "bw", mem: "device"},
-				soakTraffic{transport: "cudaipc", pattern: "bibw", mem: "device"})
+				soakTraffic{transport: "cudaipc", pattern: "bibw", mem: "device"},
+				soakTraffic{transport: "cudaipc", pattern: "bw", mem: "pinned,device"},
+				soakTraffic{transport: "cudaipc", pattern: "bw", mem: "device,managed"})
 		}
 		if c.runs("-t", "nccl", "--mem", "device") {
 			out = append(out, soakTraffic{transport: "nccl", pattern: "bw", mem: "device"},
