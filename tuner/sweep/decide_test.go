@@ -259,6 +259,42 @@ func TestVerifySummaryPairsRounds(t *testing.T) {
 	}
 }
 
+// At a mended size auto's rounds are the new profile's only; the singles'
+// medians beside it are taken over those rounds too, so a slow spell that
+// covered them is not read as auto's loss.
+func TestVerifySummaryMediansOverAutosRounds(t *testing.T) {
+	var trials []Trial
+	for round := 1; round <= 4; round++ {
+		phase := 1.0
+		if round > 2 {
+			phase = 0.5 // a slow spell over the mended profile's rounds
+		}
+		a := trial(stageVerify, "auto", bench.Bandwidth, round, []int{8, 65536}, 99*phase)
+		a.Options = transports.Options{auto.KeyHash: "sha256:first"}
+		if round > 2 {
+			a = trial(stageVerify, "auto", bench.Bandwidth, round, []int{65536}, 99*phase)
+			a.Options = transports.Options{auto.KeyHash: "sha256:mended"}
+		}
+		trials = append(trials, a, trial(stageVerify, "sm", bench.Bandwidth, round, []int{8, 65536}, 100*phase))
+	}
+	r := &Runner{trials: trials}
+	var w strings.Builder
+	r.verifySummary(&w)
+	out := w.String()
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[0] != "64K" {
+			continue
+		}
+		// auto 49.5 and sm 50 over rounds 3-4 (sm's four rounds: 75).
+		if f[1] != "50" || f[2] != "50" || f[3] != "0.990" || f[4] != "0.990" {
+			t.Errorf("64K row %q: want auto 50, sm 50, auto/best and paired 0.990", line)
+		}
+		return
+	}
+	t.Errorf("no 64K row:\n%s", out)
+}
+
 // The confirmation weighs the stages' choices against the built-in depth
 // and the built-in parameters, without measuring one configuration twice,
 // and its winner carries the parameters it came from, and their options.

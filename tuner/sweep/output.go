@@ -237,7 +237,8 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 		}
 	}
 	fmt.Fprintf(w, "## verify: auto (profile %s) beside each single transport (%s), bw, %d interleaved rounds\n", strings.Join(ev.hashes, ", then "), r.referenceNote(), len(rounds))
-	fmt.Fprintf(w, "## (MB/s, median of the rounds' medians; auto/best: ratio of those medians; paired: median of the rounds' auto/best ratios;\n")
+	fmt.Fprintf(w, "## (MB/s, median of the rounds' medians, over the rounds auto ran in at the size: a mended size's are its new profile's;\n")
+	fmt.Fprintf(w, "##  auto/best: ratio of those medians; paired: median of the rounds' auto/best ratios;\n")
 	if len(ev.pooled) == 0 {
 		fmt.Fprintf(w, "##  test: the best single transport against auto, paired per round, noise pooled over nearby sizes)\n")
 	} else {
@@ -257,7 +258,7 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 		am := medianOf(ev.auto[n])
 		fmt.Fprintf(w, " %8s %10.0f", transports.FormatSize(n), am)
 		for _, s := range ev.names {
-			m := medianOf(ev.singles[s][n])
+			m := medianOf(onRounds(ev.singles[s][n], ev.auto[n]))
 			fmt.Fprintf(w, " %10.0f", m)
 			geo[s] += logRatio(am, m)
 			if pr, ok := pairedRatio(ev.auto[n], ev.singles[s][n]); ok {
@@ -266,7 +267,7 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 			}
 		}
 		bestName := ev.best(n)
-		best := medianOf(ev.series(bestName, n))
+		best := medianOf(onRounds(ev.series(bestName, n), ev.auto[n]))
 		geoBestPerSize += logRatio(am, best)
 		pairedCol := "-"
 		pr, prOK := pairedRatio(ev.auto[n], ev.series(bestName, n))
@@ -318,6 +319,19 @@ func (r *Runner) sentAlike() func(n int) bool {
 }
 
 // medianOf is the median of a round → value map's values.
+// onRounds is series at the rounds of ref alone: medians compared over
+// the same rounds (this machine's slow spells move every candidate of a
+// round alike).
+func onRounds(series, ref map[int]float64) map[int]float64 {
+	out := make(map[int]float64, len(ref))
+	for round := range ref {
+		if v, ok := series[round]; ok {
+			out[round] = v
+		}
+	}
+	return out
+}
+
 func medianOf(rounds map[int]float64) float64 {
 	return search.Median(slices.Collect(maps.Values(rounds)))
 }
