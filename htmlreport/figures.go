@@ -2,6 +2,7 @@ package htmlreport
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -218,32 +219,20 @@ func stageFigures(run *Run, stage string, patterns []bench.Pattern) ([]Figure, e
 var confidenceText = fmt.Sprintf("%.0f%%", 100*bench.Confidence)
 
 // ratioFigure draws auto against each single transport of the verify
-// stage, size by size (ratio of medians, > 1: auto is faster).
+// stage, size by size, round-paired as the summary's paired column (> 1:
+// auto is faster).
 func ratioFigure(run *Run) (*Figure, error) {
-	curves := stageCurves(run.Trials, "verify", bench.Bandwidth)
-	var auto *series
-	for i := range curves {
-		if curves[i].label == "auto" {
-			auto = &curves[i]
-		}
-	}
-	if auto == nil || len(curves) < 2 {
+	ratios := sweep.VerifyRatios(run.Trials)
+	if len(ratios) == 0 {
 		return nil, nil
 	}
 	c := chart{title: "verify: auto against each single transport", xlabel: "message size (bytes)",
-		ylabel: "ratio of medians, auto / transport (> 1: auto faster)", sizeX: true,
+		ylabel: "auto / transport, round-paired (> 1: auto faster)", sizeX: true,
 		hmarks: []hmark{{y: 1, label: "equal"}}}
-	for _, s := range curves {
-		if s.label == "auto" {
-			continue
-		}
-		l := line{label: "auto / " + s.label}
-		for _, q := range s.pts {
-			for _, a := range auto.pts {
-				if a.x == q.x && q.y > 0 {
-					l.pts = append(l.pts, xy{x: q.x, y: a.y / q.y, lo: a.y / q.y, hi: a.y / q.y})
-				}
-			}
+	for _, name := range slices.Sorted(maps.Keys(ratios)) {
+		l := line{label: "auto / " + name}
+		for _, r := range ratios[name] {
+			l.pts = append(l.pts, xy{x: float64(r.Size), y: r.Paired, lo: r.Lowest, hi: r.High})
 		}
 		c.lines = append(c.lines, l)
 	}
@@ -251,7 +240,7 @@ func ratioFigure(run *Run) (*Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Figure{ID: "verify-ratio", Title: c.title, Caption: "Ratio of the pooled medians of the verification rounds. The paired ratios (median of the rounds' ratios) and the paired tests are in the run's summary, at the end of the page.", SVG: svg}, nil
+	return &Figure{ID: "verify-ratio", Title: c.title, Caption: "Median of the verification rounds' ratios, each round's auto median over the transport's in the same round (at a mended size, the new profile's rounds); band: the rounds' lowest and highest ratio. The paired tests are in the run's summary, at the end of the page.", SVG: svg}, nil
 }
 
 // footprintFigure draws the FIFO depth stage's candidates as the channel

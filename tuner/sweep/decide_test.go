@@ -290,9 +290,22 @@ func TestVerifySummaryMediansOverAutosRounds(t *testing.T) {
 		if f[1] != "50" || f[2] != "50" || f[3] != "0.990" || f[4] != "0.990" {
 			t.Errorf("64K row %q: want auto 50, sm 50, auto/best and paired 0.990", line)
 		}
-		return
 	}
-	t.Errorf("no 64K row:\n%s", out)
+	if !strings.Contains(out, "     64K ") {
+		t.Errorf("no 64K row:\n%s", out)
+	}
+	// The report's figure reads the same rounds.
+	want := []VerifyRatio{{Size: 8, Paired: 0.99, Lowest: 0.99, High: 0.99, Rounds: 2}, {Size: 65536, Paired: 0.99, Lowest: 0.99, High: 0.99, Rounds: 2}}
+	got := VerifyRatios(trials)["sm"]
+	if len(got) != len(want) {
+		t.Fatalf("VerifyRatios: %+v, want %+v", got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Size != w.Size || g.Rounds != w.Rounds || math.Abs(g.Paired-w.Paired) > 1e-9 || math.Abs(g.Lowest-w.Lowest) > 1e-9 || math.Abs(g.High-w.High) > 1e-9 {
+			t.Errorf("VerifyRatios at %d: %+v, want %+v", w.Size, g, w)
+		}
+	}
 }
 
 // The confirmation weighs the stages' choices against the built-in depth

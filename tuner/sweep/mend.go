@@ -282,3 +282,35 @@ func routeAt(ranges []Range, n int) Range {
 	at.Min = 0
 	return at
 }
+
+// VerifyRatio is auto over one single transport at one size of the
+// verification, round-paired: the median of the rounds' ratios of their
+// medians, and the lowest and highest of those ratios.
+type VerifyRatio struct {
+	Size                 int
+	Paired, Lowest, High float64
+	Rounds               int
+}
+
+// VerifyRatios reads a store's verification trials as the summary does (at
+// a mended size, auto's rounds are its new profile's): per single
+// transport, auto over it at each size it was measured beside auto.
+func VerifyRatios(trials []Trial) map[string][]VerifyRatio {
+	ev := (&Runner{trials: trials}).verifyEvidence()
+	out := map[string][]VerifyRatio{}
+	for _, s := range ev.names {
+		for _, n := range ev.sizes {
+			var rs []float64
+			for round, a := range ev.auto[n] {
+				if b, ok := ev.singles[s][n][round]; ok && b > 0 {
+					rs = append(rs, a/b)
+				}
+			}
+			if len(rs) == 0 {
+				continue
+			}
+			out[s] = append(out[s], VerifyRatio{Size: n, Paired: search.Median(rs), Lowest: slices.Min(rs), High: slices.Max(rs), Rounds: len(rs)})
+		}
+	}
+	return out
+}
