@@ -19,6 +19,7 @@ import (
 	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 	_ "github.com/gotune/gotune/transports/all"
+	"github.com/gotune/gotune/transports/cma"
 	"github.com/gotune/gotune/transports/sm"
 )
 
@@ -245,12 +246,17 @@ func TestCorruptionWithoutValidationGoesUnnoticed(t *testing.T) {
 	}
 }
 
-// Real rank processes: every transport, every pattern, validated.
+// Real rank processes: every transport, every pattern, validated; cma
+// also in split mode (both ranks copy each 1 MiB message after the first).
 func TestRunAcrossProcesses(t *testing.T) {
-	for _, tr := range []string{"sm", "cma"} {
+	for _, c := range []struct {
+		name, tr string
+		opts     transports.Options
+	}{{"sm", "sm", nil}, {"cma", "cma", nil}, {"cma-split", "cma", transports.Options{cma.KeyMode: "split"}}} {
+		tr := c.tr
 		for _, pat := range bench.Patterns {
-			t.Run(tr+"/"+string(pat), func(t *testing.T) {
-				spec := bench.Spec{Transport: tr, Pattern: pat, Sizes: []int{8, 8192, 1 << 20}, Reps: 2, Iters: 5, Warmup: 1, Window: 4, Validate: true}
+			t.Run(c.name+"/"+string(pat), func(t *testing.T) {
+				spec := bench.Spec{Transport: tr, Options: c.opts, Pattern: pat, Sizes: []int{8, 8192, 1 << 20}, Reps: 2, Iters: 5, Warmup: 1, Window: 4, Validate: true}
 				res := mustRun(t, spec)
 				checkPoints(t, spec, res.Points)
 				for _, p := range res.Points { // 2 reps: both ranks warn about the interval; one warning each

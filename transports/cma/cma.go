@@ -11,9 +11,12 @@ import (
 
 // Params configure the single copy.
 type Params struct {
-	Pull      bool // receiver reads (true) or sender writes (false)
-	Chunk     int  // bytes per system call; 0 means the whole message
-	Threshold int  // smallest message sent by rendezvous
+	Pull bool // receiver reads (true) or sender writes (false)
+	// Split: the receiver reads the first half while the sender writes the
+	// second (sm.RouteSplit); the first message with a peer pulls whole.
+	Split     bool
+	Chunk     int // bytes per system call; 0 means the whole message
+	Threshold int // smallest message sent by rendezvous
 	// IgnoreErrors treats a failed or short copy as done, as code that
 	// does not check what process_vm_readv returned does: hazard H6's
 	// unsafe variant (cma.onerror=ignore). The receiver is left with
@@ -28,19 +31,36 @@ const (
 
 // Options documents the options ParseParams reads (besides sm.*).
 var Options = &transports.OptionSet{Name: "cma", Options: []transports.Option{
-	{Key: KeyMode, Type: "pull|push", Default: "pull", Help: "pull (receiver process_vm_readv) or push (sender process_vm_writev)"},
+	{Key: KeyMode, Type: "pull|push|split", Default: "pull", Help: "pull (receiver process_vm_readv), push (sender process_vm_writev), or split (the receiver reads the first half while the sender writes the second: two cores copy one message)"},
 	{Key: KeyChunk, Type: "size", Default: "0", Help: "bytes per process_vm_* call (0: whole message)"},
 	{Key: KeyThreshold, Type: "size", Help: "smallest message sent by single copy (default: sm.eager+1)"},
 	{Key: KeyOnError, Type: "fallback|ignore", Default: "fallback", Help: "fallback (a refused copy goes by copy-in/copy-out, other failures are errors on both sides) or ignore (UNSAFE: a failed copy counts as done, hazard H6's corruption, for probes only)"},
 }}
 
+// modes are cma.mode's values.
+var modes = []string{"pull", "push", "split"}
+
+// paramsFor is a mode's direction: split pulls where it cannot split.
+func paramsFor(mode string) Params { return Params{Pull: mode != "push", Split: mode == "split"} }
+
+// mode is p's cma.mode.
+func (p Params) mode() string {
+	switch {
+	case p.Split:
+		return "split"
+	case p.Pull:
+		return "pull"
+	}
+	return "push"
+}
+
 // ParseParams reads cma.* options; eagerLimit is the sm eager limit in force.
 func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
-	mode, err := o.String(KeyMode, "pull", "pull", "push")
+	mode, err := o.String(KeyMode, "pull", modes...)
 	if err != nil {
 		return Params{}, err
 	}
-	p := Params{Pull: mode == "pull"}
+	p := paramsFor(mode)
 	if p.Chunk, err = o.Int(KeyChunk, 0); err != nil {
 		return p, err
 	}
@@ -62,7 +82,7 @@ func ParseParams(o transports.Options, eagerLimit int) (Params, error) {
 // the eager limit p.Threshold was read with). Every key is written, so the
 // result means the same to a build whose defaults differ.
 func (p Params) Options() transports.Options {
-	return transports.Options{KeyMode: transports.Choice(p.Pull, "pull", "push"), KeyChunk: strconv.Itoa(p.Chunk),
+	return transports.Options{KeyMode: p.mode(), KeyChunk: strconv.Itoa(p.Chunk),
 		KeyThreshold: strconv.Itoa(p.Threshold), KeyOnError: transports.Choice(p.IgnoreErrors, "ignore", "fallback")}
 }
 
@@ -83,6 +103,17 @@ func NewRoutedCopier(p Params, route func(n int) bool) *Copier { return &Copier{
 func (c *Copier) Name() string          { return "cma" }
 func (c *Copier) Pull() bool            { return c.p.Pull }
 func (c *Copier) Rendezvous(n int) bool { return sm.RouteBySize(c.route, c.p.Threshold, n) }
+
+// RouteFor is the mode's route: both sides copy in split mode.
+func (c *Copier) RouteFor(int, sm.Place, sm.Place) sm.Route {
+	switch {
+	case c.p.Split:
+		return sm.RouteSplit
+	case c.p.Pull:
+		return sm.RoutePull
+	}
+	return sm.RoutePush
+}
 
 // Copy moves len(local) bytes between local and [remote, remote+len) of
 // pid. Errors matching ErrNotSupported (EPERM: ptrace rules; ENOSYS) make
@@ -128,14 +159,14 @@ func init() {
 	// without its own (auto copies each range in its mode).
 	sm.RegisterMechanism("cma", sm.Mechanism{
 		Routed: func(env transports.Env, route func(int) bool) (sm.SingleCopy, error) {
-			mode, err := env.Options.String(KeyMode, "pull", "pull", "push")
+			mode, err := env.Options.String(KeyMode, "pull", modes...)
 			if err != nil {
 				return nil, err
 			}
 			if err := sys.AllowAnyTracer(); err != nil {
 				return nil, err
 			}
-			return NewRoutedCopier(Params{Pull: mode == "pull"}, route), nil
+			return NewRoutedCopier(paramsFor(mode), route), nil
 		},
 		Check: Check,
 	})

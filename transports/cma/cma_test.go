@@ -165,10 +165,10 @@ func peerGoneRank(r *launch.Rank) (any, error) {
 // copy-in/copy-out: every message arrives intact, in both modes, and both
 // ranks record why.
 func TestRefusedCopyFallsBack(t *testing.T) {
-	for _, mode := range []string{"pull", "push"} {
+	for _, mode := range []string{"pull", "push", "split"} { // split pulls whole first
 		t.Run(mode, func(t *testing.T) {
 			res := scenario{Mode: mode}.run(t, "cma-fallback")
-			call := map[string]string{"pull": "process_vm_readv", "push": "process_vm_writev"}[mode]
+			call := map[string]string{"pull": "process_vm_readv", "push": "process_vm_writev", "split": "process_vm_readv"}[mode]
 			for rank, want := range []string{call, "operation not permitted"} {
 				why := res[rank]
 				if !strings.Contains(why, want) || !strings.Contains(why, fmt.Sprintf("rank %d", 1-rank)) {

@@ -21,6 +21,7 @@ func TestParseParams(t *testing.T) {
 	transporttest.ParseErrors(t, parse, []transporttest.ParseCase{
 		{nil, ""},
 		{transports.Options{"cma.mode": "push", "cma.chunk": "64K", "cma.threshold": "16K"}, ""},
+		{transports.Options{"cma.mode": "split"}, ""},
 		{transports.Options{"cma.mode": "pull-ish"}, `cma.mode="pull-ish"`},
 		{transports.Options{"cma.threshold": "4096"}, "cma.threshold=4096"},
 		{transports.Options{"cma.chunk": "lots"}, `cma.chunk="lots"`},
@@ -39,5 +40,6 @@ func TestOptionsRoundTrip(t *testing.T) {
 		{Pull: true, Threshold: eager + 1},
 		{Pull: false, Chunk: 64 << 10, Threshold: 1 << 20},
 		{Pull: true, Threshold: 8193, IgnoreErrors: true},
+		{Pull: true, Split: true, Threshold: eager + 1},
 	}, cma.Params.Options, func(o transports.Options) (cma.Params, error) { return cma.ParseParams(o, eager) })
 }

@@ -10,15 +10,17 @@ import (
 
 // Cell kinds.
 const (
-	kindEager    uint8 = iota + 1 // payload inline
-	kindFrag                      // payload in the fragment ring, length in the header; word 0 = message size, word 1 = message number
-	kindRTS                       // rendezvous request: size, sender address, sender request id, sender's Place, sender's handle (Exporter; 0: none)
-	kindCTS                       // push rendezvous: sender id, receiver id, receiver address, capacity, receiver's handle (Exporter; 0: none)
-	kindFIN                       // rendezvous completion: request id, status, errno
-	kindResend                    // pull receiver could not single-copy: sender id, receiver id, errno
-	kindFallback                  // push sender could not single-copy: receiver id, errno
-	kindFragTo                    // payload in the fragment ring for receive request word 0
-	kindStream                    // receiver routes this one message through the fragments: sender id, receiver id
+	kindEager     uint8 = iota + 1 // payload inline
+	kindFrag                       // payload in the fragment ring, length in the header; word 0 = message size, word 1 = message number
+	kindRTS                        // rendezvous request: size, sender address, sender request id, sender's Place, sender's handle (Exporter; 0: none)
+	kindCTS                        // push rendezvous: sender id, receiver id, receiver address, capacity, receiver's handle (Exporter; 0: none)
+	kindFIN                        // rendezvous completion: request id, status, errno
+	kindResend                     // pull receiver could not single-copy: sender id, receiver id, errno
+	kindFallback                   // push sender could not single-copy: receiver id, errno
+	kindFragTo                     // payload in the fragment ring for receive request word 0
+	kindStream                     // receiver routes this one message through the fragments: sender id, receiver id
+	kindSplit                      // split rendezvous: sender id, receiver id, receiver address, bytes to move, where the sender's part starts
+	kindSplitBack                  // split sender could not copy its part (refused): receiver id, errno
 )
 
 const ctrlPayload = 40 // five little-endian words

@@ -79,6 +79,7 @@ func (e *Endpoint) startCopy(p *peer, r *request, local []byte, remote uintptr, 
 		if err != nil {
 			return err
 		}
+		p.pulled = p.pulled || pull
 		r.complete(n, done)
 		e.queueCtrl(p, kindFIN, id, finOK, 0, 0)
 		return nil

@@ -98,6 +98,10 @@ type peer struct {
 	// noSingle stops single copy with this peer, for the reason in fallback.
 	noSingle bool
 	fallback error
+	// pulled: a pull from this peer has succeeded, so a split copy's own
+	// part can always finish; noSplit: the peer could not copy its part of
+	// one (RouteSplit), so this side pulls whole from then on.
+	pulled, noSplit bool
 
 	watch *sys.ProcessWatch // nil for a peer in this very process
 	gone  error             // set once the peer is known to have exited

@@ -60,6 +60,12 @@ const (
 	RoutePull      Route = iota // the receiver copies from the sender's buffer
 	RoutePush                   // the sender copies into the receiver's buffer
 	RouteFragments              // this message streams through the fragments; single copy stays on
+	// RouteSplit: the receiver copies the message's first part from the
+	// sender's buffer while the sender copies the rest into the receiver's,
+	// so two cores copy one message (the sender is waiting anyway). The
+	// engine pulls instead until a pull from that peer has succeeded, and
+	// for handles, events and messages too short to share.
+	RouteSplit
 )
 
 // Router is implemented by a SingleCopy that picks the route per message,

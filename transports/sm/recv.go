@@ -179,6 +179,14 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 			w := getWords(body)
 			p.rx.release()
 			e.stream(p, w[0], w[1])
+		case kindSplit:
+			w := getWords(body)
+			p.rx.release()
+			e.pushSplit(p, w[0], w[1], uintptr(w[2]), int(w[3]), int(w[4]))
+		case kindSplitBack:
+			w := getWords(body)
+			p.rx.release()
+			e.splitBack(p, w[0], w[1])
 		case kindFallback:
 			w := getWords(body)
 			p.rx.release()

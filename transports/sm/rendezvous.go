@@ -3,6 +3,7 @@ package sm
 import (
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/gotune/gotune/internal/sys"
 )
@@ -42,6 +43,13 @@ func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintp
 	}
 	if c, ok := e.single.(Router); ok {
 		route = c.RouteFor(size, sender, r.place)
+	}
+	if route == RouteSplit {
+		if m := min(size, len(r.buf)); p.pulled && !p.noSingle && !p.noSplit && handle == 0 && e.events == nil && m >= 2*splitMin {
+			e.startSplitRecv(p, r, m, addr, sendID)
+			return
+		}
+		route = RoutePull
 	}
 	switch route {
 	case RouteFragments:
@@ -84,6 +92,87 @@ func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintp
 		r.complete(0, fmt.Errorf("%s: %s (pid %d): %w", e.name, r.describe(), p.pid, err))
 		e.queueCtrl(p, kindFIN, sendID, finFailed, sys.Errno(err), 0)
 	}
+}
+
+// splitMin is the smallest part of a split copy: below it the second
+// message's round trip costs more than the second core saves.
+const splitMin = 32 << 10
+
+// splitPoint is where the sender's part of an m-byte split copy starts:
+// halfway, on a cache line.
+func splitPoint(m int) int { return m / 2 &^ 63 }
+
+// startSplitRecv moves a matched rendezvous message of m bytes (what the
+// buffer takes of it) by two copies at once: it asks the sender to copy
+// the second part into r's buffer (kindSplit), then pulls the first part
+// itself. r completes, and the sender hears it is done with its buffer,
+// once both parts have moved (splitPartDone).
+func (e *Endpoint) startSplitRecv(p *peer, r *request, m int, addr uintptr, sendID uint64) {
+	k := splitPoint(m)
+	e.nextID++
+	r.id, r.waiting = e.nextID, true
+	r.parts, r.peerID, r.remote, r.splitAt = 2, sendID, addr, k
+	e.rndv[r.id] = r
+	e.queueCtrlWords(p, kindSplit, [5]uint64{sendID, r.id, uint64(addressOf(r.buf)), uint64(m), uint64(k)})
+	e.splitPartDone(p, r, e.single.Copy(p.pid, r.buf[:k], r.place, addr, true))
+}
+
+// splitPartDone counts one part of split receive r as moved (or failed
+// with err). With both done it completes r and tells the sender, whose
+// buffer this side no longer reads: a failed part fails the message on
+// both sides, as a failed single copy does.
+func (e *Endpoint) splitPartDone(p *peer, r *request, err error) {
+	if err != nil && r.splitErr == nil {
+		r.splitErr = fmt.Errorf("%s: %s (pid %d): split copy: %w", e.name, r.describe(), p.pid, err)
+	}
+	if r.parts--; r.parts > 0 {
+		return
+	}
+	delete(e.rndv, r.id)
+	if r.splitErr != nil {
+		e.queueCtrl(p, kindFIN, r.peerID, finFailed, sys.Errno(r.splitErr), 0)
+		r.complete(0, r.splitErr)
+		return
+	}
+	e.queueCtrl(p, kindFIN, r.peerID, finOK, 0, 0)
+	r.complete(min(r.n, len(r.buf)), truncated(r.n, len(r.buf)))
+}
+
+// pushSplit is the sender's part of a split copy: bytes [k, m) of send
+// sendID into the receiver's buffer at addr. The send stays open until the
+// receiver's FIN says both parts have moved. A refused copy hands the
+// part back to the receiver (kindSplitBack), which can pull it: it has
+// pulled from this side before.
+func (e *Endpoint) pushSplit(p *peer, sendID, recvID uint64, addr uintptr, m, k int) {
+	r := e.rndv[sendID]
+	if r == nil {
+		panic(fmt.Sprintf("%s: split copy for unknown request %d", e.name, sendID))
+	}
+	if m > len(r.buf) || k > m {
+		e.queueCtrl(p, kindFIN, recvID, finFailed, uint64(syscall.EINVAL), 0)
+		return
+	}
+	err := e.single.Copy(p.pid, r.buf[k:m], r.place, addr+uintptr(k), false)
+	switch {
+	case err == nil:
+		e.queueCtrl(p, kindFIN, recvID, finOK, 0, 0)
+	case errors.Is(err, sys.ErrNotSupported):
+		e.queueCtrl(p, kindSplitBack, recvID, sys.Errno(err), 0, 0)
+	default:
+		e.queueCtrl(p, kindFIN, recvID, finFailed, sys.Errno(err), 0)
+	}
+}
+
+// splitBack pulls the part of split receive id its sender could not copy,
+// and splits no more with that peer.
+func (e *Endpoint) splitBack(p *peer, id, errno uint64) {
+	r := e.rndv[id]
+	if r == nil || r.parts == 0 {
+		panic(fmt.Sprintf("%s: split part handed back for unknown request %d", e.name, id))
+	}
+	p.noSplit = true
+	m := min(r.n, len(r.buf))
+	e.splitPartDone(p, r, e.single.Copy(p.pid, r.buf[r.splitAt:m], r.place, r.remote+uintptr(r.splitAt), true))
 }
 
 // askResend turns a rendezvous receive into a fragment receive: r waits,
@@ -237,6 +326,17 @@ func (e *Endpoint) finishRendezvous(p *peer, id, status, errno, token uint64) {
 	r := e.rndv[id]
 	if r == nil {
 		panic(fmt.Sprintf("%s: completion for unknown request %d", e.name, id))
+	}
+	if r.parts > 0 { // a split receive: the sender's part has moved, or failed
+		var err error
+		if status != finOK {
+			err = fmt.Errorf("rank %d failed its part", p.rank)
+			if cause := sys.ErrnoError(errno); cause != nil {
+				err = fmt.Errorf("%w: %w", err, cause)
+			}
+		}
+		e.splitPartDone(p, r, err)
+		return
 	}
 	delete(e.rndv, id)
 	e.releaseHandle(r, status == finOK)
