@@ -203,7 +203,12 @@ func brokenCases() []brokenCase {
 			func(t testing.TB, _ string) string {
 				return sealed(t, setRange(2, Range{Min: 1 << 20, Transport: "cma", Protocol: "rendezvous", Mode: "sideways"}))
 			},
-			[]string{`decisions.intranode.host_host.ranges[2].mode: "sideways" is not one of pull|push`}},
+			[]string{`decisions.intranode.host_host.ranges[2].mode: "sideways" is not one of pull|push|split`}},
+		{"a split that is not cma's",
+			func(t testing.TB, _ string) string {
+				return sealed(t, setRange(2, Range{Min: 1 << 20, Transport: "xpmem", Protocol: "rendezvous", Mode: "split"}))
+			},
+			[]string{"decisions.intranode.host_host.ranges[2].mode: split on a xpmem range: only cma's ranges split"}},
 		{"knem copying in two directions",
 			func(t testing.TB, _ string) string {
 				return sealed(t, func(p *Profile) {

@@ -116,9 +116,9 @@ type Range struct {
 	Transport string `yaml:"transport" mapstructure:"transport"` // "sm" | "cma" | "knem" | "xpmem"
 	Protocol  string `yaml:"protocol" mapstructure:"protocol"`   // "eager" | "pipeline" | "rendezvous"
 	// Mode is the direction of a rendezvous range's single copy, "pull"
-	// (the receiver copies) or "push" (the sender copies), chosen per range
-	// (knem's ranges keep one: its sender exports before the receiver
-	// routes). Omitted: the transport's own default, and older profiles
+	// (the receiver copies), "push" (the sender copies) or, for cma,
+	// "split" (each copies half), chosen per range (knem's ranges keep one:
+	// its sender exports before the receiver routes). Omitted: the transport's own default, and older profiles
 	// keep their hash.
 	Mode string `yaml:"mode,omitempty" mapstructure:"mode"`
 }

@@ -211,7 +211,10 @@ func validateDecision(ps *problems, key string, d Decision) {
 			switch {
 			case r.Protocol != "rendezvous":
 				ps.add(rk+".mode", "%s on a %s range: a copy direction belongs to rendezvous ranges", r.Mode, r.Protocol)
-			case oneOf(ps, rk+".mode", r.Mode, []string{"pull", "push"}) && r.Transport == "knem" && modes[r.Transport] != "" && modes[r.Transport] != r.Mode:
+			case !oneOf(ps, rk+".mode", r.Mode, []string{"pull", "push", "split"}):
+			case r.Mode == "split" && r.Transport != "cma":
+				ps.add(rk+".mode", "split on a %s range: only cma's ranges split (both ranks copy by address)", r.Transport)
+			case r.Transport == "knem" && modes[r.Transport] != "" && modes[r.Transport] != r.Mode:
 				ps.add(rk+".mode", "%s after %s for %s: a handle-based transport copies in one direction (the sender exports before the receiver routes)", r.Mode, modes[r.Transport], r.Transport)
 			}
 			if r.Transport == "knem" {

@@ -58,7 +58,7 @@ func TestVerifyProgressLinesAndReport(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"stage verify: ", " trials planned", "verify    auto ", " round 1 ", "verify: 4/4 trials", "run directory: ", "report: "} {
+	for _, want := range []string{"stage verify: ", " trials planned", "verify    auto ", " round 1 ", "verify: 5/5 trials", "run directory: ", "report: "} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr has no %q:\n%s", want, stderr)
 		}
@@ -105,7 +105,7 @@ func TestVerifyProgressBarOnTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verify on a terminal: %v\n%s", err, got)
 	}
-	for _, want := range []string{"verify ", "4/4 [===", "4 trials done", "round 1", "report: "} {
+	for _, want := range []string{"verify ", "5/5 [===", "5 trials done", "round 1", "report: "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the terminal shows no %q:\n%q", want, got)
 		}

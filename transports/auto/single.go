@@ -113,6 +113,9 @@ func (c *routedCopy) RouteFor(n int, _, _ sm.Place) sm.Route {
 		if s := c.mechs[c.r.single[i]]; s != nil {
 			pull = s.Pull()
 			if _, handles := s.(sm.Exporter); !handles && c.r.modes[i] != "" {
+				if c.r.modes[i] == "split" {
+					return sm.RouteSplit
+				}
 				pull = c.r.modes[i] == "pull"
 			}
 		}
@@ -124,7 +127,9 @@ func (c *routedCopy) RouteFor(n int, _, _ sm.Place) sm.Route {
 }
 
 // Copy moves a message that came without a handle: by its range's
-// mechanism when that one is address-based, else by the first that is.
+// mechanism when that one is address-based, else by the first that is. A
+// split copy's part is half its message, so its length may fall in
+// another range: any address-based mechanism moves it alike.
 func (c *routedCopy) Copy(pid int, local []byte, at sm.Place, remote uintptr, pull bool) error {
 	s := c.mechs[c.r.MechanismFor(len(local))]
 	if _, handles := s.(sm.Exporter); s == nil || handles {

@@ -93,7 +93,8 @@ func TestRoutedSingleCopyDirections(t *testing.T) {
 		profile.Range{Min: 64 << 10, Transport: "cma", Protocol: "rendezvous", Mode: "pull"},
 		profile.Range{Min: 256 << 10, Transport: "cma", Protocol: "rendezvous", Mode: "push"},
 		profile.Range{Min: 1 << 20, Transport: "knem", Protocol: "rendezvous"},
-		profile.Range{Min: 8 << 20, Transport: "cma", Protocol: "rendezvous"})
+		profile.Range{Min: 8 << 20, Transport: "cma", Protocol: "rendezvous"},
+		profile.Range{Min: 32 << 20, Transport: "cma", Protocol: "rendezvous", Mode: "split"})
 	env := transports.Env{Size: 1, PIDs: []int{os.Getpid()}, Options: transports.Options{"knem.device": knem.Fake, "knem.mode": "push"}}
 	c, err := newSingle(env, r)
 	if err != nil {
@@ -106,7 +107,7 @@ func TestRoutedSingleCopyDirections(t *testing.T) {
 	for _, tc := range []struct {
 		n    int
 		want sm.Route
-	}{{64 << 10, sm.RoutePull}, {256<<10 - 1, sm.RoutePull}, {256 << 10, sm.RoutePush}, {1 << 20, sm.RoutePush}, {8 << 20, sm.RoutePull}} {
+	}{{64 << 10, sm.RoutePull}, {256<<10 - 1, sm.RoutePull}, {256 << 10, sm.RoutePush}, {1 << 20, sm.RoutePush}, {8 << 20, sm.RoutePull}, {32 << 20, sm.RouteSplit}} {
 		if got := c.RouteFor(tc.n, sm.PlaceHost, sm.PlaceHost); got != tc.want {
 			t.Errorf("RouteFor(%d) = %v, want %v", tc.n, got, tc.want)
 		}

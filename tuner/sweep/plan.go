@@ -45,7 +45,7 @@ type Plan struct {
 	Depths        []int      `json:"depths" mapstructure:"depths" help:"FIFO depth candidates (cells per channel)"`
 	DepthSizes    SizeList   `json:"depth_sizes" mapstructure:"depth_sizes" help:"sizes the depth stage measures (message rate, bandwidth), besides the chosen eager limit and twice it"`
 	ConfirmSizes  SizeList   `json:"confirm_sizes" mapstructure:"confirm_sizes" help:"sizes where the chosen channel parameters are weighed together against the built-in ones (empty: no confirmation)"`
-	Transports    []string   `json:"transports" mapstructure:"transports" help:"single transports the transport stage weighs: sm, cma (pull), cma-push, knem, xpmem (a kernel module's transport is weighed where its device is present)"`
+	Transports    []string   `json:"transports" mapstructure:"transports" help:"single transports the transport stage weighs: sm, cma (pull), cma-push, cma-split, knem, xpmem (a kernel module's transport is weighed where its device is present)"`
 	// TransportSizes is the fine ladder; the coarse one keeps every
 	// LadderStep-th size.
 	TransportSizes SizeList `json:"transport_sizes" mapstructure:"transport_sizes" help:"sizes of the transport stage's ladder"`
@@ -141,7 +141,7 @@ func Quick() Plan {
 		FragmentSizes: mustSizes("16K:16M"),
 		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: mustSizes("8,512,1K,4K,32K"),
 		ConfirmSizes: mustSizes("1:16M"),
-		Transports:   []string{"sm", "cma", "cma-push", "knem", "xpmem"}, TransportSizes: mustSizes("8K:16M"), LadderStep: 2, Bisect: true,
+		Transports:   []string{"sm", "cma", "cma-push", "cma-split", "knem", "xpmem"}, TransportSizes: mustSizes("8K:16M"), LadderStep: 2, Bisect: true,
 		AllocPurges: []string{"immediate", "delayed", "never"}, AllocTHP: []bool{false, true},
 		AllocCaches: parseText[Size]("8M", "64M", "256M"), AllocSizes: mustSizes("64K,1M,4M"), AllocRepBytes: 8 << 20, AllocWindow: 8,
 		Probes: []string{"H1", "H3", "H5", "H6", "H8"}, ProbeDeadline: 2 * time.Second,
@@ -165,7 +165,7 @@ func Full() Plan {
 	p.FragmentSizes = mustSizes("16K:16M")
 	p.Depths = []int{4, 8, 16, 32, 64, 128, 256}
 	p.DepthSizes = mustSizes("8,64,512,1K,4K,8K,32K")
-	p.Transports = []string{"sm", "cma", "cma-push", "knem", "xpmem"}
+	p.Transports = []string{"sm", "cma", "cma-push", "cma-split", "knem", "xpmem"}
 	p.TransportSizes, p.LadderStep = mustSizes("4K:64M"), 2
 	p.AllocCaches = parseText[Size]("0", "8M", "64M", "256M", "1G")
 	p.AllocSizes = mustSizes("16K:16M")
@@ -367,11 +367,12 @@ var transportCandidates = map[string]struct {
 	driver string
 	opts   transports.Options
 }{
-	"sm":       {"sm", nil},
-	"cma":      {"cma", transports.Options{cma.KeyMode: "pull"}},
-	"cma-push": {"cma", transports.Options{cma.KeyMode: "push"}},
-	"knem":     {"knem", transports.Options{knem.KeyMode: "pull"}},
-	"xpmem":    {"xpmem", transports.Options{xpmem.KeyMode: "pull"}},
+	"sm":        {"sm", nil},
+	"cma":       {"cma", transports.Options{cma.KeyMode: "pull"}},
+	"cma-push":  {"cma", transports.Options{cma.KeyMode: "push"}},
+	"cma-split": {"cma", transports.Options{cma.KeyMode: "split"}},
+	"knem":      {"knem", transports.Options{knem.KeyMode: "pull"}},
+	"xpmem":     {"xpmem", transports.Options{xpmem.KeyMode: "pull"}},
 }
 
 // TransportCandidateNames lists the names a plan's transports may use.

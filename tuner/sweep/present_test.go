@@ -89,7 +89,7 @@ func TestKernelCopyCandidatesAndRanges(t *testing.T) {
 		t.Errorf("ranges %v, want %v", got, want)
 	}
 	plan.Transports = []string{"sm", "shmem"}
-	if err := plan.Check(); err == nil || !strings.Contains(err.Error(), `"shmem": want one of cma, cma-push, knem, sm, xpmem`) {
+	if err := plan.Check(); err == nil || !strings.Contains(err.Error(), `"shmem": want one of cma, cma-push, cma-split, knem, sm, xpmem`) {
 		t.Errorf("Check: %v", err)
 	}
 }
