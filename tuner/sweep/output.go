@@ -126,7 +126,11 @@ func (r *Runner) summary(res Result) string {
 		if i+1 < len(out.Ranges) {
 			hi = transports.FormatSize(out.Ranges[i+1].Min - 1)
 		}
-		fmt.Fprintf(&w, " %8s – %-8s %-4s %s\n", transports.FormatSize(rg.Min), hi, rg.Transport, rg.Protocol)
+		mode := ""
+		if rg.Mode != "" {
+			mode = " (" + rg.Mode + ")"
+		}
+		fmt.Fprintf(&w, " %8s – %-8s %-4s %s%s\n", transports.FormatSize(rg.Min), hi, rg.Transport, rg.Protocol, mode)
 	}
 	fmt.Fprintf(&w, " eager limit %s, cell %d B, FIFO depth %d, fragments %s x %d, progress %s\n",
 		transports.FormatSize(out.SM.Eager), out.SM.Cell, out.SM.Depth, transports.FormatSize(out.SM.Frag), out.SM.Slots, out.SM.Progress)
