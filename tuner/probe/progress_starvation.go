@@ -100,7 +100,7 @@ func runH8(ctx context.Context, unsafe bool, deadline time.Duration, base transp
 	var pipe, rndv int
 	var progress string
 	for _, size := range sizes {
-		for _, mode := range []string{"pull", "push"} {
+		for _, mode := range []string{"pull", "push", "split"} {
 			var o transports.Options
 			o, pipe, rndv, err = h8Setup(base, mode, unsafe)
 			if err == nil {
@@ -173,8 +173,17 @@ func h8Rank(r *launch.Rank) (any, error) {
 		return nil, err
 	}
 	defer sys.Unmap(buf)
+	// A split copy needs a pull from the peer first (the receiver must be
+	// able to finish alone): one rendezvous each way before the test, so
+	// that the one under test splits.
+	split := par.Options[cma.KeyMode] == "split"
 	if r.ID != receiver {
 		rndv, pipe := buf[:par.Rndv], buf[par.Rndv:]
+		if split {
+			if err := t.Send(receiver, rndv); err != nil {
+				return nil, fmt.Errorf("first rendezvous (split needs a pull first): %w", err)
+			}
+		}
 		fillH6(rndv, r.ID, 1)
 		fillH6(pipe, r.ID, 2)
 		if err := r.Barrier(); err != nil {
@@ -188,6 +197,13 @@ func h8Rank(r *launch.Rank) (any, error) {
 			r.Beat() // only a completed send counts as progress
 		}
 		return h8Result{SendSeconds: time.Since(start).Seconds()}, t.Close()
+	}
+	if split {
+		for from := range senders {
+			if _, err := t.Recv(from, buf[:par.Rndv]); err != nil {
+				return nil, fmt.Errorf("first rendezvous from rank %d (split needs a pull first): %w", from, err)
+			}
+		}
 	}
 	poison(buf)
 	var reqs []transports.Request

@@ -55,25 +55,30 @@ func TestH8AtManyRanks(t *testing.T) {
 	}
 	ctx := WithRanks(t.Context(), 4)
 	v := p.Run(ctx, false, deadline)
-	if v.Outcome != Passed || !strings.Contains(v.Detail, "at 4 ranks those of 3 senders at once") || !strings.Contains(v.Detail, "push at 4 ranks") {
+	if v.Outcome != Passed || !strings.Contains(v.Detail, "at 4 ranks those of 3 senders at once") ||
+		!strings.Contains(v.Detail, "push at 4 ranks") || !strings.Contains(v.Detail, "split at 4 ranks") {
 		t.Fatalf("safe H8 at 4 ranks: %s: %s", v.Outcome, v.Detail)
 	}
-	o, pipe, rndv, err := h8Setup(h8Geometry, "pull", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := transports.Lookup("cma")
-	if err != nil {
-		t.Fatal(err)
-	}
-	seg, err := d.SharedBytes(4, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	params, _ := json.Marshal(h8Params{Options: o, Compute: 3 * deadline, Rndv: rndv, Pipeline: pipe})
-	_, err = launch.Run(t.Context(), launch.Job{Kind: h8Kind, Size: 4, SegmentBytes: seg, Params: params, Stall: deadline}, launch.Hooks{})
-	var se *launch.StallError
-	if !errors.As(err, &se) || len(se.Ranks) != 3 || slices.Contains(se.Ranks, 3) {
-		t.Fatalf("polling progress, 3 senders to 1 computing rank: got %v, want the 3 senders stalled", err)
+	// Polling, in each copy mode (the probe stops at the first it catches):
+	// every sender stalls, split's after its first rendezvous pulled whole.
+	for _, mode := range []string{"pull", "split"} {
+		o, pipe, rndv, err := h8Setup(h8Geometry, mode, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := transports.Lookup("cma")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seg, err := d.SharedBytes(4, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params, _ := json.Marshal(h8Params{Options: o, Compute: 3 * deadline, Rndv: rndv, Pipeline: pipe})
+		_, err = launch.Run(t.Context(), launch.Job{Kind: h8Kind, Size: 4, SegmentBytes: seg, Params: params, Stall: deadline}, launch.Hooks{})
+		var se *launch.StallError
+		if !errors.As(err, &se) || len(se.Ranks) != 3 || slices.Contains(se.Ranks, 3) {
+			t.Fatalf("%s, polling progress, 3 senders to 1 computing rank: got %v, want the 3 senders stalled", mode, err)
+		}
 	}
 }
