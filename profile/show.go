@@ -115,7 +115,11 @@ func rangeTable(w io.Writer, ranges []Range) error {
 		if !last {
 			max = ranges[i+1].Min - 1
 		}
-		if err := t.Append(rangeLabel(r.Min, max, last), r.Transport, r.Protocol); err != nil {
+		protocol := r.Protocol
+		if r.Mode != "" {
+			protocol += " (" + r.Mode + ")"
+		}
+		if err := t.Append(rangeLabel(r.Min, max, last), r.Transport, protocol); err != nil {
 			return fmt.Errorf("range table: %w", err)
 		}
 	}

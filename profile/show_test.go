@@ -2,6 +2,7 @@ package profile
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,6 +17,21 @@ func TestShowGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "testdata/show.golden", buf.Bytes())
+}
+
+// A range's copy mode shows beside its protocol.
+func TestShowCopyMode(t *testing.T) {
+	p := sample()
+	d := p.Decisions["intranode"][HostHost]
+	d.Ranges = append(slices.Clone(d.Ranges), Range{Min: 64 << 20, Transport: "cma", Protocol: "rendezvous", Mode: "split"})
+	p.Decisions["intranode"][HostHost] = d
+	var buf bytes.Buffer
+	if err := Show(&buf, p); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "rendezvous (split)") {
+		t.Errorf("the split range's mode is not shown:\n%s", buf.String())
+	}
 }
 
 func TestShowUnchecked(t *testing.T) {
