@@ -21,11 +21,15 @@ import (
 // soakTraffic is one kind of validated traffic of the soak.
 type soakTraffic struct {
 	transport, pattern, mem string
-	ranks                   int // 0: a pair
+	ranks                   int    // 0: a pair
+	opt                     string // one --opt KEY=VALUE, or ""
 }
 
 func (s soakTraffic) String() string {
 	out := s.transport + " " + s.pattern
+	if s.opt != "" {
+		out = s.transport + " (" + s.opt + ") " + s.pattern
+	}
 	if s.ranks > 0 {
 		out += fmt.Sprintf(" at %d ranks", s.ranks)
 	}
@@ -158,6 +162,11 @@ func (c *campaign) soakTraffic() []soakTraffic {
 		for _, p := range []string{"bw", "bibw", "latency"} {
 			out = append(out, soakTraffic{transport: tr, pattern: p})
 		}
+		if tr == "cma" { // split mode: both ranks copy each message
+			for _, p := range []string{"bw", "bibw"} {
+				out = append(out, soakTraffic{transport: tr, pattern: p, opt: "cma.mode=split"})
+			}
+		}
 		if tr != "tcp" {
 			for _, p := range []string{"mbw_mr", "alltoall", "incast"} {
 				out = append(out, soakTraffic{transport: tr, pattern: p, ranks: 4})
@@ -220,6 +229,9 @@ func (c *campaign) soakRun(rng *rand.Rand, tr soakTraffic, run int, largest stri
 	}
 	if tr.mem != "" {
 		args = append(args, "--mem", tr.mem)
+	}
+	if tr.opt != "" {
+		args = append(args, "--opt", tr.opt)
 	}
 	var stderr bytes.Buffer
 	began := time.Now()
