@@ -115,6 +115,7 @@ func (q *persistentRequest) Start() error {
 		return *err
 	}
 	r.active, r.done, r.n, r.err, r.off, r.id, r.waiting = true, false, 0, nil, 0, 0, false
+	r.parts, r.splitErr = 0, nil
 	p := r.peer
 	if r.isSend {
 		e.postSend(p, r)

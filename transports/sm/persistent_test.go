@@ -41,7 +41,8 @@ func TestPersistentCycles(t *testing.T) {
 	}
 	cases = append(cases,
 		tc{"cma_pull_300B", small(1, 1), cma.NewCopier(cma.Params{Pull: true, Threshold: 65}), 300},
-		tc{"cma_push_300B", small(1, 1), cma.NewCopier(cma.Params{Pull: false, Threshold: 65}), 300})
+		tc{"cma_push_300B", small(1, 1), cma.NewCopier(cma.Params{Pull: false, Threshold: 65}), 300},
+		tc{"cma_split_96K", small(1, 1), cma.NewCopier(cma.Params{Pull: true, Split: true, Threshold: 65}), 96 << 10})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := pair(t, c.p, c.single)
