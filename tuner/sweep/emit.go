@@ -143,8 +143,9 @@ func (r *Runner) emitVerified(path string, out *Outcome, s *Safety) error {
 				lost = append(lost, transports.FormatSize(l.Size)+" to "+l.Winner+" (leaning, unsettled)")
 			}
 		}
+		again := againSizes(changed, losses, leans)
 		r.notes = append(r.notes, fmt.Sprintf("verify: the profile lost at %s; the route there goes to the faster transport and %s are verified again",
-			strings.Join(lost, ", "), sizeList(changed)))
+			strings.Join(lost, ", "), sizeList(again)))
 		r.setRoutes(out.Ranges)
 		safe, err := r.safety(out)
 		if err != nil {
@@ -153,8 +154,19 @@ func (r *Runner) emitVerified(path string, out *Outcome, s *Safety) error {
 		if *s = safe; len(s.Problems) > 0 {
 			return fmt.Errorf("the mended routes failed the safety phase: %v", s.Problems)
 		}
-		sizes, first, required = changed, next, mendRounds
+		sizes, first, required = again, next, mendRounds
 	}
+}
+
+// againSizes are the sizes a mend verifies again: those whose route it
+// changed, and the losses and leans it left on their route (the winner
+// sends as auto does there), which would otherwise keep the rounds of the
+// profile before and never be confirmed, since another size's mend goes
+// on instead of confirming.
+func againSizes(changed []int, losses, leans []verifyLoss) []int {
+	out := slices.Concat(changed, lossSizes(losses), lossSizes(leans))
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // lossSizes are the sizes of losses, in order.
