@@ -108,19 +108,19 @@ func (c *routedCopy) Rendezvous(n int) bool { return c.r.Rendezvous(n) }
 // RouteFor is the direction of an n-byte message's range: its mode, else
 // its mechanism's own.
 func (c *routedCopy) RouteFor(n int, _, _ sm.Place) sm.Route {
-	pull := true
+	mode := "pull"
 	if i := c.r.rangeOf(n); i >= 0 {
 		if s := c.mechs[c.r.single[i]]; s != nil {
-			pull = s.Pull()
+			mode = transports.Choice(s.Pull(), "pull", "push")
 			if _, handles := s.(sm.Exporter); !handles && c.r.modes[i] != "" {
-				if c.r.modes[i] == "split" {
-					return sm.RouteSplit
-				}
-				pull = c.r.modes[i] == "pull"
+				mode = c.r.modes[i]
 			}
 		}
 	}
-	if pull {
+	switch mode {
+	case "split":
+		return sm.RouteSplit
+	case "pull":
 		return sm.RoutePull
 	}
 	return sm.RoutePush

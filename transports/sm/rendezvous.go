@@ -111,7 +111,7 @@ func (e *Endpoint) startSplitRecv(p *peer, r *request, m int, addr uintptr, send
 	k := splitPoint(m)
 	e.nextID++
 	r.id, r.waiting = e.nextID, true
-	r.parts, r.peerID, r.remote, r.splitAt = 2, sendID, addr, k
+	r.parts, r.peerID, r.remote = 2, sendID, addr
 	e.rndv[r.id] = r
 	e.queueCtrlWords(p, kindSplit, [5]uint64{sendID, r.id, uint64(addressOf(r.buf)), uint64(m), uint64(k)})
 	e.splitPartDone(p, r, e.single.Copy(p.pid, r.buf[:k], r.place, addr, true))
@@ -172,7 +172,8 @@ func (e *Endpoint) splitBack(p *peer, id, errno uint64) {
 	}
 	p.noSplit = true
 	m := min(r.n, len(r.buf))
-	e.splitPartDone(p, r, e.single.Copy(p.pid, r.buf[r.splitAt:m], r.place, r.remote+uintptr(r.splitAt), true))
+	k := splitPoint(m)
+	e.splitPartDone(p, r, e.single.Copy(p.pid, r.buf[k:m], r.place, r.remote+uintptr(k), true))
 }
 
 // askResend turns a rendezvous receive into a fragment receive: r waits,

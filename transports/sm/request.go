@@ -36,11 +36,10 @@ type request struct {
 	large bool
 	// A split rendezvous receive (RouteSplit): the copies still to finish
 	// (its own part, the sender's), the sender's request id and buffer
-	// address, where the sender's part starts, and the first failure.
+	// address, and the first failure.
 	parts    int8
 	peerID   uint64
 	remote   uintptr
-	splitAt  int
 	splitErr error
 	// A send's number among the messages of its channel (msg), and a
 	// pipelined send's among the channel's pipelined messages (stream),

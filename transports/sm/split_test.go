@@ -21,7 +21,6 @@ type splitCopy struct {
 	pulls, pushes  int
 	pulled, pushed int
 	pushErr        error
-	routeEverySize bool
 }
 
 func (c *splitCopy) Name() string                              { return "split" }

@@ -78,16 +78,22 @@ func addRound(m map[int]map[int]float64, t Trial) {
 // that spans a round scales both and cancels, where it would move a
 // median of medians taken apart. ok is false without a common round.
 func pairedRatio(a, b map[int]float64) (ratio float64, ok bool) {
+	rs := ratiosByRound(a, b)
+	if len(rs) == 0 {
+		return 0, false
+	}
+	return search.Median(rs), true
+}
+
+// ratiosByRound is a's value over b's in each round both have.
+func ratiosByRound(a, b map[int]float64) []float64 {
 	var rs []float64
 	for round, av := range a {
 		if bv, found := b[round]; found && bv > 0 {
 			rs = append(rs, av/bv)
 		}
 	}
-	if len(rs) == 0 {
-		return 0, false
-	}
-	return search.Median(rs), true
+	return rs
 }
 
 // gather collects, per size, what values makes of each trial's samples.

@@ -300,12 +300,7 @@ func VerifyRatios(trials []Trial) map[string][]VerifyRatio {
 	out := map[string][]VerifyRatio{}
 	for _, s := range ev.names {
 		for _, n := range ev.sizes {
-			var rs []float64
-			for round, a := range ev.auto[n] {
-				if b, ok := ev.singles[s][n][round]; ok && b > 0 {
-					rs = append(rs, a/b)
-				}
-			}
+			rs := ratiosByRound(ev.auto[n], ev.singles[s][n])
 			if len(rs) == 0 {
 				continue
 			}
