@@ -24,6 +24,8 @@ import (
 type routedCopy struct {
 	r       *Route
 	mechs   map[string]sm.SingleCopy
+	ranged  []sm.SingleCopy // by range index (nil: none), so no message looks a name up
+	routes  []sm.Route      // by range index: its direction (RouteFor)
 	byAddr  []sm.SingleCopy // the address-based ones, in the ranges' order
 	export  sm.Exporter     // at most one handle-based mechanism
 	closers []io.Closer
@@ -68,7 +70,40 @@ func newSingle(env transports.Env, r *Route) (*routedCopy, error) {
 			c.byAddr = append(c.byAddr, s)
 		}
 	}
+	c.ranged = make([]sm.SingleCopy, len(r.single))
+	c.routes = make([]sm.Route, len(r.single))
+	for i, name := range r.single {
+		c.ranged[i] = c.mechs[name]
+		c.routes[i] = c.direction(i)
+	}
 	return c, nil
+}
+
+// direction is range i's copy direction: its mode, else its mechanism's
+// own (pull for a range without single copy).
+func (c *routedCopy) direction(i int) sm.Route {
+	mode := "pull"
+	if s := c.ranged[i]; s != nil {
+		mode = transports.Choice(s.Pull(), "pull", "push")
+		if _, handles := s.(sm.Exporter); !handles && c.r.modes[i] != "" {
+			mode = c.r.modes[i]
+		}
+	}
+	switch mode {
+	case "split":
+		return sm.RouteSplit
+	case "pull":
+		return sm.RoutePull
+	}
+	return sm.RoutePush
+}
+
+// at is the mechanism of an n-byte message's range (nil: none).
+func (c *routedCopy) at(n int) sm.SingleCopy {
+	if i := c.r.rangeOf(n); i >= 0 {
+		return c.ranged[i]
+	}
+	return nil
 }
 
 func (c *routedCopy) close() error {
@@ -105,25 +140,12 @@ func oneDirection(r *Route, name string, pull bool) error {
 func (c *routedCopy) Pull() bool            { return c.export == nil || c.export.Pull() }
 func (c *routedCopy) Rendezvous(n int) bool { return c.r.Rendezvous(n) }
 
-// RouteFor is the direction of an n-byte message's range: its mode, else
-// its mechanism's own.
+// RouteFor is the direction of an n-byte message's range.
 func (c *routedCopy) RouteFor(n int, _, _ sm.Place) sm.Route {
-	mode := "pull"
 	if i := c.r.rangeOf(n); i >= 0 {
-		if s := c.mechs[c.r.single[i]]; s != nil {
-			mode = transports.Choice(s.Pull(), "pull", "push")
-			if _, handles := s.(sm.Exporter); !handles && c.r.modes[i] != "" {
-				mode = c.r.modes[i]
-			}
-		}
+		return c.routes[i]
 	}
-	switch mode {
-	case "split":
-		return sm.RouteSplit
-	case "pull":
-		return sm.RoutePull
-	}
-	return sm.RoutePush
+	return sm.RoutePull
 }
 
 // Copy moves a message that came without a handle: by its range's
@@ -131,7 +153,7 @@ func (c *routedCopy) RouteFor(n int, _, _ sm.Place) sm.Route {
 // split copy's part is half its message, so its length may fall in
 // another range: any address-based mechanism moves it alike.
 func (c *routedCopy) Copy(pid int, local []byte, at sm.Place, remote uintptr, pull bool) error {
-	s := c.mechs[c.r.MechanismFor(len(local))]
+	s := c.at(len(local))
 	if _, handles := s.(sm.Exporter); s == nil || handles {
 		if len(c.byAddr) == 0 {
 			return fmt.Errorf("auto: %d-byte message at %#x of pid %d came without a handle, and %s needs one", len(local), remote, pid, c.Name())
@@ -144,7 +166,7 @@ func (c *routedCopy) Copy(pid int, local []byte, at sm.Place, remote uintptr, pu
 // Export exports for the handle-based mechanism when the buffer's range
 // names it; 0 (no handle) otherwise.
 func (c *routedCopy) Export(buf []byte, at sm.Place, writable bool) (uint64, error) {
-	if c.export == nil || c.mechs[c.r.MechanismFor(len(buf))] != c.export {
+	if c.export == nil || c.at(len(buf)) != c.export {
 		return 0, nil
 	}
 	return c.export.Export(buf, at, writable)
