@@ -36,10 +36,15 @@ const pooledSingles = "singles(eager)"
 // every profile a store verified; a decision rests on the ones this run
 // verified).
 func (r *Runner) verifyEvidence(hashes ...string) verifyEvidence {
+	return r.verifyEvidenceFrom(0, hashes...)
+}
+
+// verifyEvidenceFrom is verifyEvidence over the rounds numbered from on.
+func (r *Runner) verifyEvidenceFrom(from int, hashes ...string) verifyEvidence {
 	ev := verifyEvidence{auto: map[int]map[int]float64{}, singles: map[string]map[int]map[int]float64{}}
 	hashOf := map[int]string{}
 	for _, t := range r.trials {
-		if t.Stage != stageVerify || t.Failed != "" {
+		if t.Stage != stageVerify || t.Failed != "" || t.Round < from {
 			continue
 		}
 		if t.Candidate == "auto" && len(hashes) > 0 && !slices.Contains(hashes, t.Options[auto.KeyHash]) {
@@ -156,6 +161,32 @@ func (r *Runner) verifyComparisons() []verifyLoss {
 		out = append(out, verifyLoss{Size: n, Winner: best, Versus: ev.compare(n, best)})
 	}
 	return out
+}
+
+// fadedLoss is a settled loss that its fresh rounds did not settle again
+// (Fresh: the same test over them alone).
+type fadedLoss struct {
+	verifyLoss
+	Fresh search.Comparison
+}
+
+// replicated splits losses into those that the verification's rounds
+// numbered from on settle again on their own, each the same winner against
+// auto at its size, and those they do not. The noise prior stays the whole
+// verification's: the fresh rounds measure only the losing sizes.
+func (r *Runner) replicated(losses []verifyLoss, from int) (held []verifyLoss, faded []fadedLoss) {
+	prior := r.verifyEvidence(r.verified...).prior
+	fresh := r.verifyEvidenceFrom(from, r.verified...)
+	for _, l := range losses {
+		c := search.Paired(fresh.ratios(l.Size, l.Winner), prior.At(l.Size))
+		if c.Outcome == search.BWins {
+			l.Versus = c
+			held = append(held, l)
+		} else {
+			faded = append(faded, fadedLoss{verifyLoss: l, Fresh: c})
+		}
+	}
+	return held, faded
 }
 
 // verifyLosses lists the sizes where the best single transport beats

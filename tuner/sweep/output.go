@@ -280,7 +280,10 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 			paired++
 			pairedCol = fmt.Sprintf("%.3f", pr)
 		}
-		mark := ""
+		mark, faded := "", ""
+		if i := slices.IndexFunc(r.faded, func(f fadedLoss) bool { return f.Size == n }); i >= 0 {
+			faded = fmt.Sprintf(" (did not settle again over its %d fresh rounds: %v)", confirmRounds, r.faded[i].Fresh)
+		}
 		switch {
 		case bestName == pooledSingles:
 			mark = " (best: the singles pooled)"
@@ -290,7 +293,7 @@ func (r *Runner) verifySummary(w *strings.Builder) {
 			geoApart += math.Log(pr)
 			apart++
 		}
-		fmt.Fprintf(w, " %10.3f %8s  %v%s\n", am/best, pairedCol, ev.compare(n, bestName), mark)
+		fmt.Fprintf(w, " %10.3f %8s  %v%s%s\n", am/best, pairedCol, ev.compare(n, bestName), mark, faded)
 	}
 	for _, s := range ev.names {
 		fmt.Fprintf(w, " geomean auto/%s: %.3f (paired %.3f)\n", s, expMean(geo[s], len(ev.sizes)), expMean(geoPaired[s], nPaired[s]))

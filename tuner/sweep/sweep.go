@@ -152,6 +152,9 @@ type Runner struct {
 	// verified are the hashes of the profiles this run measured auto with
 	// in the verification (stored or new), in order.
 	verified []string
+	// faded are the settled losses no route mended that their fresh
+	// rounds did not settle again (emitVerified).
+	faded []fadedLoss
 }
 
 // ErrBudget stops optional work when the budget is spent.
