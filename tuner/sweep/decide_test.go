@@ -861,3 +861,20 @@ func TestAgainSizes(t *testing.T) {
 		}
 	}
 }
+
+// A loss that did not settle again still gets the trailing sizes' rounds
+// where auto trails its winner by more than the noise: planted from the
+// development VM, 2 MiB to cma split at 0.958 paired over ten rounds.
+func TestFadedLossesStillTrailing(t *testing.T) {
+	const trails, level = 2 << 20, 1 << 20
+	var trials []Trial
+	trials = append(trials, roundsAt("sha256:a", 1, trails, map[string][]float64{
+		"auto": {32871, 32415, 23651, 20825, 22009, 31546, 29932, 21900, 33760, 31365}, "cma-split": {36521, 34833, 28273, 26513, 22114, 31218, 29942, 24163, 28742, 31805}})...)
+	trials = append(trials, roundsAt("sha256:a", 1, level, map[string][]float64{
+		"auto": {32871, 32415, 23651, 20825, 22009, 31546, 29932, 21900, 33760, 31365}, "cma-split": {32500, 32900, 23400, 21100, 21800, 31900, 29500, 22300, 33300, 31700}})...)
+	r := &Runner{trials: trials, verified: []string{"sha256:a"}}
+	faded := []fadedLoss{{verifyLoss: verifyLoss{Size: trails, Winner: "cma-split"}}, {verifyLoss: verifyLoss{Size: level, Winner: "cma-split"}}}
+	if got := r.stillTrailing(faded); !slices.Equal(got, []int{trails}) {
+		t.Errorf("still trailing %v, want [2M] alone", got)
+	}
+}

@@ -131,6 +131,13 @@ func (r *Runner) emitVerified(path string, out *Outcome, s *Safety) error {
 			for _, f := range r.faded {
 				r.notes = append(r.notes, fmt.Sprintf("verify: %s did not settle again over %d fresh rounds (%v): not a loss", f, confirmRounds, f.Fresh))
 			}
+			// What no longer decides a loss may still trail by more than
+			// the noise: it gets the trailing sizes' rounds too.
+			if trailing := r.stillTrailing(r.faded); len(trailing) > 0 {
+				if next, err = r.verify(abs, p.Hash, trailing, next, 1, verifyTrailRounds); err != nil {
+					return err
+				}
+			}
 			if losses = held; len(losses) == 0 {
 				return nil
 			}

@@ -249,6 +249,20 @@ func (r *Runner) verifyTrails(sizes []int) []int {
 	return out
 }
 
+// stillTrailing lists the sizes of faded whose round-paired median of
+// auto over their winner is below 1 - search.Noise, settled over all
+// rounds or not: their loss was decided by the fresh rounds alone.
+func (r *Runner) stillTrailing(faded []fadedLoss) []int {
+	ev := r.verifyEvidence(r.verified...)
+	var out []int
+	for _, f := range faded {
+		if pr, ok := pairedRatio(ev.auto[f.Size], ev.series(f.Winner, f.Size)); ok && pr < 1-search.Noise {
+			out = append(out, f.Size)
+		}
+	}
+	return out
+}
+
 // best is the single transport with the highest median at size n, or
 // pooledSingles where the singles all run one path.
 func (ev verifyEvidence) best(n int) string {
