@@ -289,3 +289,18 @@ func TestDepthFollowsTheRankCountUnlessSet(t *testing.T) {
 		t.Errorf("32 ranks' segment: %d bytes, want %d", got, want)
 	}
 }
+
+// A receive's polls touch the further lines of a small message only, and
+// never past its cell.
+func TestTouchLines(t *testing.T) {
+	for _, tc := range []struct{ n, cell, want int }{
+		{0, 4672, 0}, {8, 4672, 0}, {48, 4672, 0}, {49, 4672, 1}, {112, 4672, 1},
+		{113, 4672, 2}, {176, 4672, 2}, {177, 4672, 0}, {1024, 4672, 0},
+		{4096, 128, 1}, // a 128-byte cell: its second line, whatever the buffer
+		{4096, 64, 0},
+	} {
+		if got := touchLines(tc.n, tc.cell); got != tc.want {
+			t.Errorf("touchLines(%d, %d) = %d, want %d", tc.n, tc.cell, got, tc.want)
+		}
+	}
+}

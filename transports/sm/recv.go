@@ -52,7 +52,11 @@ func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 // the general path then finds it early.
 func (e *Endpoint) recvEager(p *peer, buf []byte) (int, bool, error) {
 	alone := e.alone(p)
+	lines := touchLines(len(buf), int(p.rx.cellSize))
 	for spin := 0; ; spin++ {
+		if lines > 0 {
+			p.rx.touch(lines)
+		}
 		if h := p.rx.peek(); h != nil {
 			if h.kind != kindEager || int(h.length) > len(buf) {
 				return 0, false, nil
