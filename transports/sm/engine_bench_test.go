@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
 )
@@ -84,6 +85,11 @@ func stream(b *testing.B, p sm.Params, n int, started bool) {
 		sa, sc := buffer(b, large), buffer(b, large)
 		both(b, func() error { return a.Send(1, sa) }, func() error { _, err := c.Recv(0, sc); return err })
 	}
+	streamOn(b, a, c, n)
+}
+
+// streamOn streams n-byte messages from a to c in windows of 64.
+func streamOn(b *testing.B, a, c *sm.Endpoint, n int) {
 	sa, sc := buffer(b, n), buffer(b, n)
 	const window = 64
 	done := make(chan error)
@@ -113,4 +119,50 @@ func stream(b *testing.B, p sm.Params, n int, started bool) {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkStreamSingleCopy is BenchmarkStream through a single copy
+// within this process, pulled whole by the receiver or split between the
+// two sides (cma.mode=split's protocol over memmove): what splitting buys
+// when each side has a core to copy on. gotune bench -t cma --opt
+// cma.mode=split measures the real one between processes.
+func BenchmarkStreamSingleCopy(b *testing.B) {
+	for _, route := range []sm.Route{sm.RoutePull, sm.RouteSplit} {
+		for _, n := range []int{64 << 10, 256 << 10, 1 << 20} {
+			b.Run(fmt.Sprintf("route=%s/size=%d", routeName(route), n), func(b *testing.B) {
+				p := sm.DefaultParams()
+				a, c := pair(b, p, memCopy{route})
+				// A rendezvous first, so that the peer has been pulled
+				// from once and the streamed messages split.
+				large := p.EagerLimit + 1
+				sa, sc := buffer(b, large), buffer(b, large)
+				both(b, func() error { return a.Send(1, sa) }, func() error { _, err := c.Recv(0, sc); return err })
+				streamOn(b, a, c, n)
+			})
+		}
+	}
+}
+
+func routeName(r sm.Route) string {
+	if r == sm.RouteSplit {
+		return "split"
+	}
+	return "pull"
+}
+
+// memCopy is a single copy within this process along one route.
+type memCopy struct{ route sm.Route }
+
+func (memCopy) Name() string                                { return "memcopy" }
+func (memCopy) Pull() bool                                  { return true }
+func (memCopy) Rendezvous(n int) bool                       { return n > 4096 }
+func (m memCopy) RouteFor(int, sm.Place, sm.Place) sm.Route { return m.route }
+func (memCopy) Copy(_ int, local []byte, _ sm.Place, remote uintptr, pull bool) error {
+	far := sys.BytesAt(remote, len(local)) // one process: the peer's address is ours
+	if pull {
+		copy(local, far)
+	} else {
+		copy(far, local)
+	}
+	return nil
 }
