@@ -418,3 +418,44 @@ func TestConfirmOnEveryPattern(t *testing.T) {
 		}
 	}
 }
+
+// oneSize is a stack whose x=b is 1.5x the default's bandwidth at 4 KiB
+// and level everywhere else.
+type oneSize struct{ noMPI }
+
+func (*oneSize) Space() []Param {
+	return []Param{{Name: "x", Values: []string{"a", "b"}, Pattern: bench.Bandwidth, Sizes: []int{4096, 65536}}}
+}
+func (*oneSize) Contender(_, label string, params map[string]string) mpistack.Contender {
+	return measured(label, func(spec bench.Spec, n int) float64 {
+		if params["x"] == "b" && spec.Pattern == bench.Bandwidth && n == 4096 {
+			return 150
+		}
+		return 100
+	})
+}
+
+// A file that loses nowhere still stands only if it gains MinFileGain in
+// geomean over the ladder it is confirmed on: one size 1.5x faster is
+// 1.107x over four sizes, and 1.032x over thirteen (4 KiB-16 MiB), which
+// is dropped with the figure named.
+func TestConfirmWantsAFileToGain(t *testing.T) {
+	for _, tc := range []struct {
+		sizes []int
+		kept  bool
+	}{
+		{[]int{4096, 8192, 16384, 32768}, true},
+		{[]int{4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20}, false},
+	} {
+		res, err := Tune(context.Background(), &oneSize{}, Config{Dir: t.TempDir(), Rounds: 5, ConfirmSizes: tc.sizes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, kept := res.Params["x"]; kept != tc.kept {
+			t.Errorf("%d sizes: params %v, note %q; want kept=%v", len(tc.sizes), res.Params, res.Note, tc.kept)
+		}
+		if !tc.kept && !strings.Contains(res.Note, "gained 1.032x") {
+			t.Errorf("%d sizes: note %q does not name the geomean the file gained", len(tc.sizes), res.Note)
+		}
+	}
+}

@@ -498,11 +498,29 @@ func fileLoses(confirm []Choice) (string, bench.Pattern) {
 			return fmt.Sprintf("scored %.3fx the defaults' %s in geomean", bw.Scores[1], bw.Param.Pattern), bw.Param.Pattern
 		}
 	}
+	best := bws[0]
+	for _, bw := range bws[1:] {
+		if bw.Scores[1] > best.Scores[1] {
+			best = bw
+		}
+	}
+	if best.Scores[1] < MinFileGain {
+		return fmt.Sprintf("gained %.3fx the defaults' %s in geomean, below the %.2fx a file must gain", best.Scores[1], best.Param.Pattern, MinFileGain), best.Param.Pattern
+	}
 	if lat.Scores[1] < 1-search.Noise {
 		return fmt.Sprintf("scored %.3fx the defaults' 8-byte latency (%s)", lat.Scores[1], lat.Verdicts[1][0]), bws[0].Param.Pattern
 	}
 	return "", ""
 }
+
+// MinFileGain is the geomean over its ladder a file must score against
+// the defaults, on one of the patterns it is confirmed on (and 1 on the
+// others), to be written. Why: a
+// file is installed for every job on the node, and a few per cent in
+// geomean is within what the reference benchmark and OSU disagree by (a
+// file the reference benchmark confirmed at 1.07x measured 1.036x through
+// OSU on the host that wrote it; docs/performance.md).
+const MinFileGain = 1.05
 
 // gains says what a confirmed file gains: per pattern its geomean over
 // the ladder and the sizes where it is faster, settled; then its 8-byte
