@@ -19,12 +19,21 @@ import (
 // floor is the cheaper way's median: which is cheaper depends on the
 // cores (flat out doubled the line's cost on the development VM's AMD
 // cores some of the time).
+//
+// TwoLines is the same exchange with a line per direction, each written
+// by one thread and polled by the other, as a pair of one-way channels
+// (sm's FIFOs) must move it: polled the cheaper way, runs as many. Why
+// apart: a line that both threads write moves once a way, its reader
+// keeping it for its reply; one per direction also has to be taken back
+// by its writer, and on the development VM that cost 1.8x the one line.
 type Floor struct {
-	CPUs   []int     `json:"cpus"`
-	Trips  int       `json:"trips"`     // round trips per run
-	Runs   []float64 `json:"runs_ns"`   // each run's one-way time in ns, in the order run: flat out, fenced, flat out...
-	Median float64   `json:"median_ns"` // the cheaper way's median
-	Fenced bool      `json:"fenced"`    // the fenced polls were the cheaper way
+	CPUs     []int     `json:"cpus"`
+	Trips    int       `json:"trips"`     // round trips per run
+	Runs     []float64 `json:"runs_ns"`   // each run's one-way time in ns, in the order run: flat out, fenced, flat out...
+	Median   float64   `json:"median_ns"` // the cheaper way's median
+	Fenced   bool      `json:"fenced"`    // the fenced polls were the cheaper way
+	TwoRuns  []float64 `json:"two_lines_runs_ns,omitempty"`
+	TwoLines float64   `json:"two_lines_ns,omitempty"` // TwoRuns' median
 }
 
 // FloorRuns and FloorTrips are LineFloor's built-in runs (of each way of
@@ -57,11 +66,14 @@ func LineFloor(cpus []int, runs, trips int) (Floor, error) {
 	}
 	defer sys.Unmap(page)
 	word := (*uint64)(unsafe.Pointer(&page[0]))
+	// The second direction's line: 256 bytes on, past the adjacent-line
+	// prefetcher's 128-byte pairs.
+	back := (*uint64)(unsafe.Pointer(&page[256]))
 	f := Floor{CPUs: cpus[:2:2], Trips: trips}
 	var ways [2][]float64 // flat out, fenced
 	for range runs {
 		for way, fenced := range []bool{false, true} {
-			ns, err := bounce(word, cpus[0], cpus[1], trips, fenced)
+			ns, err := bounce(word, word, cpus[0], cpus[1], trips, fenced)
 			if err != nil {
 				return Floor{}, err
 			}
@@ -72,6 +84,14 @@ func LineFloor(cpus []int, runs, trips int) (Floor, error) {
 	}
 	flat, fenced := median(ways[0]), median(ways[1])
 	f.Median, f.Fenced = min(flat, fenced), fenced < flat
+	for range runs {
+		ns, err := bounce(word, back, cpus[0], cpus[1], trips, f.Fenced)
+		if err != nil {
+			return Floor{}, err
+		}
+		f.TwoRuns = append(f.TwoRuns, float64(ns)/float64(2*trips))
+	}
+	f.TwoLines = median(f.TwoRuns)
 	return f, nil
 }
 
@@ -84,13 +104,14 @@ func median(x []float64) float64 {
 	return m
 }
 
-// bounce is one run: a thread on cpu a sends odd values of *word and
-// waits for the next even one, which a thread on cpu b answers, both
-// polling fenced or flat out; it returns the nanoseconds of the timed
-// round trips. Both goroutines end locked to their threads, which the
-// runtime then discards with their affinity.
-func bounce(word *uint64, a, b, trips int, fenced bool) (int64, error) {
-	*word = 0
+// bounce is one run: a thread on cpu a sends odd values through *out
+// and waits for the next even one on *in, which a thread on cpu b
+// answers, both polling fenced or flat out (out and in one word: one
+// line bouncing); it returns the nanoseconds of the timed round trips.
+// Both goroutines end locked to their threads, which the runtime then
+// discards with their affinity.
+func bounce(out, in *uint64, a, b, trips int, fenced bool) (int64, error) {
+	*out, *in = 0, 0
 	total := uint64(floorWarmup + trips)
 	type result struct {
 		ns  int64
@@ -104,7 +125,7 @@ func bounce(word *uint64, a, b, trips int, fenced bool) (int64, error) {
 			return
 		}
 		ready := make(chan error, 1)
-		go answer(word, b, total, fenced, ready)
+		go answer(out, in, b, total, fenced, ready)
 		if err := <-ready; err != nil {
 			done <- result{err: fmt.Errorf("cache-line floor: %w", err)}
 			return
@@ -114,8 +135,8 @@ func bounce(word *uint64, a, b, trips int, fenced bool) (int64, error) {
 			if k == floorWarmup {
 				start = nanotime()
 			}
-			sys.StoreRelease64(word, 2*k+1)
-			await(word, 2*k+2, fenced)
+			sys.StoreRelease64(out, 2*k+1)
+			await(in, 2*k+2, fenced)
 		}
 		done <- result{ns: nanotime() - start}
 	}()
@@ -124,8 +145,9 @@ func bounce(word *uint64, a, b, trips int, fenced bool) (int64, error) {
 }
 
 // answer is bounce's thread on cpu: it reports on ready whether it is
-// pinned, then answers each of total odd values with the next even one.
-func answer(word *uint64, cpu int, total uint64, fenced bool, ready chan<- error) {
+// pinned, then answers each of total odd values on *out with the next
+// even one on *in.
+func answer(out, in *uint64, cpu int, total uint64, fenced bool, ready chan<- error) {
 	runtime.LockOSThread()
 	if err := sys.PinThread(cpu); err != nil {
 		ready <- err
@@ -133,8 +155,8 @@ func answer(word *uint64, cpu int, total uint64, fenced bool, ready chan<- error
 	}
 	ready <- nil
 	for v := uint64(1); v < 2*total; v += 2 {
-		await(word, v, fenced)
-		sys.StoreRelease64(word, v+1)
+		await(out, v, fenced)
+		sys.StoreRelease64(in, v+1)
 	}
 }
 

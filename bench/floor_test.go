@@ -33,6 +33,9 @@ func TestLineFloorMeasures(t *testing.T) {
 	if len(f.Runs) != 6 || f.Trips != 100 || f.Median <= 0 {
 		t.Errorf("floor %+v: want 3 runs of each way of 100 round trips and a positive median", f)
 	}
+	if len(f.TwoRuns) != 3 || f.TwoLines <= 0 {
+		t.Errorf("floor %+v: want 3 two-line runs and a positive median", f)
+	}
 }
 
 func TestLineFloorReportsPinFailure(t *testing.T) {

@@ -18,9 +18,10 @@ var FloorFormats = []string{"table", "osu", "bench"}
 // WriteFloor writes the cache-line floor f beside latency result r, after
 // r's own output in format. table and osu: a line naming the floor, then
 // each size's one-way latency and its ratio to the floor (in osu as "#"
-// lines, which scripts reading osu_latency's rows skip). bench: a
-// BenchmarkFloor line per run of the cheaper way of polling, one-way
-// ns/op, which benchstat lists beside the Latency lines.
+// lines, which scripts reading osu_latency's rows skip), with the two-line
+// figure where f has one. bench: a BenchmarkFloor line per run of the
+// cheaper way of polling and a BenchmarkFloor/lines=2 line per two-line
+// run, one-way ns/op, which benchstat lists beside the Latency lines.
 func WriteFloor(w io.Writer, format string, r bench.Result, f bench.Floor) error {
 	if !slices.Contains(FloorFormats, format) {
 		return fmt.Errorf("floor: format %q (want one of %s)", format, strings.Join(FloorFormats, ", "))
@@ -37,6 +38,9 @@ func WriteFloor(w io.Writer, format string, r bench.Result, f bench.Floor) error
 			}
 			fmt.Fprintf(bw, "BenchmarkFloor/cpus=%s %d%s\n", cpus, f.Trips, metric(ns, "ns/op"))
 		}
+		for _, ns := range f.TwoRuns {
+			fmt.Fprintf(bw, "BenchmarkFloor/lines=2/cpus=%s %d%s\n", cpus, f.Trips, metric(ns, "ns/op"))
+		}
 		return flushFloor(bw)
 	}
 	prefix := ""
@@ -49,6 +53,10 @@ func WriteFloor(w io.Writer, format string, r bench.Result, f bench.Floor) error
 	}
 	fmt.Fprintf(bw, "\n%sfloor: one cache line between CPUs %s, %.1f ns one way (median of %d runs of %d round trips, polling %s)\n",
 		prefix, cpuList(f.CPUs, " and "), f.Median, len(f.Runs)/2, f.Trips, way)
+	if f.TwoLines > 0 {
+		fmt.Fprintf(bw, "%s       two lines, one per direction as one-way channels move it: %.1f ns one way (%.2fx)\n",
+			prefix, f.TwoLines, f.TwoLines/f.Median)
+	}
 	fmt.Fprintf(bw, "%s%-8s %12s %8s\n", prefix, "Size", "Latency (us)", "x floor")
 	for _, p := range r.Points {
 		fmt.Fprintf(bw, "%s%-8s %12.2f %8.2f\n", prefix, transports.FormatSize(p.Size), p.Median, p.Median*1e3/f.Median)
