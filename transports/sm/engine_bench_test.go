@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gotune/gotune/internal/sys"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
 )
@@ -148,21 +147,4 @@ func routeName(r sm.Route) string {
 		return "split"
 	}
 	return "pull"
-}
-
-// memCopy is a single copy within this process along one route.
-type memCopy struct{ route sm.Route }
-
-func (memCopy) Name() string                                { return "memcopy" }
-func (memCopy) Pull() bool                                  { return true }
-func (memCopy) Rendezvous(n int) bool                       { return n > 4096 }
-func (m memCopy) RouteFor(int, sm.Place, sm.Place) sm.Route { return m.route }
-func (memCopy) Copy(_ int, local []byte, _ sm.Place, remote uintptr, pull bool) error {
-	far := sys.BytesAt(remote, len(local)) // one process: the peer's address is ours
-	if pull {
-		copy(local, far)
-	} else {
-		copy(far, local)
-	}
-	return nil
 }

@@ -27,20 +27,34 @@ func (c *splitCopy) Name() string                              { return "split" 
 func (c *splitCopy) Pull() bool                                { return true }
 func (c *splitCopy) Rendezvous(n int) bool                     { return n > 64 }
 func (c *splitCopy) RouteFor(int, sm.Place, sm.Place) sm.Route { return sm.RouteSplit }
-func (c *splitCopy) Copy(_ int, local []byte, _ sm.Place, remote uintptr, pull bool) error {
+func (c *splitCopy) Copy(pid int, local []byte, at sm.Place, remote uintptr, pull bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	switch {
+	case pull:
+		c.pulls, c.pulled = c.pulls+1, c.pulled+len(local)
+	case c.pushErr != nil:
+		return c.pushErr
+	default:
+		c.pushes, c.pushed = c.pushes+1, c.pushed+len(local)
+	}
+	return memCopy{}.Copy(pid, local, at, remote, pull)
+}
+
+// memCopy is a single copy within this process along one route.
+type memCopy struct{ route sm.Route }
+
+func (memCopy) Name() string                                { return "memcopy" }
+func (memCopy) Pull() bool                                  { return true }
+func (memCopy) Rendezvous(n int) bool                       { return n > 4096 }
+func (m memCopy) RouteFor(int, sm.Place, sm.Place) sm.Route { return m.route }
+func (memCopy) Copy(_ int, local []byte, _ sm.Place, remote uintptr, pull bool) error {
 	far := sys.BytesAt(remote, len(local)) // one process: the peer's address is ours
 	if pull {
-		c.pulls, c.pulled = c.pulls+1, c.pulled+len(local)
 		copy(local, far)
-		return nil
+	} else {
+		copy(far, local)
 	}
-	if c.pushErr != nil {
-		return c.pushErr
-	}
-	c.pushes, c.pushed = c.pushes+1, c.pushed+len(local)
-	copy(far, local)
 	return nil
 }
 
