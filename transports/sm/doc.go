@@ -22,6 +22,9 @@
 // the cell; the sender writes a cell's first line (header, sequence word
 // last) after the rest, so the polled line changes hands once (recv.go,
 // layout.go). It runs progress passes too when anything else is owed.
+// Messages of up to 24 bytes in a ping-pong go through the pair's fast box
+// instead, one cache line both ranks write, so that each moves one line
+// once (box.go).
 //
 // A rank waiting for anything (a send blocked on a full ring included) keeps
 // draining every incoming channel into posted receives or the unexpected
@@ -39,7 +42,7 @@
 //
 // The engine by file: endpoint.go (the Endpoint, its peers, New, Close),
 // request.go (requests and the choice of protocol), send.go and recv.go
-// (the two paths through a ring), match.go (posted receives against
+// (the two paths through a ring), box.go (the fast box), match.go (posted receives against
 // arrivals), progress.go (progress passes and waiting), cells.go (cell
 // kinds and control words), layout.go (Params and the channel layout).
 package sm

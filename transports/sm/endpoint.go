@@ -67,6 +67,7 @@ type peer struct {
 	tx    producer
 	rx    consumer
 	spell spellGuard // the sender's copies into tx's ring (spell.go)
+	box   box        // the pair's fast box (box.go)
 	ctrl  queue.FIFO[ctrlMsg]
 	sendq queue.FIFO[*request]
 	recvq queue.FIFO[*request]
@@ -210,7 +211,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 			return nil, err
 		}
 		pr := &peer{rank: r, pid: env.PIDs[r], tx: producer{channel: out, ring: ring}, rx: consumer{channel: in}, credits: p.Depth,
-			spell: newSpellGuard(localPerKiB)}
+			spell: newSpellGuard(localPerKiB), box: openBox(env.Segment, env.Rank, r, env.Size, p)}
 		if pr.pid != self {
 			if pr.watch, err = sys.WatchProcess(pr.pid); err != nil {
 				e.closeWatches()

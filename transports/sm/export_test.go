@@ -27,3 +27,7 @@ func (e *Endpoint) ProgressThread() int { return e.progressTID }
 // EarlyArrivals counts the messages parked in the unexpected queues: those
 // that arrived before their receive and were copied twice.
 func (e *Endpoint) EarlyArrivals() uint64 { return e.early }
+
+// BoxMessages counts the messages this endpoint sent to peer through
+// their fast box.
+func (e *Endpoint) BoxMessages(peer int) int { return int(e.peers[peer].box.sent) }

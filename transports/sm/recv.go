@@ -57,7 +57,17 @@ func (e *Endpoint) recvEager(p *peer, buf []byte) (int, bool, error) {
 		if lines > 0 {
 			p.rx.touch(lines)
 		}
-		if h := p.rx.peek(); h != nil {
+		h := p.rx.peek()
+		if n, ok := p.box.due(p.rx.head.n); ok { // after peek: see box.go
+			if n > len(buf) {
+				return 0, false, nil
+			}
+			c := copy(buf, p.box.payload(n))
+			p.box.taken()
+			e.await(p)
+			return c, true, nil
+		}
+		if h != nil {
 			if h.kind != kindEager || int(h.length) > len(buf) {
 				return 0, false, nil
 			}
@@ -128,6 +138,15 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 	moved := false
 	for {
 		h := p.rx.peek()
+		if n, ok := p.box.due(p.rx.head.n); ok { // after peek: see box.go
+			if !park && p.recvq.Len() == 0 {
+				e.held = true
+				return moved
+			}
+			e.takeBox(p, n)
+			moved = true
+			continue
+		}
 		if h == nil {
 			return moved
 		}
@@ -199,6 +218,24 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 			panic(fmt.Sprintf("%s: corrupt channel %d->%d: cell kind %d", e.name, p.rank, e.rank, h.kind))
 		}
 	}
+}
+
+// takeBox delivers p's due box message of n bytes to its posted receive,
+// or parks it.
+func (e *Endpoint) takeBox(p *peer, n int) {
+	src := p.box.payload(n)
+	if r := e.matchNew(p); r != nil {
+		if r.device() {
+			r.complete(e.getDevice(r, r.buf, src), truncated(n, len(r.buf)))
+		} else {
+			r.complete(copy(r.buf, src), truncated(n, len(r.buf)))
+		}
+	} else {
+		u := e.newUnexpected(n)
+		u.got, u.complete = copy(u.data, src), true
+		e.parkEarly(p, u)
+	}
+	p.box.taken()
 }
 
 // receiveFragment lands a fragment of pipelined message id, size bytes

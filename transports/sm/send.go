@@ -31,12 +31,20 @@ func (e *Endpoint) send(to int, buf []byte) error {
 	if err != nil {
 		return err
 	}
-	// Fast path: nothing queued ahead and room for an eager cell.
-	if e.mem == nil && len(buf) <= e.params.EagerLimit && p.sendq.Len() == 0 && len(p.streams) == 0 && p.ctrl.Len() == 0 && p.tx.cellFree() {
-		p.tx.putEager(buf)
-		p.tx.publish(kindEager, len(buf))
-		p.msgOut++
-		return nil
+	// Fast path: nothing queued ahead, and the pair's fast box free for
+	// the smallest messages (box.go) or room for an eager cell.
+	if e.mem == nil && len(buf) <= e.params.EagerLimit && p.sendq.Len() == 0 && len(p.streams) == 0 && p.ctrl.Len() == 0 {
+		if len(buf) <= BoxPayload && p.box.free() {
+			p.box.put(buf, p.tx.head.n)
+			p.msgOut++
+			return nil
+		}
+		if p.tx.cellFree() {
+			p.tx.putEager(buf)
+			p.tx.publish(kindEager, len(buf))
+			p.msgOut++
+			return nil
+		}
 	}
 	r := e.isend(p, buf)
 	e.waitOne(r)

@@ -1,0 +1,149 @@
+package sm_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// Messages through the fast box and the ring keep their order: both ranks
+// run one seeded schedule of exchanges (both send, then both receive),
+// ping-pongs and one-way bursts of sizes on each side of the box's limit
+// and of the eager limit, so that box messages fall between ring messages
+// both ways, arriving before and after their receives; every message
+// carries its number and a fill that depends on it.
+func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
+	sizes := []int{0, 1, 8, sm.BoxPayload, sm.BoxPayload + 1, 64, 200, 4096, 9000, 70000}
+	for _, tc := range []struct {
+		name     string
+		progress string
+		posted   bool // receives posted with Irecv before the peer's sends of a step
+	}{
+		{"blocking", "poll", false},
+		{"blocking progress thread", "thread", false},
+		{"posted receives", "poll", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := sm.DefaultParams()
+			p.Progress = tc.progress
+			a, b := pair(t, p, nil)
+			const steps = 600
+			run := func(ep *sm.Endpoint, rank int) error {
+				peer := 1 - rank
+				rng := rand.New(rand.NewPCG(7, 11)) // the same schedule on both ranks
+				sent, got := 0, 0
+				out := make([]byte, 70000)
+				in := make([]byte, 70000)
+				send := func(n int) error {
+					stamp(out[:n], rank, sent)
+					sent++
+					return ep.Send(peer, out[:n])
+				}
+				recv := func(n int) error {
+					var m int
+					var err error
+					if tc.posted {
+						var r transports.Request
+						if r, err = ep.Irecv(peer, in); err == nil {
+							err = ep.Wait(r)
+							m = r.Len()
+						}
+					} else {
+						m, err = ep.Recv(peer, in)
+					}
+					if err != nil {
+						return err
+					}
+					if err := checkStamp(in[:m], n, peer, got); err != nil {
+						return fmt.Errorf("rank %d: %w", rank, err)
+					}
+					got++
+					return nil
+				}
+				for range steps {
+					n := sizes[rng.IntN(len(sizes))]
+					switch rng.IntN(3) {
+					case 0: // exchange
+						if err := send(n); err != nil {
+							return err
+						}
+						if err := recv(n); err != nil {
+							return err
+						}
+					case 1: // ping-pong, rank 0 first
+						for _, first := range []bool{rank == 0, rank == 1} {
+							var err error
+							if first {
+								err = send(n)
+							} else {
+								err = recv(n)
+							}
+							if err != nil {
+								return err
+							}
+						}
+					case 2: // a burst from rank 0
+						k := 1 + rng.IntN(8)
+						for i := range k {
+							m := sizes[(i*3+n)%len(sizes)]
+							var err error
+							if rank == 0 {
+								err = send(m)
+							} else {
+								err = recv(m)
+							}
+							if err != nil {
+								return err
+							}
+						}
+					}
+				}
+				return nil
+			}
+			// A mixed-up order shows as a wait that never ends: a deadline
+			// turns it into an error.
+			stop := time.AfterFunc(20*time.Second, func() {
+				err := errors.New("schedule not done within 20 s: messages lost or out of order")
+				a.Abort(err)
+				b.Abort(err)
+			})
+			defer stop.Stop()
+			both(t, func() error { return run(a, 0) }, func() error { return run(b, 1) })
+			if a.BoxMessages(1) == 0 || b.BoxMessages(0) == 0 {
+				t.Errorf("fast box unused: rank 0 sent %d, rank 1 %d messages through it", a.BoxMessages(1), b.BoxMessages(0))
+			}
+		})
+	}
+}
+
+// stamp fills b as message number i from rank: its first bytes hold the
+// number (as many as fit), the rest a fill that depends on both.
+func stamp(b []byte, rank, i int) {
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], uint64(i))
+	k := copy(b, w[:])
+	for j := k; j < len(b); j++ {
+		b[j] = byte(rank*97 + i*31 + j*7)
+	}
+}
+
+// checkStamp checks that b is message number i from rank, of size n.
+func checkStamp(b []byte, n, rank, i int) error {
+	want := make([]byte, n)
+	stamp(want, rank, i)
+	if len(b) != n {
+		return fmt.Errorf("message %d from rank %d: %d bytes, want %d", i, rank, len(b), n)
+	}
+	for j := range b {
+		if b[j] != want[j] {
+			return fmt.Errorf("message %d from rank %d (%d bytes): byte %d is %#x, want %#x", i, rank, n, j, b[j], want[j])
+		}
+	}
+	return nil
+}
