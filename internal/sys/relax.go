@@ -2,6 +2,8 @@
 
 package sys
 
+import "unsafe"
+
 // CPURelax tells the CPU that the caller is spinning (x86 PAUSE): it stops
 // a polling loop from starving a hyper-thread sibling and eases the exit
 // from the loop.
@@ -15,3 +17,9 @@ func CPURelax()
 // on the development VM), and unlike PAUSE (140 cycles on recent Intel
 // cores) it adds no fixed delay.
 func PollFence()
+
+// PrefetchWrite asks for the cache line at p in exclusive state
+// (PREFETCHW), ahead of a store to it: a writer of several lines another
+// core holds then fetches them at once instead of one store's ownership
+// after the other's.
+func PrefetchWrite(p unsafe.Pointer)

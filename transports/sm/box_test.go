@@ -19,7 +19,7 @@ import (
 // both ways, arriving before and after their receives; every message
 // carries its number and a fill that depends on it.
 func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
-	sizes := []int{0, 1, 8, sm.BoxPayload, sm.BoxPayload + 1, 64, 200, 4096, 9000, 70000}
+	sizes := []int{0, 1, 8, 56, 57, sm.BoxPayload, sm.BoxPayload + 1, 200, 4096, 9000, 70000}
 	for _, tc := range []struct {
 		name     string
 		progress string

@@ -22,9 +22,9 @@
 // the cell; the sender writes a cell's first line (header, sequence word
 // last) after the rest, so the polled line changes hands once (recv.go,
 // layout.go). It runs progress passes too when anything else is owed.
-// Messages of up to 24 bytes in a ping-pong go through the pair's fast box
-// instead, one cache line both ranks write, so that each moves one line
-// once (box.go).
+// Messages of up to 120 bytes in a ping-pong go through the pair's fast
+// box instead, two cache lines the ranks write in turns, so that each
+// message moves its lines once (box.go).
 //
 // A rank waiting for anything (a send blocked on a full ring included) keeps
 // draining every incoming channel into posted receives or the unexpected

@@ -62,7 +62,7 @@ func (e *Endpoint) recvEager(p *peer, buf []byte) (int, bool, error) {
 			if n > len(buf) {
 				return 0, false, nil
 			}
-			c := copy(buf, p.box.payload(n))
+			c := copy(buf, p.box.payload()[:n])
 			p.box.taken()
 			e.await(p)
 			return c, true, nil
@@ -223,7 +223,7 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 // takeBox delivers p's due box message of n bytes to its posted receive,
 // or parks it.
 func (e *Endpoint) takeBox(p *peer, n int) {
-	src := p.box.payload(n)
+	src := p.box.payload()[:n]
 	if r := e.matchNew(p); r != nil {
 		if r.device() {
 			r.complete(e.getDevice(r, r.buf, src), truncated(n, len(r.buf)))

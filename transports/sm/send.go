@@ -34,7 +34,7 @@ func (e *Endpoint) send(to int, buf []byte) error {
 	// Fast path: nothing queued ahead, and the pair's fast box free for
 	// the smallest messages (box.go) or room for an eager cell.
 	if e.mem == nil && len(buf) <= e.params.EagerLimit && p.sendq.Len() == 0 && len(p.streams) == 0 && p.ctrl.Len() == 0 {
-		if len(buf) <= BoxPayload && p.box.free() {
+		if len(buf) <= BoxPayload && p.box.turn() {
 			p.box.put(buf, p.tx.head.n)
 			p.msgOut++
 			return nil
