@@ -1,0 +1,109 @@
+package bench_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/gotune/gotune/bench"
+	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
+)
+
+// BenchmarkSMBesideFloor is sm's blocking ping-pong between two goroutines
+// locked to the first two CPUs this process may use, beside the cache-line
+// floor between the same CPUs (bench.LineFloor, measured once before the
+// sizes): oneway-ns is half a round trip, x-floor its multiple of the
+// floor, floor-ns and two-lines-ns the probe's one-line and line-per-
+// direction figures. The box carries up to sm.BoxPayload bytes
+// (docs/transports.md, Small messages); 1 KiB goes through a cell.
+func BenchmarkSMBesideFloor(b *testing.B) {
+	cpus, err := sys.AllowedCPUs()
+	if err != nil || len(cpus) < 2 {
+		b.Skipf("needs two CPUs to pin to (have %v, %v)", cpus, err)
+	}
+	floor, err := bench.LineFloor(cpus[:2], bench.FloorRuns, bench.FloorTrips)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{8, sm.BoxPayload, sm.BoxPayload + 8, 1024} {
+		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			a, c := smPair(b)
+			sa, sc := make([]byte, n), make([]byte, n)
+			done := make(chan error, 1)
+			go func() {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				if err := sys.PinThread(cpus[1]); err != nil {
+					done <- err
+					return
+				}
+				for range warm + b.N {
+					if _, err := c.Recv(0, sc); err != nil {
+						done <- err
+						return
+					}
+					if err := c.Send(0, sc); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := sys.PinThread(cpus[0]); err != nil {
+				b.Fatal(err)
+			}
+			for i := range warm + b.N {
+				if i == warm {
+					b.ResetTimer()
+				}
+				if err := a.Send(1, sa); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := a.Recv(1, sa); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			oneWay := float64(b.Elapsed().Nanoseconds()) / float64(2*b.N)
+			b.ReportMetric(oneWay, "oneway-ns")
+			b.ReportMetric(oneWay/floor.Median, "x-floor")
+			b.ReportMetric(floor.Median, "floor-ns")
+			b.ReportMetric(floor.TwoLines, "two-lines-ns")
+		})
+	}
+}
+
+// warm round trips open each size untimed: the pair's pages are
+// committed and both goroutines polling.
+const warm = 2000
+
+// smPair is two sm endpoints of this process over an anonymous mapping,
+// with the built-in parameters.
+func smPair(b *testing.B) (*sm.Endpoint, *sm.Endpoint) {
+	p := sm.DefaultParams()
+	seg, err := sys.MapAnon(p.SegmentBytes(2), true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sys.Unmap(seg) })
+	pid := os.Getpid()
+	var eps [2]*sm.Endpoint
+	for r := range eps {
+		env := transports.Env{Rank: r, Size: 2, PIDs: []int{pid, pid}, Segment: seg}
+		if eps[r], err = sm.New(env, p, nil, "sm"); err != nil {
+			b.Fatal(err)
+		}
+		ep := eps[r]
+		b.Cleanup(func() { ep.Close() })
+	}
+	return eps[0], eps[1]
+}
