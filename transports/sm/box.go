@@ -5,6 +5,7 @@ package sm
 // once where the two one-way rings move a ring's line per direction.
 
 import (
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 
@@ -101,7 +102,11 @@ func (b *box) due(head uint64) (int, bool) {
 	if uint32(h) != b.last+1 || h>>40 != head&boxAtMask { // b.last+1 is the peer's: it has the turn
 		return 0, false
 	}
-	return int(h >> 32 & 0xff), true
+	n := int(h >> 32 & 0xff)
+	if n > BoxPayload {
+		panic(fmt.Sprintf("sm: corrupt fast box: a %d-byte message in a box of %d", n, BoxPayload))
+	}
+	return n, true
 }
 
 // taken marks the due message taken: the turn is this rank's.
