@@ -70,9 +70,10 @@ type Decision struct {
 	FragSize   int     `yaml:"frag_size" mapstructure:"frag_size"`
 	FragSlots  int     `yaml:"frag_slots" mapstructure:"frag_slots"`
 	FIFODepth  int     `yaml:"fifo_depth" mapstructure:"fifo_depth"`
-	// FIFODepthRanks is the ranks per node FIFODepth was decided for: a
-	// job of fewer ranks takes the built-in depth for its count where
-	// that is deeper (sm.Params.DepthRanks). Omitted (0) for a profile of
+	// FIFODepthRanks is the ranks per node FIFODepth and the fragment ring
+	// were decided for: a job of fewer ranks takes the built-in depth for
+	// its count where that is deeper, and the built-in ring's bytes where
+	// they are more (sm.Params.DepthRanks). Omitted (0) for a profile of
 	// two ranks per node, so profiles without it keep their hash.
 	FIFODepthRanks int    `yaml:"fifo_depth_ranks,omitempty" mapstructure:"fifo_depth_ranks"`
 	CellSize       int    `yaml:"cell_size" mapstructure:"cell_size"`

@@ -62,7 +62,7 @@ func Show(w io.Writer, p *Profile) error {
 			} else {
 				depth := strconv.Itoa(d.FIFODepth)
 				if d.FIFODepthRanks > 0 {
-					depth += fmt.Sprintf(" (for %d ranks; fewer take the built-in where deeper)", d.FIFODepthRanks)
+					depth += fmt.Sprintf(" (for %d ranks; fewer take the built-in depth and ring where larger)", d.FIFODepthRanks)
 				}
 				line("parameters", "eager_limit %s, frag_size %s, frag_slots %d, fifo_depth %s, cell_size %s, copy %s, progress %s",
 					bytesize.Format(d.EagerLimit), bytesize.Format(d.FragSize), d.FragSlots, depth,

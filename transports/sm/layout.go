@@ -62,10 +62,14 @@ type Params struct {
 	// AutoDepth makes Depth follow the job's rank count (DepthFor): the
 	// built-in, where neither sm.depth nor a profile sets it.
 	AutoDepth bool
-	// DepthRanks is the ranks per node a fixed Depth was decided for (a
-	// profile's; 0: none): a job of fewer ranks takes DepthFor of its
-	// count where that is deeper, since the built-in spends that memory
-	// on such a job anyway and a shallower FIFO throttles a pair's window.
+	// DepthRanks is the ranks per node a fixed Depth and the fragment
+	// ring were decided for (a profile's; 0: none): a job of fewer ranks
+	// takes DepthFor of its count where that is deeper, and the built-in
+	// ring's bytes where they are more, since the built-in spends that
+	// memory on such a job anyway and a shallower FIFO throttles a pair's
+	// window. Why the ring: a 2 MiB ring chosen for 16 ranks moved 8 KiB
+	// messages between 2 ranks 10% slower than the built-in 4 MiB, settled
+	// over 15 rounds on the development VM (docs/performance.md).
 	DepthRanks int
 }
 
@@ -85,16 +89,25 @@ func DepthFor(n int) int {
 }
 
 // ForRanks is p as a job of n ranks uses it: with AutoDepth, Depth is
-// DepthFor(n); below DepthRanks ranks, at least DepthFor(n).
+// DepthFor(n); below DepthRanks ranks, at least DepthFor(n), and a
+// fragment ring of at least the built-in's bytes.
 func (p Params) ForRanks(n int) Params {
 	switch {
 	case p.AutoDepth:
 		p.Depth = DepthFor(n)
 	case n < p.DepthRanks:
 		p.Depth = max(p.Depth, DepthFor(n))
+		if p.FragSize > 0 {
+			p.FragSlots = max(p.FragSlots, defaultRingBytes/p.FragSize)
+		}
 	}
 	return p
 }
+
+// defaultRingBytes is the built-in fragment ring's size.
+const defaultRingBytes = DefaultFragSlots * defaultFragSize
+
+const defaultFragSize = 64 << 10
 
 // DefaultStreamMin is the built-in sm.stream: messages of 16 MiB and more
 // that arrive alone are copied out with streaming stores (see copyOut).
@@ -146,7 +159,7 @@ func CellFor(eager int) int { return sys.RoundUp(headerSize+eager, cacheLine) + 
 
 // DefaultParams are the built-in channel parameters.
 func DefaultParams() Params {
-	return Params{Depth: DepthFor(2), AutoDepth: true, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: 64 << 10, FragSlots: DefaultFragSlots,
+	return Params{Depth: DepthFor(2), AutoDepth: true, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: defaultFragSize, FragSlots: DefaultFragSlots,
 		Copy: "auto", StreamMin: DefaultStreamMin, Wrap: DefaultWrap, Streams: DefaultStreams, Progress: "poll"}
 }
 

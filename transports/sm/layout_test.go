@@ -284,6 +284,18 @@ func TestDepthFollowsTheRankCountUnlessSet(t *testing.T) {
 			t.Errorf("a profile's depth %d for 32 ranks, at %d ranks: depth %d, want %d", tc.depth, tc.ranks, got, tc.want)
 		}
 	}
+	for _, tc := range []struct{ frag, slots, ranks, want int }{
+		{64 << 10, 32, 2, 64}, {64 << 10, 32, 31, 64}, {64 << 10, 32, 32, 32}, {64 << 10, 32, 64, 32},
+		{128 << 10, 16, 2, 32}, {64 << 10, 128, 2, 128}, {16 << 10, 64, 2, 256},
+	} {
+		ch, err := ChannelParams(Channel{Depth: 16, DepthRanks: 32, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: tc.frag, FragSlots: tc.slots})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ch.ForRanks(tc.ranks).FragSlots; got != tc.want {
+			t.Errorf("a profile's ring of %d x %d for 32 ranks, at %d ranks: %d fragments, want %d", tc.slots, tc.frag, tc.ranks, got, tc.want)
+		}
+	}
 	def := DefaultParams()
 	if got, want := def.SegmentBytes(32), 32*def.RingBytes()+32*31*def.ForRanks(32).PairBytes(); got != want {
 		t.Errorf("32 ranks' segment: %d bytes, want %d", got, want)
