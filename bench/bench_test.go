@@ -546,6 +546,21 @@ func TestSettlingPassIsNotReported(t *testing.T) {
 	}
 }
 
+// A settling pass runs at most its size's built-in iterations, whatever
+// the spec asks of the measured sizes.
+func TestSettlingPassKeepsItsSizesIterations(t *testing.T) {
+	spec := bench.Spec{Transport: "sm", Pattern: bench.Bandwidth, Sizes: []int{64}, Reps: 1, Iters: 500, Warmup: 1, Window: 4, Settle: 1 << 20}
+	rec, _, err := recordRank0(t, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iters, warmup := bench.DefaultIters(spec.Pattern, spec.Settle)
+	want := (min(spec.Warmup, warmup) + iters) * spec.Window
+	if n := slices.Index(rec.sizes, 64); n != want {
+		t.Errorf("%d messages of the settling size %d before the first measured one, want %d (its built-in %d iterations)", n, spec.Settle, want, iters)
+	}
+}
+
 // mustRun runs spec on this host, failing the test on an error.
 func mustRun(t *testing.T, spec bench.Spec) bench.Result {
 	t.Helper()

@@ -611,7 +611,14 @@ func settlePass(t transports.Transport, rank int, spec Spec, a *arena, beat func
 	}
 	st.start("running the unreported settling pass of %s at %s", spec.Pattern, transports.FormatSize(spec.Settle))
 	beat()
-	if err := newLoop(t, rank, spec, spec.Settle, a).settle(); err != nil {
+	// At most the settling size's built-in iterations: a count asked for
+	// small sizes (--iters 200000) made a pass of hundreds of gigabytes at
+	// 4 MiB, past the watchdog's deadline, where a warm-up was meant.
+	s := spec
+	if di, dw := DefaultIters(spec.Pattern, spec.Settle); s.Iters > di {
+		s.Iters, s.Warmup = di, min(s.Warmup, dw)
+	}
+	if err := newLoop(t, rank, s, spec.Settle, a).settle(); err != nil {
 		return fmt.Errorf("settling pass of %d bytes: %w", spec.Settle, err)
 	}
 	return nil

@@ -97,7 +97,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.window, "window", bench.DefaultWindow, "messages in flight per iteration (bw, bibw, msgrate)")
 	fl.IntVar(&f.peers, "alltoall-peers", 0, "alltoall above 32 KiB: peers each step exchanges with at once (0: one, pairwise, as MPICH)")
 	fl.IntVar(&f.buffers, "buffers", 0, "distinct message buffers per rank, taken in turn (0: one, or one per window slot with --validate): a working set for the transport's caches")
-	fl.StringVar(&f.settle, "settle", "4M", "size of one unreported pass of the pattern before the first size, so that no measured size pays for the ranks' first milliseconds (0: none)")
+	fl.StringVar(&f.settle, "settle", "4M", "size of one unreported pass of the pattern before the first size, so that no measured size pays for the ranks' first milliseconds; it runs at most that size's built-in iterations (0: none)")
 	fl.BoolVar(&f.validate, "validate", false, "fill every payload with a per-iteration pattern and check every byte")
 	fl.StringVar(&f.cpus, "cpus", "auto", "CPU per rank (e.g. 0,1), auto, or none")
 	fl.StringVar(&f.mem, "mem", "", "message buffers: KIND for both ranks or SRC,DST (rank 0's, rank 1's): host|pinned|device|managed|managed-device|managed-host, or OSU's H|D|M|MD|MH (default host; device with -t nccl)")
