@@ -15,7 +15,7 @@ import (
 const (
 	cacheLine  = 64
 	headerSize = 16  // cellHeader
-	ctlSize    = 256 // consumer line and the adjacent line, against prefetch sharing; then, in a lower rank's channel to a higher, the pair's fast box (box.go) and its neighbour
+	ctlSize    = 256 // consumer line and the adjacent line, against prefetch sharing; then, in a lower rank's channel to a higher, the pair's fast box (box.go: two lines)
 )
 
 // Params shape the channels. All sizes are bytes.
