@@ -24,14 +24,19 @@ func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 		name     string
 		progress string
 		posted   bool // receives posted with Irecv before the peer's sends of a step
+		depth    int  // the FIFO's cells (0: the built-in)
 	}{
-		{"blocking", "poll", false},
-		{"blocking progress thread", "thread", false},
-		{"posted receives", "poll", true},
+		{"blocking", "poll", false, 0},
+		{"blocking progress thread", "thread", false, 0},
+		{"posted receives", "poll", true, 0},
+		{"FIFO of two cells", "poll", false, 2}, // sends queue behind a full FIFO while the box is free
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := sm.DefaultParams()
 			p.Progress = tc.progress
+			if tc.depth > 0 {
+				p.Depth, p.AutoDepth = tc.depth, false
+			}
 			a, b := pair(t, p, nil)
 			const steps = 600
 			run := func(ep *sm.Endpoint, rank int) error {
