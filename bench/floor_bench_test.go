@@ -18,7 +18,9 @@ import (
 // sizes): oneway-ns is half a round trip, x-floor its multiple of the
 // floor, floor-ns and two-lines-ns the probe's one-line and line-per-
 // direction figures. The box carries up to sm.BoxPayload bytes
-// (docs/transports.md, Small messages); 1 KiB goes through a cell.
+// (docs/transports.md, Small messages); 1 KiB goes through a cell. The
+// pinned goroutines stay locked to their threads, which the runtime
+// discards with their affinity when the goroutines end.
 func BenchmarkSMBesideFloor(b *testing.B) {
 	cpus, err := sys.AllowedCPUs()
 	if err != nil || len(cpus) < 2 {
@@ -36,7 +38,6 @@ func BenchmarkSMBesideFloor(b *testing.B) {
 			done := make(chan error, 1)
 			go func() {
 				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
 				if err := sys.PinThread(cpus[1]); err != nil {
 					done <- err
 					return
@@ -54,7 +55,6 @@ func BenchmarkSMBesideFloor(b *testing.B) {
 				done <- nil
 			}()
 			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
 			if err := sys.PinThread(cpus[0]); err != nil {
 				b.Fatal(err)
 			}
