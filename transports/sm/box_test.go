@@ -1,13 +1,13 @@
 package sm_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/gotune/gotune/internal/payload"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
 )
@@ -17,7 +17,7 @@ import (
 // ping-pongs and one-way bursts of sizes on each side of the box's limit
 // and of the eager limit, so that box messages fall between ring messages
 // both ways, arriving before and after their receives; every message
-// carries its number and a fill that depends on it.
+// carries a fill that depends on its number (internal/payload).
 func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 	sizes := []int{0, 1, 8, 56, 57, sm.BoxPayload, sm.BoxPayload + 1, 200, 4096, 9000, 70000}
 	for _, tc := range []struct {
@@ -46,7 +46,7 @@ func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 				out := make([]byte, 70000)
 				in := make([]byte, 70000)
 				send := func(n int) error {
-					stamp(out[:n], rank, sent)
+					payload.Fill(out[:n], key(rank, sent))
 					sent++
 					return ep.Send(peer, out[:n])
 				}
@@ -127,28 +127,16 @@ func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 	}
 }
 
-// stamp fills b as message number i from rank: its first bytes hold the
-// number (as many as fit), the rest a fill that depends on both.
-func stamp(b []byte, rank, i int) {
-	var w [8]byte
-	binary.LittleEndian.PutUint64(w[:], uint64(i))
-	k := copy(b, w[:])
-	for j := k; j < len(b); j++ {
-		b[j] = byte(rank*97 + i*31 + j*7)
-	}
-}
+// key is message number i from rank's payload key (internal/payload).
+func key(rank, i int) uint64 { return uint64(i)<<1 | uint64(rank) }
 
 // checkStamp checks that b is message number i from rank, of size n.
 func checkStamp(b []byte, n, rank, i int) error {
-	want := make([]byte, n)
-	stamp(want, rank, i)
 	if len(b) != n {
 		return fmt.Errorf("message %d from rank %d: %d bytes, want %d", i, rank, len(b), n)
 	}
-	for j := range b {
-		if b[j] != want[j] {
-			return fmt.Errorf("message %d from rank %d (%d bytes): byte %d is %#x, want %#x", i, rank, n, j, b[j], want[j])
-		}
+	if k := payload.Check(b, key(rank, i)); k >= 0 {
+		return fmt.Errorf("message %d from rank %d (%d bytes): wrong bytes from offset %d", i, rank, n, k)
 	}
 	return nil
 }

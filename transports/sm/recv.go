@@ -143,7 +143,8 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 				e.held = true
 				return moved
 			}
-			e.takeBox(p, n)
+			e.deliverEager(p, p.box.payload()[:n])
+			p.box.taken()
 			moved = true
 			continue
 		}
@@ -166,18 +167,7 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 			p.rx.release()
 			e.finishRendezvous(p, w[0], w[1], w[2], w[3])
 		case kindEager:
-			n := int(h.length)
-			if r := e.matchNew(p); r != nil {
-				if r.device() {
-					r.complete(e.getDevice(r, r.buf, body[:n]), truncated(n, len(r.buf)))
-				} else {
-					r.complete(copy(r.buf, body[:n]), truncated(n, len(r.buf)))
-				}
-			} else {
-				u := e.newUnexpected(n)
-				u.got, u.complete = copy(u.data, body[:n]), true
-				e.parkEarly(p, u)
-			}
+			e.deliverEager(p, body[:h.length])
 			p.rx.release()
 		case kindRTS:
 			w := getWords(body)
@@ -220,22 +210,21 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 	}
 }
 
-// takeBox delivers p's due box message of n bytes to its posted receive,
-// or parks it.
-func (e *Endpoint) takeBox(p *peer, n int) {
-	src := p.box.payload()[:n]
+// deliverEager hands a whole message from p, msg (in its cell or the
+// fast box), to the receive posted for it, or parks a copy.
+func (e *Endpoint) deliverEager(p *peer, msg []byte) {
+	n := len(msg)
 	if r := e.matchNew(p); r != nil {
 		if r.device() {
-			r.complete(e.getDevice(r, r.buf, src), truncated(n, len(r.buf)))
+			r.complete(e.getDevice(r, r.buf, msg), truncated(n, len(r.buf)))
 		} else {
-			r.complete(copy(r.buf, src), truncated(n, len(r.buf)))
+			r.complete(copy(r.buf, msg), truncated(n, len(r.buf)))
 		}
-	} else {
-		u := e.newUnexpected(n)
-		u.got, u.complete = copy(u.data, src), true
-		e.parkEarly(p, u)
+		return
 	}
-	p.box.taken()
+	u := e.newUnexpected(n)
+	u.got, u.complete = copy(u.data, msg), true
+	e.parkEarly(p, u)
 }
 
 // receiveFragment lands a fragment of pipelined message id, size bytes
