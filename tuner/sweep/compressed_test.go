@@ -25,7 +25,7 @@ import (
 const (
 	sweepRun       = "results/catalogue/vm" // make sweep
 	benchRun       = "results/catalogue/cpu-h200"
-	benchRunBench  = "b3959fa55bc7776cb68c447fff9a1cc2e016c014fc4405fa93a812f042e5730a"
+	benchRunBench  = "9b7da4db057a88362b69038d4273d16e1610c4ed54edfca7b1548a26783e8040"
 	verifyRun      = "testdata/verify-vm" // gotune verify PROFILE --rounds 30 on the development VM
 	verifyRunBench = "2939bc545f1ce32c477b83f8ebcf6ffb5298c1f8bb058eb3438b2d3697bf5452"
 )
