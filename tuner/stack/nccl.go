@@ -62,7 +62,10 @@ const ncclDefault = "auto"
 // Space: the buffer and its NVLink chunk (coupled: the chunk is an
 // eighth of the buffer, NCCL's step count, and a chunk above that is
 // what NVIDIA/nccl#2408 and #1496 report as wrong results), the chunk
-// alone (smaller only), the LL threshold of point-to-point, then for the
+// alone (smaller only), the LL threshold of point-to-point, the channels
+// point-to-point may spread over (NCCL gives an NVLink peer as many as
+// it has channels, up to twice its links, and builds no more channels
+// for point-to-point than the collectives' rings unless told), then for the
 // collectives the threads per CTA, the CTAs, the protocols and the LL128
 // buffer at its safe steps. Values[0] is 2.28's default.
 func (n *NCCL) Space() []Param {
@@ -77,6 +80,7 @@ func (n *NCCL) Space() []Param {
 			With: map[string]map[string]string{"8388608": {"p2p_nvl_chunksize": "1048576"}, "2097152": {"p2p_nvl_chunksize": "262144"}}},
 		{Name: "p2p_nvl_chunksize", Values: []string{ncclDefault, "131072", "262144"}, Pattern: bench.Bandwidth, Sizes: p2p},
 		{Name: "p2p_ll_threshold", Values: []string{"16384", "0", "65536"}, Pattern: bench.Bandwidth, Sizes: small},
+		{Name: "min_p2p_nchannels", Values: []string{ncclDefault, "32", "64"}, Pattern: bench.Bandwidth, Sizes: p2p},
 		{Name: "nthreads", Values: []string{ncclDefault, "256"}, Pattern: bench.AllReduce, Sizes: coll},
 		{Name: "max_ctas", Values: []string{ncclDefault, "16", "32"}, Pattern: bench.AllReduce, Sizes: coll},
 		{Name: "proto", Values: []string{ncclDefault, "^LL128", "LL,Simple"}, Pattern: bench.AllReduce, Sizes: coll},

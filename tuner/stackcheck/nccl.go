@@ -70,7 +70,8 @@ func parseNCCLLog(r io.Reader) (ncclLog, error) {
 // ncclTuned are the variables gotune tunes, in the nccl transport's
 // order: the rows of a check without a file.
 var ncclTuned = []string{
-	"NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_PEER", "NCCL_NTHREADS",
+	"NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_MIN_P2P_NCHANNELS", "NCCL_MAX_P2P_NCHANNELS",
+	"NCCL_NTHREADS",
 	"NCCL_BUFFSIZE", "NCCL_P2P_NVL_CHUNKSIZE", "NCCL_P2P_LL_THRESHOLD", "NCCL_LL128_BUFFSIZE", "NCCL_TUNER_PLUGIN",
 }
 
