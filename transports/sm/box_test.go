@@ -12,24 +12,31 @@ import (
 	"github.com/gotune/gotune/transports/sm"
 )
 
-// Messages through the fast box and the ring keep their order: both ranks
-// run one seeded schedule of exchanges (both send, then both receive),
-// ping-pongs and one-way bursts of sizes on each side of the box's limit
-// and of the eager limit, so that box messages fall between ring messages
-// both ways, arriving before and after their receives; every message
+// Messages through the fast box, packed cells and the ring keep their
+// order: both ranks run one seeded schedule of exchanges (both send, then
+// both receive), ping-pongs and one-way bursts of sizes on each side of the
+// box's, the pack's and the eager limit, so that box messages fall between
+// ring messages both ways, arriving before and after their receives; with
+// isend every send is an Isend waited for at the end of its step, so small
+// ones are packed and published by the rank's next call. Every message
 // carries a fill that depends on its number (internal/payload).
 func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
-	sizes := []int{0, 1, 8, 56, 57, sm.BoxPayload, sm.BoxPayload + 1, 200, 4096, 9000, 70000}
+	sizes := []int{0, 1, 8, 56, 57, sm.BoxPayload, sm.BoxPayload + 1, 200, 256, 257, 4096, 9000, 70000}
 	for _, tc := range []struct {
 		name     string
 		progress string
 		posted   bool // receives posted with Irecv before the peer's sends of a step
 		depth    int  // the FIFO's cells (0: the built-in)
+		isend    bool // sends are Isends, waited for at the end of the step
 	}{
-		{"blocking", "poll", false, 0},
-		{"blocking progress thread", "thread", false, 0},
-		{"posted receives", "poll", true, 0},
-		{"FIFO of two cells", "poll", false, 2}, // sends queue behind a full FIFO while the box is free
+		{"blocking", "poll", false, 0, false},
+		{"blocking progress thread", "thread", false, 0, false},
+		{"posted receives", "poll", true, 0, false},
+		{"FIFO of two cells", "poll", false, 2, false}, // sends queue behind a full FIFO while the box is free
+		{"isend", "poll", false, 0, true},
+		{"isend progress thread", "thread", false, 0, true},
+		{"isend posted receives", "poll", true, 0, true},
+		{"isend FIFO of two cells", "poll", false, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := sm.DefaultParams()
@@ -45,10 +52,19 @@ func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 				sent, got := 0, 0
 				out := make([]byte, 70000)
 				in := make([]byte, 70000)
+				var pending []transports.Request
 				send := func(n int) error {
-					payload.Fill(out[:n], key(rank, sent))
+					if !tc.isend {
+						payload.Fill(out[:n], key(rank, sent))
+						sent++
+						return ep.Send(peer, out[:n])
+					}
+					b := make([]byte, n) // in use until the step's end
+					payload.Fill(b, key(rank, sent))
 					sent++
-					return ep.Send(peer, out[:n])
+					r, err := ep.Isend(peer, b)
+					pending = append(pending, r)
+					return err
 				}
 				recv := func(n int) error {
 					var m int
@@ -72,6 +88,10 @@ func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 					return nil
 				}
 				for range steps {
+					if err := ep.Wait(pending...); err != nil {
+						return err
+					}
+					pending = pending[:0]
 					n := sizes[rng.IntN(len(sizes))]
 					switch rng.IntN(3) {
 					case 0: // exchange
@@ -109,7 +129,7 @@ func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 						}
 					}
 				}
-				return nil
+				return ep.Wait(pending...)
 			}
 			// A mixed-up order shows as a wait that never ends: a deadline
 			// turns it into an error.
@@ -120,7 +140,11 @@ func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 			})
 			defer stop.Stop()
 			both(t, func() error { return run(a, 0) }, func() error { return run(b, 1) })
-			if a.BoxMessages(1) == 0 || b.BoxMessages(0) == 0 {
+			if tc.isend {
+				if a.PackedMessages(1) == 0 || b.PackedMessages(0) == 0 {
+					t.Errorf("nothing packed: rank 0 packed %d messages, rank 1 %d", a.PackedMessages(1), b.PackedMessages(0))
+				}
+			} else if a.BoxMessages(1) == 0 || b.BoxMessages(0) == 0 {
 				t.Errorf("fast box unused: rank 0 sent %d, rank 1 %d messages through it", a.BoxMessages(1), b.BoxMessages(0))
 			}
 		})

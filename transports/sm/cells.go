@@ -21,6 +21,7 @@ const (
 	kindStream                     // receiver routes this one message through the fragments: sender id, receiver id
 	kindSplit                      // split rendezvous: sender id, receiver id, receiver address, bytes to move, where the sender's part starts
 	kindSplitBack                  // split sender could not copy its part (refused): receiver id, errno
+	kindPacked                     // several eager messages, each a record (pack.go); the header's length is the records' bytes
 )
 
 const ctrlPayload = 40 // five little-endian words

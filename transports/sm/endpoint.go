@@ -112,6 +112,10 @@ type peer struct {
 	// persistent sends (holders, and those waiting for a credit).
 	credits int
 	persist []*request
+
+	// pack is the cell tx fills with small messages before publishing it
+	// (pack.go).
+	pack pack
 }
 
 // Endpoint is one rank's end of the sm transport.
@@ -135,6 +139,8 @@ type Endpoint struct {
 	// moves). early counts the messages parked in the unexpected queues.
 	held  bool
 	early uint64
+	// packing lists the peers whose tx may hold an open pack (pack.go).
+	packing []*peer
 	// crowded: the job has more ranks than the cpuset has CPUs, so a
 	// waiter's peer may need this very CPU to move (idle yields at once).
 	crowded bool
@@ -281,6 +287,7 @@ func (e *Endpoint) Close() error {
 	e.closed = true
 	e.stopProgressThread() // from here on this goroutine is the only user
 	defer e.closeWatches()
+	e.publishPacks()
 	if err := e.abort.Load(); err != nil {
 		return *err
 	}

@@ -34,3 +34,6 @@ func (e *Endpoint) BoxMessages(peer int) int {
 	b := e.peers[peer].box
 	return int(b.last+b.mine) / 2 // the box's messages alternate, this rank's odd or even
 }
+
+// PackedMessages is how many messages this rank has packed for peer.
+func (e *Endpoint) PackedMessages(peer int) int { return e.peers[peer].pack.sent }

@@ -515,6 +515,9 @@ type consumer struct {
 	*channel
 	head  ring
 	taken uint64 // fragments released
+	// packOff is where the next record of the current cell lies, when
+	// that is a packed cell partly taken (pack.go).
+	packOff int
 }
 
 // peek returns the next published cell, or nil.

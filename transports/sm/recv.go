@@ -28,6 +28,7 @@ func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	e.publishPacks()
 	// Fast path: no receive or early message from p ahead of this one.
 	if e.mem == nil && p.recvq.Len() == 0 && p.unexp.Len() == 0 && len(p.arriving) == 0 {
 		if n, ok, err := e.recvEager(p, buf); ok {
@@ -66,6 +67,14 @@ func (e *Endpoint) recvEager(p *peer, buf []byte) (int, bool, error) {
 			p.box.taken()
 			e.await(p)
 			return c, true, nil
+		}
+		if h != nil && h.kind == kindPacked {
+			n, ok := e.recvPacked(p, h, buf)
+			if !ok {
+				return 0, false, nil
+			}
+			e.await(p)
+			return n, true, nil
 		}
 		if h != nil {
 			if h.kind != kindEager || int(h.length) > len(buf) {
@@ -116,6 +125,7 @@ func (e *Endpoint) Irecv(from int, buf []byte) (transports.Request, error) {
 }
 
 func (e *Endpoint) irecv(p *peer, buf []byte) *request {
+	e.publishPacks()
 	r := e.newRequest(p, buf, false)
 	if e.mem != nil && !e.classify(r) {
 		return r
@@ -169,6 +179,11 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 		case kindEager:
 			e.deliverEager(p, body[:h.length])
 			p.rx.release()
+		case kindPacked:
+			if !e.takePacked(p, h, park) {
+				e.held = true
+				return moved
+			}
 		case kindRTS:
 			w := getWords(body)
 			p.rx.release()

@@ -31,6 +31,7 @@ func (e *Endpoint) send(to int, buf []byte) error {
 	if err != nil {
 		return err
 	}
+	e.publishPacks()
 	// Fast path: nothing queued ahead, and the pair's fast box free for
 	// the smallest messages (box.go) or room for an eager cell.
 	if e.mem == nil && len(buf) <= e.params.EagerLimit && p.sendq.Len() == 0 && len(p.streams) == 0 && p.ctrl.Len() == 0 {
@@ -61,15 +62,26 @@ func (e *Endpoint) Isend(to int, buf []byte) (transports.Request, error) {
 	}
 	e.startProgressFor(len(buf))
 	if !e.async {
-		return e.isend(p, buf), nil
+		return e.isendPacking(p, buf), nil
 	}
 	e.enter() // no defer: it costs more than the hand-off on this path
-	r := e.isend(p, buf)
+	r := e.isendPacking(p, buf)
 	e.exit()
 	return r, nil
 }
 
+// isendPacking is isend, packing buf where it may (pack.go).
+func (e *Endpoint) isendPacking(p *peer, buf []byte) *request {
+	if e.packable(p, buf) && e.packSend(p, buf) {
+		r := e.newRequest(p, buf, true)
+		r.complete(len(buf), nil)
+		return r
+	}
+	return e.isend(p, buf)
+}
+
 func (e *Endpoint) isend(p *peer, buf []byte) *request {
+	e.publishPacks()
 	r := e.newRequest(p, buf, true)
 	if e.mem != nil && !e.classify(r) {
 		return r
@@ -102,7 +114,7 @@ func (e *Endpoint) progressSend(p *peer) bool { return e.pushSends(p, false) }
 // pushSends is progressSend; posting stops the pipelined sends' turns
 // once every one of them has started.
 func (e *Endpoint) pushSends(p *peer, posting bool) bool {
-	moved := false
+	moved := e.publishPack(p)
 	for p.ctrl.Len() > 0 && p.tx.cellFree() {
 		c := p.ctrl.Pop()
 		putWords(p.tx.cell(), c.words[:])
