@@ -37,6 +37,7 @@ func (e *Endpoint) Wait(reqs ...transports.Request) error {
 			first = r.err
 		}
 	}
+	e.flushCtrl()
 	for _, q := range reqs {
 		r, _ := e.own(q)
 		e.recycle(r)
@@ -60,6 +61,9 @@ func (e *Endpoint) own(q transports.Request) (*request, error) {
 	return r, nil
 }
 
+// waitOne drives progress until r completes. The caller delivers the
+// control cells still queued (flushCtrl) before it returns to the
+// application: once per call, not per request of a Wait.
 func (e *Endpoint) waitOne(r *request) {
 	progress := e.progress
 	if r.isSend && e.params.NoDrainOnSend {
@@ -82,7 +86,6 @@ func (e *Endpoint) waitOne(r *request) {
 			}
 		}
 	}
-	e.flushCtrl()
 }
 
 // flushCtrl delivers every queued control cell. A completed operation may

@@ -37,6 +37,7 @@ func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 	}
 	r := e.irecv(p, buf)
 	e.waitOne(r)
+	e.flushCtrl()
 	n, err := r.n, r.err
 	e.recycle(r)
 	return n, err

@@ -49,6 +49,7 @@ func (e *Endpoint) send(to int, buf []byte) error {
 	}
 	r := e.isend(p, buf)
 	e.waitOne(r)
+	e.flushCtrl()
 	err = r.err
 	e.recycle(r)
 	return err
