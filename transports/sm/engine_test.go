@@ -375,7 +375,8 @@ func TestPipelinedSendsTakeTurns(t *testing.T) {
 }
 
 // Every protocol truncates the same way: the buffer is filled with the
-// message's prefix, the receive fails with ErrTruncated, the send succeeds.
+// message's prefix, the receive fails with ErrTruncated, the send succeeds;
+// a small Isend's (packed) too.
 func TestTruncationIsAnError(t *testing.T) {
 	mechanisms := map[string]sm.SingleCopy{
 		"copy-in/copy-out": nil,
@@ -383,20 +384,33 @@ func TestTruncationIsAnError(t *testing.T) {
 		"cma-push":         cma.NewCopier(cma.Params{Pull: false, Threshold: 65}),
 	}
 	for name, single := range mechanisms {
-		for _, n := range []int{50, 500} {
+		for _, tc := range []struct {
+			n     int
+			isend bool
+		}{{50, false}, {500, false}, {50, true}, {500, true}} {
+			n := tc.n
 			a, b := pair(t, small(2, 2), single)
 			src := buffer(t, n)
 			fill(src, n)
 			both(t, func() error {
-				if err := a.Send(1, src); err != nil {
-					return fmt.Errorf("%s %d bytes: sender: %w", name, n, err)
+				var err error
+				if tc.isend {
+					var r transports.Request
+					if r, err = a.Isend(1, src); err == nil {
+						err = a.Wait(r)
+					}
+				} else {
+					err = a.Send(1, src)
+				}
+				if err != nil {
+					return fmt.Errorf("%s %d bytes (isend %v): sender: %w", name, n, tc.isend, err)
 				}
 				return a.Close()
 			}, func() error {
 				dst := buffer(t, 10)
 				got, err := b.Recv(0, dst)
 				if !errors.Is(err, transports.ErrTruncated) || got != 10 || !bytes.Equal(dst, src[:10]) {
-					return fmt.Errorf("%s %d bytes into 10: got n=%d err=%v prefix ok=%v", name, n, got, err, bytes.Equal(dst, src[:10]))
+					return fmt.Errorf("%s %d bytes (isend %v) into 10: got n=%d err=%v prefix ok=%v", name, n, tc.isend, got, err, bytes.Equal(dst, src[:10]))
 				}
 				return b.Close()
 			})

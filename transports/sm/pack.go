@@ -38,9 +38,11 @@ const (
 func recordSize(n int) int { return recordHeader + (n+7)&^7 }
 
 // packable says whether an Isend of buf to p may be packed: host memory,
-// small, and nothing to p queued ahead of it.
+// small, a record that fits an empty cell (a cell may be as small as the
+// eager limit and its header), and nothing to p queued ahead of it.
 func (e *Endpoint) packable(p *peer, buf []byte) bool {
 	return e.mem == nil && len(buf) <= packMax && len(buf) <= e.params.EagerLimit &&
+		recordSize(len(buf)) <= int(p.tx.cellSize)-headerSize &&
 		p.sendq.Len() == 0 && len(p.streams) == 0 && p.ctrl.Len() == 0 && p.fallq.Len() == 0
 }
 
