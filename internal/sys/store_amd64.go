@@ -20,3 +20,6 @@ func StoreRelaxed(p *uint32, v uint32) { *p = v }
 // Why: sm's cell sequence words and consumer counters are published once
 // per message, and the fence costs more than moving the cache line.
 func StoreRelease64(p *uint64, v uint64) { *p = v }
+
+// StoreRelease32 is StoreRelease64 for a 32-bit word.
+func StoreRelease32(p *uint32, v uint32) { *p = v }

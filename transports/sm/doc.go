@@ -25,8 +25,8 @@
 // Messages of up to 120 bytes in a ping-pong go through the pair's fast
 // box instead, two cache lines the ranks write in turns, so that each
 // message moves its lines once (box.go). A window of small Isends is
-// packed into one cell, several messages to a line, published when full or
-// at the rank's next call into the engine (pack.go).
+// packed into one cell, several messages to a line, each visible once its
+// Isend returns (pack.go).
 //
 // A rank waiting for anything (a send blocked on a full ring included) keeps
 // draining every incoming channel into posted receives or the unexpected

@@ -287,7 +287,7 @@ func (e *Endpoint) Close() error {
 	e.closed = true
 	e.stopProgressThread() // from here on this goroutine is the only user
 	defer e.closeWatches()
-	e.publishPacks()
+	e.closePacks()
 	if err := e.abort.Load(); err != nil {
 		return *err
 	}

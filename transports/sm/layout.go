@@ -490,6 +490,25 @@ func (p *producer) publish(kind uint8, length int) {
 	p.head.advance(p.cellSize, uint64(len(p.cells)))
 }
 
+// openPacked publishes the current cell as a packed cell holding length
+// bytes of records, and keeps it current: growPacked publishes more
+// records in it, closePacked the last and moves on (pack.go).
+func (p *producer) openPacked(length int) {
+	h := p.header(p.head.off)
+	h.length = uint32(length)
+	h.kind = kindPacked
+	sys.StoreRelease64(&h.seq, p.head.n+1)
+}
+
+func (p *producer) growPacked(length int) {
+	sys.StoreRelease32(&p.header(p.head.off).length, uint32(length))
+}
+
+func (p *producer) closePacked(length int) {
+	sys.StoreRelease32(&p.header(p.head.off).length, uint32(length)|packClosed)
+	p.head.advance(p.cellSize, uint64(len(p.cells)))
+}
+
 // publishFrag hands the fragment nextFrag returned over with its
 // descriptor cell, whose words are the message size and the message's
 // number on the channel (kindFrag), or the receive request it is for

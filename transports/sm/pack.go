@@ -1,11 +1,13 @@
 package sm
 
 // Packing small messages: an Isend of at most packMax bytes with nothing
-// queued ahead of it adds the message to an open cell as a record, and
-// the cell is published once it holds packPublish bytes, cannot take the
-// next record, or the rank calls into the engine for anything but such an
-// Isend (a wait, a progress pass, a blocking call, a receive, another
-// send). Why: each message in a cell of its own costs the receiver a
+// queued ahead of it adds the message as a record to an open packed cell,
+// visible to the receiver at once (the cell's length word grows with each
+// record), and completes. The cell is closed once it holds packPublish
+// bytes or cannot take the next record, and at the rank's next call into
+// the engine for anything but such an Isend (a wait, a progress pass, a
+// blocking call, a receive, another send), before anything else goes into
+// the ring. Why: each message in a cell of its own costs the receiver a
 // cache miss per message (cells lie a cell size apart, so no prefetcher
 // fetches the next one), while a window of small messages fits a few
 // consecutive lines of one cell (docs/transports.md, sm: small messages).
@@ -13,6 +15,9 @@ package sm
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
+
+	"github.com/gotune/gotune/internal/sys"
 )
 
 // pack is a peer's pack: whether tx's current cell is open for records,
@@ -51,9 +56,10 @@ func (e *Endpoint) packable(p *peer, buf []byte) bool {
 func (e *Endpoint) packSend(p *peer, buf []byte) bool {
 	rec := recordSize(len(buf))
 	if p.pack.open && p.pack.used+rec > len(p.tx.cell()) {
-		e.publishPack(p)
+		e.closePack(p)
 	}
-	if !p.pack.open {
+	opening := !p.pack.open
+	if opening {
 		if !p.tx.cellFree() {
 			return false
 		}
@@ -69,44 +75,56 @@ func (e *Endpoint) packSend(p *peer, buf []byte) bool {
 	p.pack.used += rec
 	p.pack.sent++
 	p.msgOut++
-	if p.pack.used >= packPublish {
-		e.publishPack(p)
+	switch {
+	case p.pack.used >= packPublish:
+		if opening {
+			p.tx.openPacked(p.pack.used)
+		}
+		e.closePack(p)
+	case opening:
+		p.tx.openPacked(p.pack.used)
+	default:
+		p.tx.growPacked(p.pack.used)
 	}
 	return true
 }
 
-// publishPack publishes p's open pack and reports whether there was one.
-func (e *Endpoint) publishPack(p *peer) bool {
+// closePack closes p's open pack and reports whether there was one.
+func (e *Endpoint) closePack(p *peer) bool {
 	if !p.pack.open {
 		return false
 	}
-	p.tx.publish(kindPacked, p.pack.used)
+	p.tx.closePacked(p.pack.used)
 	p.pack.open = false
 	return true
 }
 
-// publishPacks publishes every open pack; every entry point but a packed
-// Isend calls it first, so no message waits for its sender's next Isend.
-func (e *Endpoint) publishPacks() {
+// closePacks closes every open pack; every entry point but a packed Isend
+// calls it first.
+func (e *Endpoint) closePacks() {
 	if len(e.packing) == 0 {
 		return
 	}
 	for _, p := range e.packing {
-		e.publishPack(p)
+		e.closePack(p)
 		p.pack.listed = false
 	}
 	clear(e.packing)
 	e.packing = e.packing[:0]
 }
 
-// records are the records of a packed cell from p's ring: the cell's body
-// up to the header's length.
-func (e *Endpoint) records(p *peer, h *cellHeader) []byte {
-	body := p.rx.body()
-	if int(h.length) > len(body) {
-		panic(fmt.Sprintf("%s: corrupt channel %d->%d: %d bytes of records in a %d-byte cell", e.name, p.rank, e.rank, h.length, len(body)))
+// packClosed marks a packed cell's length word once no record follows.
+const packClosed = 1 << 31
+
+// records are the records of p's current packed cell published so far,
+// and whether the cell is closed.
+func (e *Endpoint) records(p *peer, h *cellHeader) ([]byte, bool) {
+	w := atomic.LoadUint32(&h.length)
+	body, n := p.rx.body(), int(w&^packClosed)
+	if n > len(body) {
+		panic(fmt.Sprintf("%s: corrupt channel %d->%d: %d bytes of records in a %d-byte cell", e.name, p.rank, e.rank, n, len(body)))
 	}
-	return body[:h.length]
+	return body[:n], w&packClosed != 0
 }
 
 // record is the message of the record at off in recs, and where the next
@@ -123,39 +141,83 @@ func (e *Endpoint) record(p *peer, recs []byte, off int) ([]byte, int) {
 	return recs[start : start+int(n)], off + recordSize(int(n))
 }
 
+// packState is where takePacked left p's current packed cell.
+type packState uint8
+
+const (
+	packTaken packState = iota // every record taken, the cell released
+	packHeld                   // a record no posted receive awaits (and not parking)
+	packOpen                   // every record published so far taken; the cell is still open
+)
+
 // takePacked delivers the records of p's current packed cell from where
-// the last pass stopped. A record no posted receive awaits ends the pass
-// unless park; it reports whether the whole cell was taken (and released).
-func (e *Endpoint) takePacked(p *peer, h *cellHeader, park bool) bool {
-	recs := e.records(p, h)
-	for p.rx.packOff < len(recs) {
+// the last pass stopped, and reports whether it delivered any and where
+// it stopped. A record no posted receive awaits stops it unless park.
+func (e *Endpoint) takePacked(p *peer, h *cellHeader, park bool) (bool, packState) {
+	took := false
+	for {
+		recs, closed := e.records(p, h)
+		if p.rx.packOff >= len(recs) {
+			if !closed {
+				if !took {
+					openPause()
+				}
+				return took, packOpen
+			}
+			p.rx.packOff = 0
+			p.rx.release()
+			return took, packTaken
+		}
 		if !park && p.recvq.Len() == 0 {
-			return false
+			return took, packHeld
 		}
 		msg, next := e.record(p, recs, p.rx.packOff)
 		e.deliverEager(p, msg)
 		p.rx.packOff = next
+		took = true
 	}
-	p.rx.packOff = 0
-	p.rx.release()
-	return true
 }
 
-// recvPacked takes the next record of p's current packed cell into buf for
-// a blocking receive; ok false leaves it for the general path (it does not
-// fit buf).
-func (e *Endpoint) recvPacked(p *peer, h *cellHeader, buf []byte) (int, bool) {
-	recs := e.records(p, h)
+// recvPacked is a blocking receive's look at p's current packed cell:
+// the next record into buf (n, ok), or nothing yet (ok false, fits true:
+// poll again), or a record that does not fit buf (fits false: the general
+// path takes it). A closed cell whose records are all taken is released
+// on the way.
+func (e *Endpoint) recvPacked(p *peer, h *cellHeader, buf []byte) (n int, ok, fits bool) {
+	recs, closed := e.records(p, h)
+	if p.rx.packOff >= len(recs) {
+		if closed {
+			p.rx.packOff = 0
+			p.rx.release()
+		} else {
+			openPause()
+		}
+		return 0, false, true
+	}
 	msg, next := e.record(p, recs, p.rx.packOff)
 	if len(msg) > len(buf) {
-		return 0, false
+		return 0, false, false
 	}
-	n := copy(buf, msg)
-	if next >= len(recs) {
+	n = copy(buf, msg)
+	p.rx.packOff = next
+	if recs, closed = e.records(p, h); closed && next >= len(recs) {
 		p.rx.packOff = 0
 		p.rx.release()
-	} else {
-		p.rx.packOff = next
 	}
-	return n, true
+	return n, true, true
 }
+
+// openPause backs a receiver off an open packed cell it has taken every
+// record of: its polls of the cell's length word would take the line back
+// from the sender at every record it adds, one transfer a message, while
+// a sender left alone for a moment adds several records a transfer.
+func openPause() {
+	for range openPauses {
+		sys.CPURelax()
+	}
+}
+
+// openPauses is openPause's length in PAUSEs: with one, a stream's message
+// rate still fell to a cell per message's in some runs; four held it
+// (development VM, docs/performance.md).
+const openPauses = 4

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
@@ -55,5 +56,61 @@ func TestPackedWindowsAroundTheCellsLimit(t *testing.T) {
 	})
 	if a.PackedMessages(1) == 0 {
 		t.Error("nothing packed")
+	}
+}
+
+// A packed Isend is seen by its receiver at once, though the sender makes
+// no further call (a rank that computes after an Isend, the overlap Isend
+// is for): by a blocking receive polling the cell, and by a posted one
+// taken by progress passes; a second record joins the open cell.
+func TestPackedSendIsSeenWithoutAnotherCall(t *testing.T) {
+	for _, posted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("posted=%v", posted), func(t *testing.T) {
+			a, b := pair(t, sm.DefaultParams(), nil)
+			got := make(chan error, 1)
+			go func() {
+				for i := range 2 {
+					buf := make([]byte, 64)
+					var n int
+					var err error
+					if posted {
+						var r transports.Request
+						if r, err = b.Irecv(0, buf); err == nil {
+							err = b.Wait(r)
+							n = r.Len()
+						}
+					} else {
+						n, err = b.Recv(0, buf)
+					}
+					if err == nil && (n != 8+i || buf[0] != byte(i+1)) {
+						err = fmt.Errorf("message %d: %d bytes starting %d", i, n, buf[0])
+					}
+					got <- err
+				}
+			}()
+			var reqs []transports.Request
+			for i := range 2 {
+				msg := bytes.Repeat([]byte{byte(i + 1)}, 8+i)
+				r, err := a.Isend(1, msg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				reqs = append(reqs, r)
+				select { // the sender makes no call until the receiver has it
+				case err := <-got:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatalf("message %d, packed, not received within 20 s of its Isend", i)
+				}
+			}
+			if n := a.PackedMessages(1); n != 2 {
+				t.Errorf("%d messages packed, want 2", n)
+			}
+			if err := a.Wait(reqs...); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

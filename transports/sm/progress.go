@@ -21,7 +21,7 @@ func (e *Endpoint) Wait(reqs ...transports.Request) error {
 		e.enter()
 		defer e.exit()
 	}
-	e.publishPacks()
+	e.closePacks()
 	var first error
 	for _, q := range reqs {
 		r, err := e.own(q)

@@ -28,7 +28,7 @@ func (e *Endpoint) recv(from int, buf []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	e.publishPacks()
+	e.closePacks()
 	// Fast path: no receive or early message from p ahead of this one.
 	if e.mem == nil && p.recvq.Len() == 0 && p.unexp.Len() == 0 && len(p.arriving) == 0 {
 		if n, ok, err := e.recvEager(p, buf); ok {
@@ -70,12 +70,15 @@ func (e *Endpoint) recvEager(p *peer, buf []byte) (int, bool, error) {
 			return c, true, nil
 		}
 		if h != nil && h.kind == kindPacked {
-			n, ok := e.recvPacked(p, h, buf)
-			if !ok {
+			n, ok, fits := e.recvPacked(p, h, buf)
+			switch {
+			case ok:
+				e.await(p)
+				return n, true, nil
+			case !fits:
 				return 0, false, nil
 			}
-			e.await(p)
-			return n, true, nil
+			h = nil // nothing new in the open cell: poll on
 		}
 		if h != nil {
 			if h.kind != kindEager || int(h.length) > len(buf) {
@@ -126,7 +129,7 @@ func (e *Endpoint) Irecv(from int, buf []byte) (transports.Request, error) {
 }
 
 func (e *Endpoint) irecv(p *peer, buf []byte) *request {
-	e.publishPacks()
+	e.closePacks()
 	r := e.newRequest(p, buf, false)
 	if e.mem != nil && !e.classify(r) {
 		return r
@@ -162,6 +165,18 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 		if h == nil {
 			return moved
 		}
+		if h.kind == kindPacked {
+			took, state := e.takePacked(p, h, park)
+			moved = moved || took
+			switch state {
+			case packHeld:
+				e.held = true
+				return moved
+			case packOpen:
+				return moved
+			}
+			continue
+		}
 		body := p.rx.body()
 		if !park && p.recvq.Len() == 0 && startsMessage(p, h.kind, body) {
 			e.held = true
@@ -180,11 +195,6 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 		case kindEager:
 			e.deliverEager(p, body[:h.length])
 			p.rx.release()
-		case kindPacked:
-			if !e.takePacked(p, h, park) {
-				e.held = true
-				return moved
-			}
 		case kindRTS:
 			w := getWords(body)
 			p.rx.release()

@@ -31,7 +31,7 @@ func (e *Endpoint) send(to int, buf []byte) error {
 	if err != nil {
 		return err
 	}
-	e.publishPacks()
+	e.closePacks()
 	// Fast path: nothing queued ahead, and the pair's fast box free for
 	// the smallest messages (box.go) or room for an eager cell.
 	if e.mem == nil && len(buf) <= e.params.EagerLimit && p.sendq.Len() == 0 && len(p.streams) == 0 && p.ctrl.Len() == 0 {
@@ -82,7 +82,7 @@ func (e *Endpoint) isendPacking(p *peer, buf []byte) *request {
 }
 
 func (e *Endpoint) isend(p *peer, buf []byte) *request {
-	e.publishPacks()
+	e.closePacks()
 	r := e.newRequest(p, buf, true)
 	if e.mem != nil && !e.classify(r) {
 		return r
@@ -115,7 +115,7 @@ func (e *Endpoint) progressSend(p *peer) bool { return e.pushSends(p, false) }
 // pushSends is progressSend; posting stops the pipelined sends' turns
 // once every one of them has started.
 func (e *Endpoint) pushSends(p *peer, posting bool) bool {
-	moved := e.publishPack(p)
+	moved := e.closePack(p)
 	for p.ctrl.Len() > 0 && p.tx.cellFree() {
 		c := p.ctrl.Pop()
 		putWords(p.tx.cell(), c.words[:])
