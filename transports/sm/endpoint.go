@@ -113,8 +113,7 @@ type peer struct {
 	credits int
 	persist []*request
 
-	// pack is the cell tx fills with small messages before publishing it
-	// (pack.go).
+	// pack is the packed cell tx fills with small messages (pack.go).
 	pack pack
 }
 
@@ -139,8 +138,8 @@ type Endpoint struct {
 	// moves). early counts the messages parked in the unexpected queues.
 	held  bool
 	early uint64
-	// packing lists the peers whose tx may hold an open pack (pack.go).
-	packing []*peer
+	// openPacks counts the peers whose tx cell is an open pack (pack.go).
+	openPacks int
 	// crowded: the job has more ranks than the cpuset has CPUs, so a
 	// waiter's peer may need this very CPU to move (idle yields at once).
 	crowded bool

@@ -539,6 +539,18 @@ type consumer struct {
 	packOff int
 }
 
+// releasePacked releases the current cell, a packed one of n bytes of
+// records published so far, if it is closed and every record is taken,
+// and reports whether it did.
+func (c *consumer) releasePacked(n int, closed bool) bool {
+	if !closed || c.packOff < n {
+		return false
+	}
+	c.packOff = 0
+	c.release()
+	return true
+}
+
 // peek returns the next published cell, or nil.
 func (c *consumer) peek() *cellHeader {
 	h := c.header(c.head.off)

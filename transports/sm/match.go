@@ -91,7 +91,7 @@ func (e *Endpoint) await(p *peer) {
 // startsMessage says whether a cell of this kind and body from p is the
 // first of a message, one that matching pairs with a posted receive.
 func startsMessage(p *peer, kind uint8, body []byte) bool {
-	return kind == kindEager || kind == kindPacked || kind == kindRTS || kind == kindFrag && binary.LittleEndian.Uint64(body[8:]) == p.nextIn
+	return kind == kindEager || kind == kindRTS || kind == kindFrag && binary.LittleEndian.Uint64(body[8:]) == p.nextIn
 }
 
 // parkEarly queues a message that arrived before its receive.

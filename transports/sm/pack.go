@@ -21,11 +21,11 @@ import (
 )
 
 // pack is a peer's pack: whether tx's current cell is open for records,
-// the bytes of records in it, and whether the peer is in Endpoint.packing.
+// the bytes of records in it, and how many messages were packed, ever.
 type pack struct {
-	open, listed bool
-	used         int
-	sent         int // messages packed, ever
+	open bool
+	used int
+	sent int
 }
 
 // A record is an 8-byte header, the message's length (little-endian), and
@@ -33,8 +33,8 @@ type pack struct {
 const recordHeader = 8
 
 // packMax is the largest message packed; packPublish the fill at which a
-// pack is published without waiting for the rank's next call, so that the
-// receiver starts on a long window while the sender is still posting it.
+// pack is closed, so that the ring moves on while the sender is still
+// posting a long window.
 const (
 	packMax     = 256
 	packPublish = 1024
@@ -59,32 +59,26 @@ func (e *Endpoint) packSend(p *peer, buf []byte) bool {
 		e.closePack(p)
 	}
 	opening := !p.pack.open
-	if opening {
-		if !p.tx.cellFree() {
-			return false
-		}
-		p.pack.open, p.pack.used = true, 0
-		if !p.pack.listed {
-			p.pack.listed = true
-			e.packing = append(e.packing, p)
-		}
+	if opening && !p.tx.cellFree() {
+		return false
 	}
-	body := p.tx.cell()[p.pack.used:]
-	binary.LittleEndian.PutUint64(body, uint64(len(buf)))
-	copy(body[recordHeader:], buf)
+	body := p.tx.cell()
+	if opening {
+		p.pack.open, p.pack.used = true, 0
+		e.openPacks++
+	}
+	binary.LittleEndian.PutUint64(body[p.pack.used:], uint64(len(buf)))
+	copy(body[p.pack.used+recordHeader:], buf)
 	p.pack.used += rec
 	p.pack.sent++
 	p.msgOut++
-	switch {
-	case p.pack.used >= packPublish:
-		if opening {
-			p.tx.openPacked(p.pack.used)
-		}
-		e.closePack(p)
-	case opening:
+	if opening {
 		p.tx.openPacked(p.pack.used)
-	default:
+	} else {
 		p.tx.growPacked(p.pack.used)
+	}
+	if p.pack.used >= packPublish {
+		e.closePack(p)
 	}
 	return true
 }
@@ -96,21 +90,19 @@ func (e *Endpoint) closePack(p *peer) bool {
 	}
 	p.tx.closePacked(p.pack.used)
 	p.pack.open = false
+	e.openPacks--
 	return true
 }
 
 // closePacks closes every open pack; every entry point but a packed Isend
 // calls it first.
 func (e *Endpoint) closePacks() {
-	if len(e.packing) == 0 {
-		return
-	}
-	for _, p := range e.packing {
+	for _, p := range e.active {
+		if e.openPacks == 0 {
+			return
+		}
 		e.closePack(p)
-		p.pack.listed = false
 	}
-	clear(e.packing)
-	e.packing = e.packing[:0]
 }
 
 // packClosed marks a packed cell's length word once no record follows.
@@ -158,15 +150,13 @@ func (e *Endpoint) takePacked(p *peer, h *cellHeader, park bool) (bool, packStat
 	for {
 		recs, closed := e.records(p, h)
 		if p.rx.packOff >= len(recs) {
-			if !closed {
-				if !took {
-					openPause()
-				}
-				return took, packOpen
+			if p.rx.releasePacked(len(recs), closed) {
+				return took, packTaken
 			}
-			p.rx.packOff = 0
-			p.rx.release()
-			return took, packTaken
+			if !took {
+				openPause()
+			}
+			return took, packOpen
 		}
 		if !park && p.recvq.Len() == 0 {
 			return took, packHeld
@@ -186,10 +176,7 @@ func (e *Endpoint) takePacked(p *peer, h *cellHeader, park bool) (bool, packStat
 func (e *Endpoint) recvPacked(p *peer, h *cellHeader, buf []byte) (n int, ok, fits bool) {
 	recs, closed := e.records(p, h)
 	if p.rx.packOff >= len(recs) {
-		if closed {
-			p.rx.packOff = 0
-			p.rx.release()
-		} else {
+		if !p.rx.releasePacked(len(recs), closed) {
 			openPause()
 		}
 		return 0, false, true
@@ -200,10 +187,8 @@ func (e *Endpoint) recvPacked(p *peer, h *cellHeader, buf []byte) (n int, ok, fi
 	}
 	n = copy(buf, msg)
 	p.rx.packOff = next
-	if recs, closed = e.records(p, h); closed && next >= len(recs) {
-		p.rx.packOff = 0
-		p.rx.release()
-	}
+	recs, closed = e.records(p, h)
+	p.rx.releasePacked(len(recs), closed)
 	return n, true, true
 }
 
