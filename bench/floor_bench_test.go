@@ -3,11 +3,11 @@ package bench_test
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"testing"
 
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
 )
@@ -18,9 +18,7 @@ import (
 // sizes): oneway-ns is half a round trip, x-floor its multiple of the
 // floor, floor-ns and two-lines-ns the probe's one-line and line-per-
 // direction figures. The box carries up to sm.BoxPayload bytes
-// (docs/transports.md, Small messages); 1 KiB goes through a cell. The
-// pinned goroutines stay locked to their threads, which the runtime
-// discards with their affinity when the goroutines end.
+// (docs/transports.md, Small messages); 1 KiB goes through a cell.
 func BenchmarkSMBesideFloor(b *testing.B) {
 	cpus, err := sys.AllowedCPUs()
 	if err != nil || len(cpus) < 2 {
@@ -35,45 +33,7 @@ func BenchmarkSMBesideFloor(b *testing.B) {
 			b.ReportAllocs()
 			a, c := smPair(b)
 			sa, sc := make([]byte, n), make([]byte, n)
-			done := make(chan error, 1)
-			go func() {
-				runtime.LockOSThread()
-				if err := sys.PinThread(cpus[1]); err != nil {
-					done <- err
-					return
-				}
-				for range warm + b.N {
-					if _, err := c.Recv(0, sc); err != nil {
-						done <- err
-						return
-					}
-					if err := c.Send(0, sc); err != nil {
-						done <- err
-						return
-					}
-				}
-				done <- nil
-			}()
-			runtime.LockOSThread()
-			if err := sys.PinThread(cpus[0]); err != nil {
-				b.Fatal(err)
-			}
-			for i := range warm + b.N {
-				if i == warm {
-					b.ResetTimer()
-				}
-				if err := a.Send(1, sa); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := a.Recv(1, sa); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			oneWay := float64(b.Elapsed().Nanoseconds()) / float64(2*b.N)
+			oneWay := testutil.PairPingPong(b, func(i int) error { return sys.PinThread(cpus[i]) }, warm, a, c, sa, sc)
 			b.ReportMetric(oneWay, "oneway-ns")
 			b.ReportMetric(oneWay/floor.Median, "x-floor")
 			b.ReportMetric(floor.Median, "floor-ns")

@@ -1,12 +1,12 @@
 package sm
 
 import (
-	"runtime"
 	"sync"
 	"testing"
 	"unsafe"
 
 	"github.com/gotune/gotune/internal/sys"
+	"github.com/gotune/gotune/internal/testutil"
 )
 
 // benchCPUs are the CPUs this process may use, read before any benchmark
@@ -18,9 +18,7 @@ var benchCPUs = sync.OnceValues(sys.AllowedCPUs)
 // (put, due, taken: no engine around it) between two goroutines pinned to
 // the first two CPUs this process may use: what the engine's box path
 // could reach, to set beside bench's BenchmarkSMBesideFloor (the engine)
-// and its floor-ns (one line). oneway-ns is half a round trip. Both
-// goroutines stay locked to their threads, which the runtime discards
-// with their affinity when the goroutines end.
+// and its floor-ns (one line). oneway-ns is half a round trip.
 func BenchmarkBoxAlone(b *testing.B) {
 	cpus, err := benchCPUs()
 	if err != nil || len(cpus) < 2 {
@@ -44,35 +42,15 @@ func BenchmarkBoxAlone(b *testing.B) {
 			sys.PollFence()
 		}
 	}
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := sys.PinThread(cpus[1]); err != nil {
-			done <- err
-			return
-		}
-		buf := make([]byte, 8)
-		for range warm + b.N {
-			take(&hi, buf)
-			hi.put(buf, 0)
-		}
-		done <- nil
-	}()
-	runtime.LockOSThread()
-	if err := sys.PinThread(cpus[0]); err != nil {
-		b.Fatal(err)
-	}
-	buf := make([]byte, 8)
-	for i := range warm + b.N {
-		if i == warm {
-			b.ResetTimer()
-		}
-		lo.put(buf, 0)
-		take(&lo, buf)
-	}
-	b.StopTimer()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "oneway-ns")
+	lobuf, hibuf := make([]byte, 8), make([]byte, 8)
+	oneWay := testutil.PingPong(b, func(i int) error { return sys.PinThread(cpus[i]) }, warm, func() error {
+		lo.put(lobuf, 0)
+		take(&lo, lobuf)
+		return nil
+	}, func() error {
+		take(&hi, hibuf)
+		hi.put(hibuf, 0)
+		return nil
+	})
+	b.ReportMetric(oneWay, "oneway-ns")
 }

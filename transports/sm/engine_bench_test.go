@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/internal/testutil"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
 )
@@ -30,32 +31,8 @@ func pingPong(b *testing.B, p sm.Params) {
 			b.ReportAllocs()
 			a, c := pair(b, p, nil)
 			sa, sc := buffer(b, n), buffer(b, n)
-			done := make(chan error)
-			go func() {
-				for range b.N {
-					if _, err := c.Recv(0, sc); err != nil {
-						done <- err
-						return
-					}
-					if err := c.Send(0, sc); err != nil {
-						done <- err
-						return
-					}
-				}
-				done <- nil
-			}()
 			b.SetBytes(int64(2 * n))
-			for range b.N {
-				if err := a.Send(1, sa); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := a.Recv(1, sa); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
+			testutil.PairPingPong(b, nil, 0, a, c, sa, sc)
 		})
 	}
 }
