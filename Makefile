@@ -85,13 +85,15 @@ faults: build
 # kind) present for SOAK_TIME (internal/faults TestSoak): 0 wrong bytes,
 # descriptors, mappings and memory flat while each run's ranks run, and
 # nothing left after it; one JSON line per run goes to SOAK_REPORT.
+# SOAK_LANES=N runs N such sequences at once, each on its own share of
+# the CPUs (a node of many cores carries more than one pair's traffic).
 SOAK_TIME ?= 10m
 SOAK_REPORT ?= results/soak-$(FAULT_STAMP).jsonl
 .PHONY: soak
 soak: build
 	@mkdir -p $(dir $(SOAK_REPORT))
 	GOTUNE_BIN=$(abspath $(BIN)) GOTUNE_SOAK_TIME=$(SOAK_TIME) GOTUNE_SOAK_REPORT=$(abspath $(SOAK_REPORT)) \
-		$(if $(SOAK_SEED),GOTUNE_SOAK_SEED=$(SOAK_SEED)) \
+		$(if $(SOAK_SEED),GOTUNE_SOAK_SEED=$(SOAK_SEED)) $(if $(SOAK_LANES),GOTUNE_SOAK_LANES=$(SOAK_LANES)) \
 		$(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./internal/faults
 	@echo "report: $(SOAK_REPORT)"
 

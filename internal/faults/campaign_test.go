@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -60,6 +61,12 @@ type campaign struct {
 	// hosts are the inter-node kind's two namespace-hosts (nil until it
 	// first runs).
 	hosts *cluster.Cluster
+	// lane marks the commands of one lane of a soak of several (their
+	// environment holds it; their ranks inherit it), so that what one
+	// lane leaves is told from what the others are running; "" outside.
+	lane string
+	// cpus are the lane's CPUs, a list for --cpus ("" when not pinned).
+	cpus string
 }
 
 // faultKind is a fault the campaign draws, with its weight.
@@ -191,10 +198,13 @@ func reporter(t *testing.T, env string) func(rec any) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
+	var mu sync.Mutex // a soak's lanes report at once
 	return func(rec any) {
 		line, _ := json.Marshal(rec) // plain data always encodes
+		mu.Lock()
+		defer mu.Unlock()
 		if _, err := f.Write(append(line, '\n')); err != nil {
-			t.Fatal(err)
+			t.Error(err)
 		}
 	}
 }
@@ -702,6 +712,9 @@ verify_rounds: 1
 func (c *campaign) start(ctx context.Context, stderr *bytes.Buffer, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	cmd.Env = append(os.Environ(), "GOTUNE_BOOTSTRAP_ADDR=127.0.0.1", "TMPDIR="+c.tmp)
+	if c.lane != "" {
+		cmd.Env = append(cmd.Env, c.lane)
+	}
 	return c.launch(cmd, stderr)
 }
 
@@ -826,11 +839,47 @@ func (c *campaign) ours() []int {
 		if err != nil {
 			continue
 		}
-		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == c.bin && state(pid) != 'Z' {
+		if c.mine(pid) && state(pid) != 'Z' {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// mine says whether pid runs the campaign's gotune (in its lane, if it
+// has one).
+func (c *campaign) mine(pid int) bool {
+	dir := filepath.Join("/proc", strconv.Itoa(pid))
+	if exe, err := os.Readlink(filepath.Join(dir, "exe")); err != nil || exe != c.bin {
+		return false
+	}
+	if c.lane == "" {
+		return true
+	}
+	env, err := os.ReadFile(filepath.Join(dir, "environ"))
+	return err == nil && slices.Contains(strings.Split(string(env), "\x00"), c.lane)
+}
+
+// forLane returns a campaign for lane l of a soak, its commands marked and
+// their ranks on cpus, its temporary files in a directory of its own.
+func (c *campaign) forLane(l int, cpus []int) *campaign {
+	list := make([]string, len(cpus))
+	for i, cpu := range cpus {
+		list[i] = strconv.Itoa(cpu)
+	}
+	return &campaign{t: c.t, bin: c.bin, root: c.root, tmp: c.t.TempDir(),
+		lane: fmt.Sprintf("GOTUNE_SOAK_LANE=%d", l), cpus: strings.Join(list, ",")}
+}
+
+// laneCPUs is the --cpus list of n ranks on the lane's CPUs, a rank a
+// CPU while they last, then round again.
+func (c *campaign) laneCPUs(n int) string {
+	cpus := strings.Split(c.cpus, ",")
+	list := make([]string, n)
+	for r := range list {
+		list[r] = cpus[r%len(cpus)]
+	}
+	return strings.Join(list, ",")
 }
 
 // leftProcesses waits up to 10 s for the campaign's processes to end
@@ -891,8 +940,7 @@ func (c *campaign) launchedBy(name string) bool {
 	if c.started[pid] || slices.Contains(c.tree, pid) {
 		return true
 	}
-	exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
-	return err == nil && exe == c.bin
+	return c.mine(pid)
 }
 
 // files are the POSIX segments under /dev/shm that the campaign's

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/internal/sys"
 )
 
 // soakTraffic is one kind of validated traffic of the soak.
@@ -45,6 +47,7 @@ func (s soakTraffic) String() string {
 // "first" is the sample a third of the way in (start-up over), "last" the
 // most each figure reached from then on.
 type soakRecord struct {
+	Lane      int     `json:"lane"`
 	Run       int     `json:"run"`
 	Traffic   string  `json:"traffic"`
 	Sizes     string  `json:"sizes"`
@@ -80,8 +83,10 @@ const (
 // short form in make test), mixed patterns and sizes, one gotune bench
 // process after another, and fails on a wrong byte, a run that fails, a
 // rank whose descriptors, mappings or memory grow while it runs, or a
-// segment, process or file a run leaves. GOTUNE_SOAK_REPORT gets a JSON
-// line per run; GOTUNE_SOAK_SEED repeats its draws.
+// segment, process or file a run leaves. GOTUNE_SOAK_LANES runs that many
+// such sequences at once, each on its own cores (a large node carries
+// more traffic than one pair can). GOTUNE_SOAK_REPORT gets a JSON line per
+// run; GOTUNE_SOAK_SEED repeats its draws.
 func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real gotune commands")
@@ -97,54 +102,120 @@ func TestSoak(t *testing.T) {
 		}
 		length = d
 	}
+	lanes, err := soakLanes(os.Getenv("GOTUNE_SOAK_LANES"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := newCampaign(t)
 	report := reporter(t, "GOTUNE_SOAK_REPORT")
 	seed, err := envInt("GOTUNE_SOAK_SEED", int(time.Now().UnixNano()%1e9))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	traffic := c.soakTraffic()
-	rng.Shuffle(len(traffic), func(i, j int) { traffic[i], traffic[j] = traffic[j], traffic[i] }) // a short soak meets other kinds first each time
-	t.Logf("soak: %v of %d kinds of traffic, seed %d (GOTUNE_SOAK_SEED): %v", length, len(traffic), seed, traffic)
+	rand.New(rand.NewPCG(uint64(seed), 0)).Shuffle(len(traffic), func(i, j int) { traffic[i], traffic[j] = traffic[j], traffic[i] }) // a short soak meets other kinds first each time
+	t.Logf("soak: %v of %d kinds of traffic, %d lane(s), seed %d (GOTUNE_SOAK_SEED): %v", length, len(traffic), len(lanes), seed, traffic)
 	baseShmem := shmemKB()
-	bytesBy := map[string]int64{}
-	var total int64
-	var problems []string
+	var (
+		mu       sync.Mutex
+		bytesBy  = map[string]int64{}
+		total    int64
+		runs     int
+		problems []string
+		wg       sync.WaitGroup
+	)
 	end := time.Now().Add(length)
-	for i := 0; time.Now().Before(end); i++ {
-		tr := traffic[i%len(traffic)]
-		rec := c.soakRun(rng, tr, i, largest)
-		rec.ShmemKB = shmemKB() - baseShmem
-		if left := c.leftProcesses(); len(left) > 0 {
-			rec.Problem = join(rec.Problem, "processes left: "+strings.Join(left, ", "))
+	for l, cpus := range lanes {
+		lc := c
+		if len(lanes) > 1 {
+			lc = c.forLane(l, cpus)
+			t.Logf("soak: lane %d on cpus %s", l, lc.cpus)
 		}
-		if files := c.files(); len(files) > 0 {
-			rec.Problem = join(rec.Problem, "files left: "+strings.Join(files, ", "))
-		}
-		// The node's Shmem is the node's: under make test, packages run
-		// beside the soak's short form and move it, so only the long form
-		// (make soak, alone on the node) holds a run to it.
-		if rec.ShmemKB > 4<<10 && long {
-			rec.Problem = join(rec.Problem, fmt.Sprintf("the node's Shmem %d kB above the soak's start", rec.ShmemKB))
-		}
-		total += rec.Bytes
-		bytesBy[tr.String()] += rec.Bytes
-		if rec.Problem != "" {
-			problems = append(problems, fmt.Sprintf("run %d (%s, sizes %s): %s", i, rec.Traffic, rec.Sizes, rec.Problem))
-		}
-		t.Logf("run %4d %-28s %-14s %5.1fs %8.2f GB  rss %d->%d kB  fds %d->%d  maps %d->%d  shmem %+d kB%s",
-			i, rec.Traffic, rec.Sizes, rec.Seconds, float64(rec.Bytes)/1e9, rec.RSSFirst, rec.RSSLast,
-			rec.FDsFirst, rec.FDsLast, rec.MapsFirst, rec.MapsLast, rec.ShmemKB, strings.TrimSuffix(" "+rec.Problem, " "))
-		report(rec)
+		// Lane l draws from its own stream and starts its own way into
+		// the kinds; lane 0 draws as a soak of one lane does.
+		rng := rand.New(rand.NewPCG(uint64(seed), uint64(l)))
+		wg.Go(func() {
+			for i := 0; time.Now().Before(end); i++ {
+				tr := traffic[(i+l*len(traffic)/len(lanes))%len(traffic)]
+				rec := lc.soakRun(rng, tr, i, largest)
+				rec.Lane = l
+				rec.ShmemKB = shmemKB() - baseShmem
+				if left := lc.leftProcesses(); len(left) > 0 {
+					rec.Problem = join(rec.Problem, "processes left: "+strings.Join(left, ", "))
+				}
+				if files := lc.files(); len(files) > 0 {
+					rec.Problem = join(rec.Problem, "files left: "+strings.Join(files, ", "))
+				}
+				// The node's Shmem is the node's: under make test, packages
+				// run beside the soak's short form, and other lanes' runs
+				// hold segments, so only the long form of one lane (make
+				// soak, alone on the node) holds a run to it; lanes are
+				// held to it once all have ended.
+				if rec.ShmemKB > 4<<10 && long && len(lanes) == 1 {
+					rec.Problem = join(rec.Problem, fmt.Sprintf("the node's Shmem %d kB above the soak's start", rec.ShmemKB))
+				}
+				mu.Lock()
+				runs++
+				total += rec.Bytes
+				bytesBy[tr.String()] += rec.Bytes
+				if rec.Problem != "" {
+					problems = append(problems, fmt.Sprintf("lane %d run %d (%s, sizes %s): %s", l, i, rec.Traffic, rec.Sizes, rec.Problem))
+				}
+				t.Logf("lane %d run %4d %-28s %-14s %5.1fs %8.2f GB  rss %d->%d kB  fds %d->%d  maps %d->%d  shmem %+d kB%s",
+					l, i, rec.Traffic, rec.Sizes, rec.Seconds, float64(rec.Bytes)/1e9, rec.RSSFirst, rec.RSSLast,
+					rec.FDsFirst, rec.FDsLast, rec.MapsFirst, rec.MapsLast, rec.ShmemKB, strings.TrimSuffix(" "+rec.Problem, " "))
+				report(rec)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if kb := shmemKB() - baseShmem; kb > 4<<10 && long {
+		problems = append(problems, fmt.Sprintf("after the soak the node's Shmem is %d kB above its start", kb))
 	}
 	for _, k := range slices.Sorted(maps.Keys(bytesBy)) {
 		t.Logf("validated %-28s %8.2f GB", k, float64(bytesBy[k])/1e9)
 	}
-	t.Logf("validated in all: %.2f GB, 0 wrong bytes unless listed below", float64(total)/1e9)
+	t.Logf("validated in all: %.2f GB in %d runs, 0 wrong bytes unless listed below", float64(total)/1e9, runs)
 	for _, p := range problems {
 		t.Error(p)
 	}
+}
+
+// soakLanes parses GOTUNE_SOAK_LANES ("" is one lane) into the CPUs of
+// each lane: one lane is not pinned (gotune places its ranks itself);
+// several share out this process's CPUs.
+func soakLanes(v string) ([][]int, error) {
+	if v == "" || v == "1" {
+		return [][]int{nil}, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf("GOTUNE_SOAK_LANES=%q: want a number of lanes such as 3", v)
+	}
+	cpus, err := sys.AllowedCPUs()
+	if err != nil {
+		return nil, fmt.Errorf("GOTUNE_SOAK_LANES=%d: read this process's CPUs: %w", n, err)
+	}
+	lanes, err := splitLanes(cpus, n)
+	if err != nil {
+		return nil, fmt.Errorf("GOTUNE_SOAK_LANES=%d: %w", n, err)
+	}
+	return lanes, nil
+}
+
+// splitLanes gives each of n lanes an equal run of cpus, in order (four
+// a lane hold the multi-rank patterns' ranks a core each).
+func splitLanes(cpus []int, n int) ([][]int, error) {
+	if n > len(cpus) {
+		return nil, fmt.Errorf("%d CPUs here hold at most %d lanes", len(cpus), len(cpus))
+	}
+	each := len(cpus) / n
+	lanes := make([][]int, n)
+	for l := range lanes {
+		lanes[l] = cpus[l*each : (l+1)*each]
+	}
+	return lanes, nil
 }
 
 // soakTraffic lists the traffic of the transports that run here: pairs
@@ -232,6 +303,9 @@ func (c *campaign) soakRun(rng *rand.Rand, tr soakTraffic, run int, largest stri
 	}
 	if tr.opt != "" {
 		args = append(args, "--opt", tr.opt)
+	}
+	if c.cpus != "" {
+		args = append(args, "--cpus", c.laneCPUs(max(tr.ranks, 2)))
 	}
 	var stderr bytes.Buffer
 	began := time.Now()
@@ -463,5 +537,31 @@ func TestValidatedBytesCountsEveryStream(t *testing.T) {
 	}
 	if _, err := validatedBytes(path); err == nil || !strings.Contains(err.Error(), "not validated") {
 		t.Errorf("a point without validation: %v", err)
+	}
+}
+
+// Lanes share out the CPUs in equal runs, and never more lanes than CPUs.
+func TestSplitLanes(t *testing.T) {
+	for _, c := range []struct {
+		cpus  []int
+		lanes int
+		want  string
+	}{
+		{[]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 4, "[[0 1 2 3] [4 5 6 7] [8 9 10 11] [12 13 14 15]]"},
+		{[]int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 3, "[[1 2 3 4 5] [6 7 8 9 10] [11 12 13 14 15]]"},
+		{[]int{0, 1}, 2, "[[0] [1]]"},
+		{[]int{0, 1}, 3, "error: 2 CPUs here hold at most 2 lanes"},
+	} {
+		got, err := splitLanes(c.cpus, c.lanes)
+		out := fmt.Sprint(got)
+		if err != nil {
+			out = "error: " + err.Error()
+		}
+		if out != c.want {
+			t.Errorf("%d lanes of %v: %s, want %s", c.lanes, c.cpus, out, c.want)
+		}
+	}
+	if _, err := soakLanes("two"); err == nil || !strings.Contains(err.Error(), "GOTUNE_SOAK_LANES") {
+		t.Errorf(`GOTUNE_SOAK_LANES="two": %v, want an error naming the key`, err)
 	}
 }
