@@ -707,3 +707,50 @@ func TestCapturedGraphReplays(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPinnedUpload queues 1 MiB copies from pinned host memory to
+// device memory back to back on one stream, synchronizing every 64 (a bw
+// window), with nothing, an event or an interprocess event recorded after
+// each copy: what cudaipc's per-message completion costs the copy engine
+// beside torch's back-to-back copies (docs/performance.md, GPU).
+func BenchmarkPinnedUpload(b *testing.B) {
+	const n, window = 1 << 20, 64
+	for _, kind := range []cuda.MemKind{cuda.MemDevice, cuda.MemPool} {
+		for _, mark := range []struct {
+			name  string
+			flags cuda.EventFlags
+		}{{"none", 0}, {"event", cuda.EventDisableTiming}, {"ipc-event", cuda.EventInterprocess | cuda.EventDisableTiming}} {
+			b.Run(fmt.Sprintf("dst=%s/record=%s", kind, mark.name), func(b *testing.B) {
+				d := cudatest.Device(b, 0)
+				src := cudatest.Alloc(b, d, cuda.MemPinned, n)
+				dst := cudatest.Alloc(b, d, kind, n)
+				s := cudatest.Stream(b)
+				var ev *cuda.Event
+				if mark.name != "none" {
+					var err error
+					if ev, err = cuda.NewEvent(mark.flags); err != nil {
+						b.Fatal(err)
+					}
+					defer ev.Destroy()
+				}
+				b.SetBytes(n)
+				b.ResetTimer()
+				for i := range b.N {
+					if err := cuda.CopyAsync(dst.Ptr(), src.Ptr(), n, s); err != nil {
+						b.Fatal(err)
+					}
+					if ev != nil {
+						if err := ev.Record(s); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if i%window == window-1 || i == b.N-1 {
+						if err := s.Synchronize(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}

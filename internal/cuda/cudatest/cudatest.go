@@ -15,7 +15,7 @@ import (
 // without a driver (failing instead when GOTUNE_REQUIRE names cuda) or when
 // the machine has fewer devices than ordinal+1. Subtests run on goroutines
 // of their own: each calls Device for itself.
-func Device(t *testing.T, ordinal int) *cuda.Device {
+func Device(t testing.TB, ordinal int) *cuda.Device {
 	t.Helper()
 	testutil.SkipUnless(t, "cuda", cuda.Load())
 	n, err := cuda.DeviceCount()
@@ -39,7 +39,7 @@ func Device(t *testing.T, ordinal int) *cuda.Device {
 }
 
 // Alloc allocates n bytes of kind on d, freed when the test ends.
-func Alloc(t *testing.T, d *cuda.Device, kind cuda.MemKind, n int) *cuda.Buffer {
+func Alloc(t testing.TB, d *cuda.Device, kind cuda.MemKind, n int) *cuda.Buffer {
 	t.Helper()
 	b, err := d.Alloc(kind, n)
 	if err != nil {
@@ -51,7 +51,7 @@ func Alloc(t *testing.T, d *cuda.Device, kind cuda.MemKind, n int) *cuda.Buffer 
 
 // Stream creates a non-blocking stream in the bound context, destroyed
 // when the test ends.
-func Stream(t *testing.T) *cuda.Stream {
+func Stream(t testing.TB) *cuda.Stream {
 	t.Helper()
 	s, err := cuda.NewStream(cuda.StreamNonBlocking)
 	if err != nil {
