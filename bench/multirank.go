@@ -234,12 +234,11 @@ func (l *loop) stepPeers() int {
 }
 
 // exchangeAll is one whole exchange, every rank sending one message to
-// every other: in blocks of stepPeers steps, the receives from (r-k) mod N
-// and then the sends to (r+k) mod N are posted, each step's in its own
-// buffer, and waited for together. Scattered (scattered(size)) the blocks
-// are AllToAllThrottle steps; above, one step (pairwise: rank r receives
-// from (r-k) mod N while it sends to (r+k) mod N) unless Spec.Peers says
-// more.
+// every other: in blocks of stepPeers steps, each step's receive and then
+// its send are posted, each in its own buffer, and the block's are waited
+// for together. Scattered (scattered(size)) the blocks are
+// AllToAllThrottle steps; above, one step unless Spec.Peers says more
+// (pairwise). Step k's partners are stepPartners'.
 func (l *loop) exchangeAll(i int) error {
 	n := l.ranks
 	block := l.stepPeers()
@@ -247,7 +246,8 @@ func (l *loop) exchangeAll(i int) error {
 		last := min(first+block, n)
 		l.reqs = l.reqs[:0]
 		for k := first; k < last; k++ {
-			rq, err := l.t.Irecv((l.rank-k+n)%n, l.allToAllSlot(l.rbuf, i, k))
+			_, from := l.stepPartners(k)
+			rq, err := l.t.Irecv(from, l.allToAllSlot(l.rbuf, i, k))
 			if err != nil {
 				return err
 			}
@@ -258,23 +258,53 @@ func (l *loop) exchangeAll(i int) error {
 			if err := l.fill(s, i, l.rank, k); err != nil {
 				return err
 			}
-			sq, err := l.t.Isend((l.rank+k)%n, s)
+			to, _ := l.stepPartners(k)
+			sq, err := l.t.Isend(to, s)
 			if err != nil {
 				return err
 			}
 			l.reqs = append(l.reqs, sq)
 		}
 		if err := l.t.Wait(l.reqs...); err != nil {
-			return fmt.Errorf("steps %d-%d (to ranks r+k, from r-k of %d): %w", first, last-1, n, err)
+			return fmt.Errorf("steps %d-%d of %d ranks (%s): %w", first, last-1, n, l.pairing(), err)
 		}
 		for k := first; k < last; k++ {
-			from := (l.rank - k + n) % n
+			_, from := l.stepPartners(k)
 			if err := l.check(l.allToAllSlot(l.rbuf, i, k), i, from, k); err != nil {
 				return fmt.Errorf("from rank %d: %w", from, err)
 			}
 		}
 	}
 	return nil
+}
+
+// stepPartners are the ranks this rank sends to and receives from in
+// alltoall step k (1..N-1). Scattered, and pairwise among a number of
+// ranks that is no power of two, it sends to (r+k) mod N and receives
+// from (r-k) mod N; pairwise among a power of two, it exchanges both ways
+// with r XOR k, as MPICH's pairwise exchange does there: each step is
+// then a set of disjoint pairs, so no rank waits on a partner that waits
+// on a third (under the shift, one late rank holds up the next in a
+// chain).
+func (l *loop) stepPartners(k int) (to, from int) {
+	if l.xorPairs() {
+		return l.rank ^ k, l.rank ^ k
+	}
+	n := l.ranks
+	return (l.rank + k) % n, (l.rank - k + n) % n
+}
+
+// xorPairs says whether the exchange pairs ranks by XOR (stepPartners).
+func (l *loop) xorPairs() bool {
+	return !scattered(l.size) && l.ranks&(l.ranks-1) == 0
+}
+
+// pairing names stepPartners' rule for errors.
+func (l *loop) pairing() string {
+	if l.xorPairs() {
+		return "with r XOR k"
+	}
+	return "to r+k, from r-k"
 }
 
 // allToAllSlot is the buffer of step k (1..N-1) of iteration i: scattered,

@@ -126,15 +126,15 @@ func TestMultiRankValidationCatchesCorruption(t *testing.T) {
 // Above the scatter size alltoall steps through the peers one at a time,
 // or Spec.Peers at once, each step's messages in their own buffers: every
 // byte arrives whole either way, over 5 ranks (4 peers: a block of 3
-// leaves one step of one).
+// leaves one step of one) and over 4, whose steps pair ranks by XOR.
 func TestAllToAllPeersAtOnce(t *testing.T) {
-	for _, peers := range []int{0, 2, 3, 8} {
-		spec := bench.Spec{Transport: "sm", Pattern: bench.AllToAll, Ranks: 5, Sizes: []int{8, 70000}, Peers: peers,
+	for _, c := range []struct{ ranks, peers int }{{5, 0}, {5, 2}, {5, 3}, {5, 8}, {4, 0}, {4, 2}} {
+		spec := bench.Spec{Transport: "sm", Pattern: bench.AllToAll, Ranks: c.ranks, Sizes: []int{8, 70000}, Peers: c.peers,
 			Reps: 1, Iters: 3, Warmup: 1, Validate: true}
 		res := mustRun(t, spec)
 		checkMultiPoints(t, res)
-		if res.Spec.Peers != peers {
-			t.Errorf("peers %d: the result's spec says %d", peers, res.Spec.Peers)
+		if res.Spec.Peers != c.peers {
+			t.Errorf("%d ranks, peers %d: the result's spec says %d", c.ranks, c.peers, res.Spec.Peers)
 		}
 	}
 	if _, err := bench.Run(context.Background(), bench.Spec{Transport: "sm", Pattern: bench.AllToAll, Ranks: 3, Sizes: []int{8}, Peers: -1}, 0, launch.Hooks{}); err == nil || !strings.Contains(err.Error(), "peers=-1") {

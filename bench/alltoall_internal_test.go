@@ -1,0 +1,46 @@
+package bench
+
+import "testing"
+
+// Every alltoall step matches each sender with the receiver that expects
+// it, and over the N-1 steps every rank sends to and receives from every
+// other once; among a power of two, pairwise, each step is disjoint pairs
+// (MPICH's XOR exchange), else and scattered the shift.
+func TestAllToAllStepPartners(t *testing.T) {
+	for _, c := range []struct {
+		ranks, size int
+		xor         bool
+	}{
+		{3, 64 << 10, false}, {4, 64 << 10, true}, {5, 64 << 10, false}, {8, 64 << 10, true},
+		{16, 256 << 10, true}, {12, 64 << 10, false}, {4, 8, false}, {16, AllToAllScatter, false},
+	} {
+		loops := make([]*loop, c.ranks)
+		for r := range loops {
+			loops[r] = &loop{rank: r, ranks: c.ranks, size: c.size}
+		}
+		sent := make([]map[int]bool, c.ranks)
+		for r := range sent {
+			sent[r] = map[int]bool{}
+		}
+		for k := 1; k < c.ranks; k++ {
+			for r, l := range loops {
+				to, from := l.stepPartners(k)
+				if _, back := loops[to].stepPartners(k); back != r {
+					t.Fatalf("%d ranks, %d B, step %d: rank %d sends to %d, which expects rank %d", c.ranks, c.size, k, r, to, back)
+				}
+				if to == r || from == r || sent[r][to] {
+					t.Fatalf("%d ranks, %d B, step %d: rank %d sends to %d (from %d) again or to itself", c.ranks, c.size, k, r, to, from)
+				}
+				sent[r][to] = true
+				if (to == from) != c.xor && c.ranks > 2 && k != c.ranks/2 {
+					t.Errorf("%d ranks, %d B, step %d: rank %d to %d from %d, want XOR pairs %v", c.ranks, c.size, k, r, to, from, c.xor)
+				}
+			}
+		}
+		for r := range sent {
+			if len(sent[r]) != c.ranks-1 {
+				t.Errorf("%d ranks: rank %d sent to %d peers", c.ranks, r, len(sent[r]))
+			}
+		}
+	}
+}
