@@ -348,11 +348,12 @@ func TestGPUHostVisibleBuffersAcrossProcesses(t *testing.T) {
 // (sizes off the 16-byte vector, so its tail moves too); and an IPC mapping
 // cache of 2 under 5 buffers in turn, so every rendezvous opens a mapping
 // and closes the oldest; and single copies completed by stream
-// synchronization instead of IPC events.
+// synchronization or a flag in shared memory instead of IPC events.
 func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 	needCUDAIPC(t)
 	smCopy := transports.Options{cudaipc.KeyCopy: "sm"}
 	syncDone := transports.Options{cudaipc.KeyCompletion: "sync"}
+	flagDone := transports.Options{cudaipc.KeyCompletion: "flag"}
 	for _, c := range []struct {
 		name    string
 		mem     []cuda.MemKind
@@ -376,6 +377,10 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 		{"managed", []cuda.MemKind{MH, MD}, 0, nil, 0},
 		{"sync-completion", []cuda.MemKind{D, D}, 0, syncDone, 0},
 		{"sync-completion", []cuda.MemKind{P, D}, 0.5, syncDone, 0},
+		{"flag-completion", []cuda.MemKind{D, D}, 0, flagDone, 0},
+		{"flag-completion", []cuda.MemKind{D, D}, 0.5, flagDone, 0},
+		{"flag-completion", []cuda.MemKind{P, D}, 0, flagDone, 0},
+		{"flag-completion", []cuda.MemKind{D, P}, 0, flagDone, 0},
 	} {
 		for _, pat := range []bench.Pattern{bench.Latency, bench.Bandwidth, bench.BiBandwidth} {
 			t.Run(fmt.Sprintf("%s%v/%v/%s", c.name, c.mem, c.load, pat), func(t *testing.T) {
@@ -437,6 +442,7 @@ func TestGPUFullLoadMarksStalledPaths(t *testing.T) {
 		{"staged-async", []cuda.MemKind{D, D}, transports.Options{cudaipc.KeyThreshold: "1G"}, false},
 		{"ipc", []cuda.MemKind{D, D}, nil, false},
 		{"ipc-sync-completion", []cuda.MemKind{D, D}, transports.Options{cudaipc.KeyCompletion: "sync"}, false},
+		{"ipc-flag-completion", []cuda.MemKind{D, D}, transports.Options{cudaipc.KeyCompletion: "flag"}, false},
 		{"ipc-sm-copy", []cuda.MemKind{D, D}, transports.Options{cudaipc.KeyCopy: "sm"}, true},
 		{"pinned-push", []cuda.MemKind{P, D}, nil, false},
 	} {

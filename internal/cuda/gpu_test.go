@@ -10,8 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/cuda/cudatest"
@@ -751,6 +753,52 @@ func BenchmarkPinnedUpload(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// A value a stream writes into registered host memory after a copy is
+// seen by a polling host thread only once the copy's bytes are there,
+// with no stream synchronization: the completion flag of cudaipc's
+// completion=flag.
+func TestWriteValueFollowsTheCopy(t *testing.T) {
+	d := cudatest.Device(t, 0)
+	const n = 1 << 20
+	src := cudatest.Alloc(t, d, cuda.MemDevice, n)
+	dst := cudatest.Alloc(t, d, cuda.MemPinned, n)
+	page := cudatest.Alloc(t, d, cuda.MemHost, 4096)
+	if err := cuda.RegisterHost(page.Bytes(), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cuda.UnregisterHost(page.Bytes()) })
+	flagAt, err := cuda.HostDevicePointer(page.Ptr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := (*uint32)(unsafe.Pointer(&page.Bytes()[0]))
+	s := cudatest.Stream(t)
+	for i := uint32(1); i <= 100; i++ {
+		v := byte(i*37 + 1)
+		if err := cuda.MemsetAsync(src.Ptr(), v, n, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := cuda.CopyAsync(dst.Ptr(), src.Ptr(), n, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteValue32(flagAt, i); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for atomic.LoadUint32(flag) != i {
+			if time.Now().After(deadline) {
+				t.Fatalf("write %d: the flag reads %d after 10 s", i, atomic.LoadUint32(flag))
+			}
+			runtime.Gosched()
+		}
+		for k, b := range dst.Bytes() {
+			if b != v {
+				t.Fatalf("write %d seen, but byte %d of the copy is %#x, want %#x", i, k, b, v)
+			}
 		}
 	}
 }

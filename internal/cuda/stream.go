@@ -161,6 +161,41 @@ func (e *Event) Since(start *Event) (time.Duration, error) {
 	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
 }
 
+// WriteValue32 queues a store of v at addr on s, after the work queued
+// before it and behind a memory barrier (cuStreamWriteValue32 with
+// CU_STREAM_WRITE_VALUE_DEFAULT): whoever reads v at addr also sees what
+// that work wrote. addr is device memory or the device pointer of
+// registered host memory (HostDevicePointer), where a host thread can
+// poll it. It allocates nothing; ErrNotSupported from a driver without
+// stream memory operations.
+func (s *Stream) WriteValue32(addr uintptr, v uint32) error {
+	if err := Load(); err != nil {
+		return err
+	}
+	if err := needSymbol(table.cuStreamWriteValue32, "cuStreamWriteValue32"); err != nil {
+		return err
+	}
+	return result(call(table.cuStreamWriteValue32, s.handle(), addr, uintptr(v), 0), "cuStreamWriteValue32")
+}
+
+// HostDevicePointer is the device address of host memory at p, which
+// RegisterHost (or cuMemHostAlloc) mapped for the device
+// (cuMemHostGetDevicePointer).
+func HostDevicePointer(p uintptr) (uintptr, error) {
+	d, err := lib()
+	if err != nil {
+		return 0, err
+	}
+	if err := needSymbol(d.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer"); err != nil {
+		return 0, err
+	}
+	var dp uintptr
+	if r, _, _ := purego.SyscallN(d.cuMemHostGetDevicePointer, uintptr(unsafe.Pointer(&dp)), p, 0); uint32(r) != 0 {
+		return 0, newError(r, "cuMemHostGetDevicePointer")
+	}
+	return dp, nil
+}
+
 // CopyAsync queues a copy of n bytes from src to dst on s (cuMemcpyAsync:
 // unified addressing infers the direction). Host memory must be pinned for
 // the copy to be asynchronous; pageable host memory makes it synchronous.

@@ -30,8 +30,9 @@ type Params struct {
 	// (cuMemcpyAsync) or CopySM (a copy kernel, which needs free SMs).
 	Copy string
 	// Completion is how a single copy's end reaches both sides:
-	// CompleteEvent (an IPC event, FIN at once) or CompleteSync (FIN once
-	// cuStreamSynchronize returns).
+	// CompleteEvent (an IPC event, FIN at once), CompleteSync (FIN once
+	// cuStreamSynchronize returns) or CompleteFlag (FIN at once, a number
+	// the stream writes into shared memory after the copy).
 	Completion string
 	// Cache is how many opened peer allocations a rank keeps per peer
 	// (least recently used closed first); 0 keeps all.
@@ -61,7 +62,7 @@ var Options = &transports.OptionSet{Name: "cudaipc", Options: []transports.Optio
 	{Key: KeyThreshold, Type: "size", Default: transports.FormatSize(DefaultThreshold), Help: "smallest device message sent by CUDA IPC single copy (smaller ones are staged through shared memory)"},
 	{Key: KeyPinnedThreshold, Type: "size", Default: transports.FormatSize(DefaultPinnedThreshold), Help: "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)"},
 	{Key: KeyCopy, Type: CopyEngine + "|" + CopySM, Default: CopyEngine, Help: "ce (single copies by the copy engines, cuMemcpyAsync) or sm (device-to-device single copies by a copy kernel, which waits for free SMs)"},
-	{Key: KeyCompletion, Type: CompleteEvent + "|" + CompleteSync, Default: CompleteEvent, Help: "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event) or sync (FIN after cuStreamSynchronize)"},
+	{Key: KeyCompletion, Type: CompleteEvent + "|" + CompleteSync + "|" + CompleteFlag, Default: CompleteEvent, Help: "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event), sync (FIN after cuStreamSynchronize) or flag (FIN at once; the copy's stream then writes a number into shared memory that both sides poll with a load)"},
 	{Key: KeyCache, Type: "int", Default: transports.FormatSize(DefaultCache), Help: "opened peer allocations kept per peer (0: all)"},
 	{Key: KeyGPUs, Type: "list", Help: "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)"},
 }}
@@ -80,6 +81,7 @@ const DefaultPinnedThreshold = 256 << 10
 const (
 	CompleteEvent = "event"
 	CompleteSync  = "sync"
+	CompleteFlag  = "flag"
 )
 
 // DefaultCache is the built-in cudaipc.cache.
@@ -101,7 +103,7 @@ func ParseParams(o transports.Options) (Params, error) {
 	if p.Copy, err = o.String(KeyCopy, CopyEngine, CopyEngine, CopySM); err != nil {
 		return p, err
 	}
-	if p.Completion, err = o.String(KeyCompletion, CompleteEvent, CompleteEvent, CompleteSync); err != nil {
+	if p.Completion, err = o.String(KeyCompletion, CompleteEvent, CompleteEvent, CompleteSync, CompleteFlag); err != nil {
 		return p, err
 	}
 	if p.Cache, err = o.Int(KeyCache, DefaultCache); err != nil {
@@ -193,7 +195,7 @@ type Transport struct {
 	stream   *cuda.Stream
 	copier   *copier
 	events   *completions // nil with cudaipc.completion=sync
-	segment  []byte       // registered with the driver
+	segment  []byte       // the engine's and the tables' bytes, registered with the driver
 	alloc    gpumem.Mode
 	buffers  *gpumem.Allocator // made by the first Allocator call
 	released bool
@@ -272,25 +274,34 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 		c.rankOf[env.PIDs[r]] = r
 	}
 	t.copier = c
+	// Staging copies to and from the cells and fragments are DMA once the
+	// driver knows the memory; the tables' flags are then the GPU's to
+	// write (cudaipc.completion=flag).
+	all := env.Segment[:smBytes+env.Size*tableBytes]
+	if err := cuda.RegisterHost(all, 0); err != nil && !errors.Is(err, cuda.ErrHostMemoryRegistered) {
+		return fmt.Errorf("cudaipc: register the shared segment: %w", err)
+	}
+	t.segment = all
 	var single sm.SingleCopy = c
-	if p.Completion == CompleteEvent {
+	switch p.Completion {
+	case CompleteEvent:
 		if t.events, err = newCompletions(env.Rank, c.tables); err != nil {
 			return err
 		}
 		single = eventCopier{copier: c, events: t.events}
+	case CompleteFlag:
+		flags, err := newFlagCompletions(env.Rank, c.tables)
+		if err != nil {
+			return err
+		}
+		single = flagCopier{copier: c, flags: flags}
 	}
 	if p.Copy == CopySM {
 		if c.kernel, err = loadSMCopy(t.dev); err != nil {
 			return err
 		}
 	}
-	// Staging copies to and from the cells and fragments are DMA once the
-	// driver knows the memory.
 	seg := env.Segment[:smBytes]
-	if err := cuda.RegisterHost(seg, 0); err != nil && !errors.Is(err, cuda.ErrHostMemoryRegistered) {
-		return fmt.Errorf("cudaipc: register the shared segment: %w", err)
-	}
-	t.segment = seg
 	mem := &memory{own: c.tables[env.Rank], stream: t.stream, sync: p.Staging == "sync"}
 	smEnv := env
 	smEnv.Segment = seg

@@ -2,6 +2,7 @@ package cudaipc
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ func TestParseParams(t *testing.T) {
 		{opts: transports.Options{"cudaipc.staging": "sync", "cudaipc.threshold": "1M", "cudaipc.pinned-threshold": "4M", "cudaipc.gpus": "1, 0", "cudaipc.cache": "0", "cudaipc.copy": "sm", "cudaipc.completion": "sync"},
 			want: Params{Staging: "sync", Threshold: 1 << 20, PinnedThreshold: 4 << 20, Copy: CopySM, Completion: CompleteSync, GPUs: []int{1, 0}, Alloc: DefaultAlloc}},
 		{opts: transports.Options{"gpu.alloc": "worker"}, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Copy: CopyEngine, Completion: CompleteEvent, Cache: DefaultCache, Alloc: gpumem.Worker}},
+		{opts: transports.Options{"cudaipc.completion": "flag"}, want: Params{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Copy: CopyEngine, Completion: CompleteFlag, Cache: DefaultCache, Alloc: DefaultAlloc}},
 		{opts: transports.Options{"cudaipc.completion": "poll"}, err: "cudaipc.completion"},
 		{opts: transports.Options{"cudaipc.copy": "dma"}, err: "cudaipc.copy"},
 		{opts: transports.Options{"cudaipc.cache": "-1"}, err: "cudaipc.cache"},
@@ -180,6 +182,45 @@ func TestCopyPTXEntry(t *testing.T) {
 	for _, want := range []string{".visible .entry " + copyEntry + "(", "_param_dst", "_param_src", "_param_n", "ld.global.v4.u32", "st.global.u8"} {
 		if !strings.Contains(copyPTX, want) {
 			t.Errorf("copy.ptx lacks %q", want)
+		}
+	}
+}
+
+// A completion flag has reached a token when it reads the token or a later
+// number, across the wrap of 32 bits; done refuses a token no copy could
+// have, and reads the named rank's flag.
+func TestCompletionFlagsCompareCyclically(t *testing.T) {
+	for _, c := range []struct {
+		v, token uint32
+		want     bool
+	}{
+		{0, 1, false}, {1, 1, true}, {2, 1, true}, {1, 2, false},
+		{math.MaxUint32, math.MaxUint32, true}, {1, math.MaxUint32, true}, {math.MaxUint32, 1, false},
+		{1 << 31, 1, true}, {1<<31 + 1, 1, false},
+	} {
+		if got := reached(c.v, c.token); got != c.want {
+			t.Errorf("flag %d, token %d: reached %v, want %v", c.v, c.token, got, c.want)
+		}
+	}
+	var tables []*table
+	for range 2 {
+		tb, err := tableAt(make([]byte, tableBytes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, tb)
+	}
+	k := &flagCompletions{tables: tables}
+	*tables[1].flag = 5
+	for _, c := range []struct {
+		rank  int
+		token uint64
+		want  bool
+		err   bool
+	}{{1, 5, true, false}, {1, 6, false, false}, {0, 5, false, false}, {1, 0, false, true}, {1, 1 << 32, false, true}, {2, 1, false, true}} {
+		got, err := k.done(c.rank, c.token)
+		if got != c.want || (err != nil) != c.err {
+			t.Errorf("rank %d token %d: %v, %v; want %v, error %v", c.rank, c.token, got, err, c.want, c.err)
 		}
 	}
 }

@@ -14,7 +14,9 @@
 // them all (smcopy.go). The receiver then records one of its interprocess
 // events after the copy and answers FIN at once, naming the event; both
 // ranks complete when the event does, each polling it (events.go;
-// cudaipc.completion=sync answers after cuStreamSynchronize instead).
+// cudaipc.completion=sync answers after cuStreamSynchronize instead;
+// cudaipc.completion=flag has the stream write a number into shared memory
+// after the copy, which both poll with a load: flag.go).
 //
 // Smaller device messages, and every message from host memory into device
 // memory, are staged through the sm cells and fragments, which are

@@ -11,9 +11,11 @@ import (
 
 // Each rank publishes the IPC handles of the device allocations it sends
 // from or receives into in a table of its own in the job's shared segment:
-// a count line, then a ring of entries, written by the owner alone and read
-// by every peer, then the handles of the rank's completion events (written
-// once, when the rank starts, before it can name one in a FIN).
+// a count line, a line holding the rank's completion flag (written by its
+// GPU, cudaipc.completion=flag), then a ring of entries, written by the
+// owner alone and read by every peer, then the handles of the rank's
+// completion events (written once, when the rank starts, before it can
+// name one in a FIN).
 //
 // Entry k (the k-th published, from 0) lives in slot k mod tableEntries and
 // carries k in its first word, which works as a sequence lock: the owner
@@ -29,7 +31,8 @@ import (
 const (
 	tableEntries = 256
 	entryBytes   = 128
-	tableHeader  = 64
+	tableHeader  = 128 // the count's line, then the flag's
+	flagOffset   = 64
 	eventSlots   = 64 // completion events per rank, recorded in turn
 	tableBytes   = tableHeader + tableEntries*entryBytes + eventSlots*cuda.IPCHandleSize
 )
@@ -48,6 +51,7 @@ type entry struct {
 // table is one rank's handle table as mapped in this process.
 type table struct {
 	count   *uint64
+	flag    *uint32
 	entries *[tableEntries][entryBytes / 8]uint64
 	events  *[eventSlots]cuda.IPCEventHandle
 }
@@ -61,6 +65,7 @@ func tableAt(b []byte) (*table, error) {
 	}
 	return &table{
 		count:   (*uint64)(unsafe.Pointer(&b[0])),
+		flag:    (*uint32)(unsafe.Pointer(&b[flagOffset])),
 		entries: (*[tableEntries][entryBytes / 8]uint64)(unsafe.Pointer(&b[tableHeader])),
 		events:  (*[eventSlots]cuda.IPCEventHandle)(unsafe.Pointer(&b[tableHeader+tableEntries*entryBytes])),
 	}, nil
