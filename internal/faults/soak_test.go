@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -563,5 +564,39 @@ func TestSplitLanes(t *testing.T) {
 	}
 	if _, err := soakLanes("two"); err == nil || !strings.Contains(err.Error(), "GOTUNE_SOAK_LANES") {
 		t.Errorf(`GOTUNE_SOAK_LANES="two": %v, want an error naming the key`, err)
+	}
+}
+
+// A lane's campaign counts as its own only the processes of its binary
+// that carry its mark, so what one lane leaves is told from what another
+// lane runs; without a lane every process of the binary counts.
+func TestLanesTellTheirProcessesApart(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep(1) here")
+	}
+	if sleep, err = filepath.EvalSymlinks(sleep); err != nil {
+		t.Fatal(err)
+	}
+	whole := &campaign{t: t, bin: sleep, tmp: t.TempDir()}
+	lanes := []*campaign{whole.forLane(0, []int{0}), whole.forLane(1, []int{0})}
+	var pids []int
+	for _, c := range lanes {
+		var stderr bytes.Buffer
+		cmd := c.start(t.Context(), &stderr, "30")
+		if cmd == nil {
+			t.Fatal("could not start sleep")
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		pids = append(pids, cmd.Process.Pid)
+	}
+	for l, c := range lanes {
+		ours := c.ours()
+		if !slices.Contains(ours, pids[l]) || slices.Contains(ours, pids[1-l]) {
+			t.Errorf("lane %d counts %v as its own, want %d and not %d", l, ours, pids[l], pids[1-l])
+		}
+	}
+	if ours := whole.ours(); !slices.Contains(ours, pids[0]) || !slices.Contains(ours, pids[1]) {
+		t.Errorf("without a lane %v counts as the campaign's, want both %v", ours, pids)
 	}
 }
