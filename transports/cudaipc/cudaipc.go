@@ -288,13 +288,13 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 		if t.events, err = newCompletions(env.Rank, c.tables); err != nil {
 			return err
 		}
-		single = eventCopier{copier: c, events: t.events}
+		single = markingCopier{copier: c, marks: t.events}
 	case CompleteFlag:
 		flags, err := newFlagCompletions(env.Rank, c.tables)
 		if err != nil {
 			return err
 		}
-		single = flagCopier{copier: c, flags: flags}
+		single = markingCopier{copier: c, marks: flags}
 	}
 	if p.Copy == CopySM {
 		if c.kernel, err = loadSMCopy(t.dev); err != nil {

@@ -53,9 +53,9 @@ func newCompletions(self int, tables []*table) (*completions, error) {
 	return k, nil
 }
 
-// record marks the work queued on s so far with the next event and returns
-// its token (slot+1).
-func (k *completions) record(s *cuda.Stream) (uint64, error) {
+// mark records the next event after the work queued on s so far and
+// returns its token (slot+1).
+func (k *completions) mark(s *cuda.Stream) (uint64, error) {
 	slot := k.next
 	k.next = (slot + 1) % eventSlots
 	if err := k.own[slot].Record(s); err != nil {
@@ -99,23 +99,32 @@ func (k *completions) close() error {
 	return errors.Join(errs...)
 }
 
-// eventCopier is the copier completing by events (sm.EventCopy).
-type eventCopier struct {
-	*copier
-	events *completions
+// completer marks the copies queued on a stream so far and says whether
+// a rank's mark has been reached: IPC events (completions) or a flag in
+// shared memory (flagCompletions).
+type completer interface {
+	mark(s *cuda.Stream) (token uint64, err error)
+	done(rank int, token uint64) (bool, error)
 }
 
-var _ sm.EventCopy = eventCopier{}
+// markingCopier is the copier completing by its completer's marks
+// (sm.EventCopy).
+type markingCopier struct {
+	*copier
+	marks completer
+}
 
-// Start queues the copy and records its completion event.
-func (c eventCopier) Start(pid int, local []byte, at sm.Place, remote uintptr, pull bool) (uint64, error) {
+var _ sm.EventCopy = markingCopier{}
+
+// Start queues the copy and marks it.
+func (c markingCopier) Start(pid int, local []byte, at sm.Place, remote uintptr, pull bool) (uint64, error) {
 	if err := c.enqueue(pid, local, at, remote, pull); err != nil {
 		return 0, err
 	}
-	return c.events.record(c.stream)
+	return c.marks.mark(c.stream)
 }
 
-// Done queries the completion event behind token, which rank recorded.
-func (c eventCopier) Done(rank int, token uint64) (bool, error) {
-	return c.events.done(rank, token)
+// Done says whether the mark behind token, which rank made, is reached.
+func (c markingCopier) Done(rank int, token uint64) (bool, error) {
+	return c.marks.done(rank, token)
 }

@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"github.com/gotune/gotune/internal/cuda"
-	"github.com/gotune/gotune/transports/sm"
 )
 
 // Completion through a flag word (cudaipc.completion=flag).
@@ -62,24 +61,3 @@ func (k *flagCompletions) done(rank int, token uint64) (bool, error) {
 // reached compares flag values cyclically: v has reached token when it is
 // token or up to 2^31-1 numbers past it.
 func reached(v, token uint32) bool { return int32(v-token) >= 0 }
-
-// flagCopier is the copier completing by flags (sm.EventCopy).
-type flagCopier struct {
-	*copier
-	flags *flagCompletions
-}
-
-var _ sm.EventCopy = flagCopier{}
-
-// Start queues the copy and the store of its number.
-func (c flagCopier) Start(pid int, local []byte, at sm.Place, remote uintptr, pull bool) (uint64, error) {
-	if err := c.enqueue(pid, local, at, remote, pull); err != nil {
-		return 0, err
-	}
-	return c.flags.mark(c.stream)
-}
-
-// Done loads the flag of the rank that started the copy behind token.
-func (c flagCopier) Done(rank int, token uint64) (bool, error) {
-	return c.flags.done(rank, token)
-}
