@@ -51,7 +51,8 @@ type driver struct {
 	cuMemsetD8, cuMemsetD8Async                                 uintptr
 	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize        uintptr
 	cuStreamQuery, cuStreamWaitEvent                            uintptr
-	cuStreamWriteValue32, cuMemHostGetDevicePointer             uintptr
+	cuStreamWriteValue32, cuStreamWaitValue32                   uintptr
+	cuMemHostGetDevicePointer                                   uintptr
 	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventQuery  uintptr
 	cuEventSynchronize, cuEventElapsedTime                      uintptr
 	cuIpcGetMemHandle, cuIpcOpenMemHandle, cuIpcCloseMemHandle  uintptr
@@ -127,6 +128,7 @@ func (d *driver) symbols() []symbol {
 		req(&d.cuStreamQuery, "cuStreamQuery"),
 		req(&d.cuStreamWaitEvent, "cuStreamWaitEvent"),
 		opt(&d.cuStreamWriteValue32, "cuStreamWriteValue32_v2", "cuStreamWriteValue32"), // stream memory operations, CUDA 11.7+ without a device attribute
+		opt(&d.cuStreamWaitValue32, "cuStreamWaitValue32_v2", "cuStreamWaitValue32"),
 		opt(&d.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
 		req(&d.cuEventCreate, "cuEventCreate"),
 		req(&d.cuEventDestroy, "cuEventDestroy_v2"),

@@ -766,16 +766,8 @@ func TestWriteValueFollowsTheCopy(t *testing.T) {
 	const n = 1 << 20
 	src := cudatest.Alloc(t, d, cuda.MemDevice, n)
 	dst := cudatest.Alloc(t, d, cuda.MemPinned, n)
-	page := cudatest.Alloc(t, d, cuda.MemHost, 4096)
-	if err := cuda.RegisterHost(page.Bytes(), 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cuda.UnregisterHost(page.Bytes()) })
-	flagAt, err := cuda.HostDevicePointer(page.Ptr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	flag := (*uint32)(unsafe.Pointer(&page.Bytes()[0]))
+	flags, at := flagPage(t, d)
+	flag, flagAt := &flags[0], at(0)
 	s := cudatest.Stream(t)
 	for i := uint32(1); i <= 100; i++ {
 		v := byte(i*37 + 1)
@@ -799,6 +791,138 @@ func TestWriteValueFollowsTheCopy(t *testing.T) {
 			if b != v {
 				t.Fatalf("write %d seen, but byte %d of the copy is %#x, want %#x", i, k, b, v)
 			}
+		}
+	}
+}
+
+// flagPage is a page of host memory registered with the driver, as 32-bit
+// words, and the device address of word i.
+func flagPage(t testing.TB, d *cuda.Device) (*[1024]uint32, func(i int) uintptr) {
+	t.Helper()
+	page := cudatest.Alloc(t, d, cuda.MemHost, 4096)
+	if err := cuda.RegisterHost(page.Bytes(), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cuda.UnregisterHost(page.Bytes()) })
+	base, err := cuda.HostDevicePointer(page.Ptr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return (*[1024]uint32)(unsafe.Pointer(&page.Bytes()[0])), func(i int) uintptr { return base + uintptr(4*i) }
+}
+
+// spinUntil polls word until it reads v, failing after 10 s.
+func spinUntil(t testing.TB, word *uint32, v uint32, what string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; atomic.LoadUint32(word) != v; i++ {
+		if i%1024 == 0 && time.Now().After(deadline) {
+			t.Fatalf("%s: the word reads %d after 10 s, want %d", what, atomic.LoadUint32(word), v)
+		}
+	}
+}
+
+// Work queued after a wait on a host word runs only once the host has
+// stored the value: the stream's half of host-to-GPU signalling.
+func TestWaitValueHoldsTheStream(t *testing.T) {
+	d := cudatest.Device(t, 0)
+	flags, at := flagPage(t, d)
+	s := cudatest.Stream(t)
+	for i := uint32(1); i <= 100; i++ {
+		if err := s.WaitValue32(at(0), i); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteValue32(at(16), i); err != nil {
+			t.Fatal(err)
+		}
+		if v := atomic.LoadUint32(&flags[16]); v != i-1 {
+			t.Fatalf("round %d: the stream wrote %d before the host released it", i, v)
+		}
+		atomic.StoreUint32(&flags[0], i)
+		spinUntil(t, &flags[16], i, fmt.Sprintf("round %d", i))
+	}
+}
+
+// BenchmarkGPUSignal is the floor of signalling a GPU stream from the host
+// and back, with no kernel and no copy: per op the host stores a number
+// that a queued wait holds for and spins until the stream's write after it
+// comes back (round trip, over PCIe both ways). The waits and writes are
+// queued 64 at a time ahead of the host's stores.
+func BenchmarkGPUSignal(b *testing.B) {
+	d := cudatest.Device(b, 0)
+	flags, at := flagPage(b, d)
+	s := cudatest.Stream(b)
+	const batch = 64
+	for i := 0; i < b.N; {
+		b.StopTimer()
+		n := min(batch, b.N-i)
+		for k := range n {
+			v := uint32(i + k + 1)
+			if err := s.WaitValue32(at(0), v); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.WriteValue32(at(16), v); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		for k := range n {
+			v := uint32(i + k + 1)
+			atomic.StoreUint32(&flags[0], v)
+			spinUntil(b, &flags[16], v, "signal")
+		}
+		i += n
+	}
+}
+
+// BenchmarkSmallCopyDone is what one small device-to-device copy costs
+// from the call that queues it to the host knowing it is done, noticed
+// through a flag the stream writes after it (completion=flag) or an event
+// polled with cuEventQuery (completion=event): the floor of any small GPU
+// message that a host starts.
+func BenchmarkSmallCopyDone(b *testing.B) {
+	for _, size := range []int{8, 1024} {
+		for _, how := range []string{"flag", "event", "ipc-event"} {
+			b.Run(fmt.Sprintf("size=%d/notice=%s", size, how), func(b *testing.B) {
+				d := cudatest.Device(b, 0)
+				src := cudatest.Alloc(b, d, cuda.MemDevice, size)
+				dst := cudatest.Alloc(b, d, cuda.MemDevice, size)
+				flags, at := flagPage(b, d)
+				s := cudatest.Stream(b)
+				flagsOf := map[string]cuda.EventFlags{"event": cuda.EventDisableTiming, "ipc-event": cuda.EventInterprocess | cuda.EventDisableTiming}
+				var ev *cuda.Event
+				if f, ok := flagsOf[how]; ok {
+					var err error
+					if ev, err = cuda.NewEvent(f); err != nil {
+						b.Fatal(err)
+					}
+					defer ev.Destroy()
+				}
+				b.ResetTimer()
+				for i := range b.N {
+					if err := cuda.CopyAsync(dst.Ptr(), src.Ptr(), size, s); err != nil {
+						b.Fatal(err)
+					}
+					if ev == nil {
+						if err := s.WriteValue32(at(0), uint32(i+1)); err != nil {
+							b.Fatal(err)
+						}
+						spinUntil(b, &flags[0], uint32(i+1), "copy")
+						continue
+					}
+					if err := ev.Record(s); err != nil {
+						b.Fatal(err)
+					}
+					for {
+						done, err := ev.Query()
+						if err != nil {
+							b.Fatal(err)
+						}
+						if done {
+							break
+						}
+					}
+				}
+			})
 		}
 	}
 }

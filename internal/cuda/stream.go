@@ -178,6 +178,21 @@ func (s *Stream) WriteValue32(addr uintptr, v uint32) error {
 	return result(call(table.cuStreamWriteValue32, s.handle(), addr, uintptr(v), 0), "cuStreamWriteValue32")
 }
 
+// WaitValue32 makes the work queued on s after it wait until the 32-bit
+// word at addr has reached v, compared cyclically ((int32)(*addr-v) >= 0:
+// cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ). addr is as for
+// WriteValue32; a host thread may store the word. It allocates nothing;
+// ErrNotSupported from a driver without stream memory operations.
+func (s *Stream) WaitValue32(addr uintptr, v uint32) error {
+	if err := Load(); err != nil {
+		return err
+	}
+	if err := needSymbol(table.cuStreamWaitValue32, "cuStreamWaitValue32"); err != nil {
+		return err
+	}
+	return result(call(table.cuStreamWaitValue32, s.handle(), addr, uintptr(v), 0), "cuStreamWaitValue32")
+}
+
 // HostDevicePointer is the device address of host memory at p, which
 // RegisterHost (or cuMemHostAlloc) mapped for the device
 // (cuMemHostGetDevicePointer).
