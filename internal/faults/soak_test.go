@@ -117,14 +117,8 @@ func TestSoak(t *testing.T) {
 	rand.New(rand.NewPCG(uint64(seed), 0)).Shuffle(len(traffic), func(i, j int) { traffic[i], traffic[j] = traffic[j], traffic[i] }) // a short soak meets other kinds first each time
 	t.Logf("soak: %v of %d kinds of traffic, %d lane(s), seed %d (GOTUNE_SOAK_SEED): %v", length, len(traffic), len(lanes), seed, traffic)
 	baseShmem := shmemKB()
-	var (
-		mu       sync.Mutex
-		bytesBy  = map[string]int64{}
-		total    int64
-		runs     int
-		problems []string
-		wg       sync.WaitGroup
-	)
+	tally := &soakTally{t: t, report: report, bytesBy: map[string]int64{}}
+	var wg sync.WaitGroup
 	end := time.Now().Add(length)
 	for l, cpus := range lanes {
 		lc := c
@@ -141,45 +135,72 @@ func TestSoak(t *testing.T) {
 				rec := lc.soakRun(rng, tr, i, largest)
 				rec.Lane = l
 				rec.ShmemKB = shmemKB() - baseShmem
-				if left := lc.leftProcesses(); len(left) > 0 {
-					rec.Problem = join(rec.Problem, "processes left: "+strings.Join(left, ", "))
-				}
-				if files := lc.files(); len(files) > 0 {
-					rec.Problem = join(rec.Problem, "files left: "+strings.Join(files, ", "))
-				}
-				// The node's Shmem is the node's: under make test, packages
-				// run beside the soak's short form, and other lanes' runs
-				// hold segments, so only the long form of one lane (make
-				// soak, alone on the node) holds a run to it; lanes are
-				// held to it once all have ended.
-				if rec.ShmemKB > 4<<10 && long && len(lanes) == 1 {
-					rec.Problem = join(rec.Problem, fmt.Sprintf("the node's Shmem %d kB above the soak's start", rec.ShmemKB))
-				}
-				mu.Lock()
-				runs++
-				total += rec.Bytes
-				bytesBy[tr.String()] += rec.Bytes
-				if rec.Problem != "" {
-					problems = append(problems, fmt.Sprintf("lane %d run %d (%s, sizes %s): %s", l, i, rec.Traffic, rec.Sizes, rec.Problem))
-				}
-				t.Logf("lane %d run %4d %-28s %-14s %5.1fs %8.2f GB  rss %d->%d kB  fds %d->%d  maps %d->%d  shmem %+d kB%s",
-					l, i, rec.Traffic, rec.Sizes, rec.Seconds, float64(rec.Bytes)/1e9, rec.RSSFirst, rec.RSSLast,
-					rec.FDsFirst, rec.FDsLast, rec.MapsFirst, rec.MapsLast, rec.ShmemKB, strings.TrimSuffix(" "+rec.Problem, " "))
-				report(rec)
-				mu.Unlock()
+				lc.checkLeft(&rec, long && len(lanes) == 1)
+				tally.add(tr, rec)
 			}
 		})
 	}
 	wg.Wait()
 	if kb := shmemKB() - baseShmem; kb > 4<<10 && long {
-		problems = append(problems, fmt.Sprintf("after the soak the node's Shmem is %d kB above its start", kb))
+		tally.problems = append(tally.problems, fmt.Sprintf("after the soak the node's Shmem is %d kB above its start", kb))
 	}
-	for _, k := range slices.Sorted(maps.Keys(bytesBy)) {
-		t.Logf("validated %-28s %8.2f GB", k, float64(bytesBy[k])/1e9)
+	tally.end()
+}
+
+// checkLeft adds to rec's problems what its run left: processes, files
+// and, when shmem holds the run to it, the node's Shmem. The node's Shmem
+// is the node's: under make test, packages run beside the soak's short
+// form, and other lanes' runs hold segments, so only the long form of one
+// lane (make soak, alone on the node) holds a run to it; lanes are held to
+// it once all have ended.
+func (c *campaign) checkLeft(rec *soakRecord, shmem bool) {
+	if left := c.leftProcesses(); len(left) > 0 {
+		rec.Problem = join(rec.Problem, "processes left: "+strings.Join(left, ", "))
 	}
-	t.Logf("validated in all: %.2f GB in %d runs, 0 wrong bytes unless listed below", float64(total)/1e9, runs)
-	for _, p := range problems {
-		t.Error(p)
+	if files := c.files(); len(files) > 0 {
+		rec.Problem = join(rec.Problem, "files left: "+strings.Join(files, ", "))
+	}
+	if rec.ShmemKB > 4<<10 && shmem {
+		rec.Problem = join(rec.Problem, fmt.Sprintf("the node's Shmem %d kB above the soak's start", rec.ShmemKB))
+	}
+}
+
+// soakTally adds up a soak's runs, lanes at once: bytes by kind, the
+// problems, a log line and a report line per run.
+type soakTally struct {
+	t        *testing.T
+	report   func(any)
+	mu       sync.Mutex
+	bytesBy  map[string]int64
+	total    int64
+	runs     int
+	problems []string
+}
+
+func (s *soakTally) add(tr soakTraffic, rec soakRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runs++
+	s.total += rec.Bytes
+	s.bytesBy[tr.String()] += rec.Bytes
+	if rec.Problem != "" {
+		s.problems = append(s.problems, fmt.Sprintf("lane %d run %d (%s, sizes %s): %s", rec.Lane, rec.Run, rec.Traffic, rec.Sizes, rec.Problem))
+	}
+	s.t.Logf("lane %d run %4d %-28s %-14s %5.1fs %8.2f GB  rss %d->%d kB  fds %d->%d  maps %d->%d  shmem %+d kB%s",
+		rec.Lane, rec.Run, rec.Traffic, rec.Sizes, rec.Seconds, float64(rec.Bytes)/1e9, rec.RSSFirst, rec.RSSLast,
+		rec.FDsFirst, rec.FDsLast, rec.MapsFirst, rec.MapsLast, rec.ShmemKB, strings.TrimSuffix(" "+rec.Problem, " "))
+	s.report(rec)
+}
+
+// end logs the bytes by kind and in all, and fails the test on each
+// problem.
+func (s *soakTally) end() {
+	for _, k := range slices.Sorted(maps.Keys(s.bytesBy)) {
+		s.t.Logf("validated %-28s %8.2f GB", k, float64(s.bytesBy[k])/1e9)
+	}
+	s.t.Logf("validated in all: %.2f GB in %d runs, 0 wrong bytes unless listed below", float64(s.total)/1e9, s.runs)
+	for _, p := range s.problems {
+		s.t.Error(p)
 	}
 }
 
