@@ -304,20 +304,7 @@ func TestAsyncCopyAndEvents(t *testing.T) {
 			t.Fatalf("step %d: %v", i, err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ok, err := done.Query()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("copies not done after 10 s")
-		}
-		runtime.Gosched()
-	}
+	pollEvent(t, done, "copies")
 	if ok, err := down.Query(); !ok || err != nil {
 		t.Errorf("stream query after its last event completed: %v, %v", ok, err)
 	}
@@ -821,6 +808,24 @@ func spinUntil(t testing.TB, word *uint32, v uint32, what string) {
 	}
 }
 
+// pollEvent polls ev with cuEventQuery until its work is done, failing
+// after 10 s.
+func pollEvent(t testing.TB, ev *cuda.Event, what string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		done, err := ev.Query()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			return
+		}
+		if i%1024 == 0 && time.Now().After(deadline) {
+			t.Fatalf("%s: not done after 10 s", what)
+		}
+	}
+}
+
 // Work queued after a wait on a host word runs only once the host has
 // stored the value: the stream's half of host-to-GPU signalling.
 func TestWaitValueHoldsTheStream(t *testing.T) {
@@ -912,15 +917,7 @@ func BenchmarkSmallCopyDone(b *testing.B) {
 					if err := ev.Record(s); err != nil {
 						b.Fatal(err)
 					}
-					for {
-						done, err := ev.Query()
-						if err != nil {
-							b.Fatal(err)
-						}
-						if done {
-							break
-						}
-					}
+					pollEvent(b, ev, "copy")
 				}
 			})
 		}

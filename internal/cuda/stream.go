@@ -169,13 +169,7 @@ func (e *Event) Since(start *Event) (time.Duration, error) {
 // poll it. It allocates nothing; ErrNotSupported from a driver without
 // stream memory operations.
 func (s *Stream) WriteValue32(addr uintptr, v uint32) error {
-	if err := Load(); err != nil {
-		return err
-	}
-	if err := needSymbol(table.cuStreamWriteValue32, "cuStreamWriteValue32"); err != nil {
-		return err
-	}
-	return result(call(table.cuStreamWriteValue32, s.handle(), addr, uintptr(v), 0), "cuStreamWriteValue32")
+	return s.memOp32(&table.cuStreamWriteValue32, "cuStreamWriteValue32", addr, v)
 }
 
 // WaitValue32 makes the work queued on s after it wait until the 32-bit
@@ -184,13 +178,20 @@ func (s *Stream) WriteValue32(addr uintptr, v uint32) error {
 // WriteValue32; a host thread may store the word. It allocates nothing;
 // ErrNotSupported from a driver without stream memory operations.
 func (s *Stream) WaitValue32(addr uintptr, v uint32) error {
+	return s.memOp32(&table.cuStreamWaitValue32, "cuStreamWaitValue32", addr, v)
+}
+
+// memOp32 queues the stream memory operation fn (op names it) on the
+// 32-bit word at addr with value v and default flags; ErrNotSupported
+// when the driver does not export it.
+func (s *Stream) memOp32(fn *uintptr, op string, addr uintptr, v uint32) error {
 	if err := Load(); err != nil {
 		return err
 	}
-	if err := needSymbol(table.cuStreamWaitValue32, "cuStreamWaitValue32"); err != nil {
+	if err := needSymbol(*fn, op); err != nil {
 		return err
 	}
-	return result(call(table.cuStreamWaitValue32, s.handle(), addr, uintptr(v), 0), "cuStreamWaitValue32")
+	return result(call(*fn, s.handle(), addr, uintptr(v), 0), op)
 }
 
 // HostDevicePointer is the device address of host memory at p, which
