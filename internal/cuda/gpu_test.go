@@ -699,28 +699,43 @@ func TestCapturedGraphReplays(t *testing.T) {
 
 // BenchmarkPinnedUpload queues 1 MiB copies from pinned host memory to
 // device memory back to back on one stream, synchronizing every 64 (a bw
-// window), with nothing, an event or an interprocess event recorded after
-// each copy: what cudaipc's per-message completion costs the copy engine
-// beside torch's back-to-back copies (docs/performance.md, GPU).
+// window), with nothing, an event, an interprocess event or a flag write
+// (Stream.WriteValue32) after each copy or after every 8th: what cudaipc's
+// per-message completion costs the copy engine beside torch's
+// back-to-back copies (docs/performance.md, GPU).
 func BenchmarkPinnedUpload(b *testing.B) {
 	const n, window = 1 << 20, 64
 	for _, kind := range []cuda.MemKind{cuda.MemDevice, cuda.MemPool} {
 		for _, mark := range []struct {
 			name  string
-			flags cuda.EventFlags
-		}{{"none", 0}, {"event", cuda.EventDisableTiming}, {"ipc-event", cuda.EventInterprocess | cuda.EventDisableTiming}} {
+			flags cuda.EventFlags // an event's; 0 with flag: a stream write
+			flag  bool
+			every int // copies per mark
+		}{
+			{"none", 0, false, 0},
+			{"event", cuda.EventDisableTiming, false, 1},
+			{"ipc-event", cuda.EventInterprocess | cuda.EventDisableTiming, false, 1},
+			{"ipc-event/8", cuda.EventInterprocess | cuda.EventDisableTiming, false, 8},
+			{"flag", 0, true, 1},
+			{"flag/8", 0, true, 8},
+		} {
 			b.Run(fmt.Sprintf("dst=%s/record=%s", kind, mark.name), func(b *testing.B) {
 				d := cudatest.Device(b, 0)
 				src := cudatest.Alloc(b, d, cuda.MemPinned, n)
 				dst := cudatest.Alloc(b, d, kind, n)
 				s := cudatest.Stream(b)
-				var ev *cuda.Event
-				if mark.name != "none" {
-					var err error
-					if ev, err = cuda.NewEvent(mark.flags); err != nil {
+				record := func(uint32) error { return nil }
+				switch {
+				case mark.flag:
+					_, at := flagPage(b, d)
+					record = func(v uint32) error { return s.WriteValue32(at(0), v) }
+				case mark.every > 0:
+					ev, err := cuda.NewEvent(mark.flags)
+					if err != nil {
 						b.Fatal(err)
 					}
 					defer ev.Destroy()
+					record = func(uint32) error { return ev.Record(s) }
 				}
 				b.SetBytes(n)
 				b.ResetTimer()
@@ -728,8 +743,8 @@ func BenchmarkPinnedUpload(b *testing.B) {
 					if err := cuda.CopyAsync(dst.Ptr(), src.Ptr(), n, s); err != nil {
 						b.Fatal(err)
 					}
-					if ev != nil {
-						if err := ev.Record(s); err != nil {
+					if mark.every > 0 && i%mark.every == mark.every-1 {
+						if err := record(uint32(i)); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -187,8 +187,9 @@ func TestCopyPTXEntry(t *testing.T) {
 }
 
 // A completion flag has reached a token when it reads the token or a later
-// number, across the wrap of 32 bits; done refuses a token no copy could
-// have, and reads the named rank's flag.
+// number, across the wrap of 32 bits; mark hands out numbers in turn,
+// skipping 0, and flush queues nothing when nothing is pending; done
+// refuses a token no copy could have, and reads the named rank's flag.
 func TestCompletionFlagsCompareCyclically(t *testing.T) {
 	for _, c := range []struct {
 		v, token uint32
@@ -211,6 +212,18 @@ func TestCompletionFlagsCompareCyclically(t *testing.T) {
 		tables = append(tables, tb)
 	}
 	k := &flagCompletions{tables: tables}
+	for want := uint64(1); want <= 3; want++ { // numbers wait for flush
+		if got, err := k.mark(nil); got != want || err != nil {
+			t.Fatalf("mark: %d, %v; want %d", got, err, want)
+		}
+	}
+	k.seq, k.stored = math.MaxUint32, math.MaxUint32
+	if err := k.flush(nil); err != nil { // nothing pending: no store queued
+		t.Fatal(err)
+	}
+	if got, _ := k.mark(nil); got != 1 {
+		t.Errorf("mark after %d: %d, want 1 (0 skipped)", uint32(math.MaxUint32), got)
+	}
 	*tables[1].flag = 5
 	for _, c := range []struct {
 		rank  int

@@ -85,6 +85,9 @@ func (k *completions) done(rank int, token uint64) (bool, error) {
 	return ev.Query()
 }
 
+// flush: an event is recorded by mark itself, before its token is sent.
+func (k *completions) flush(*cuda.Stream) error { return nil }
+
 // close destroys the events, own and opened.
 func (k *completions) close() error {
 	var errs []error
@@ -105,6 +108,8 @@ func (k *completions) close() error {
 type completer interface {
 	mark(s *cuda.Stream) (token uint64, err error)
 	done(rank int, token uint64) (bool, error)
+	// flush queues on s the marks that mark left pending (the flag's).
+	flush(s *cuda.Stream) error
 }
 
 // markingCopier is the copier completing by its completer's marks
@@ -114,7 +119,10 @@ type markingCopier struct {
 	marks completer
 }
 
-var _ sm.EventCopy = markingCopier{}
+var (
+	_ sm.EventCopy   = markingCopier{}
+	_ sm.MarkFlusher = markingCopier{}
+)
 
 // Start queues the copy and marks it.
 func (c markingCopier) Start(pid int, local []byte, at sm.Place, remote uintptr, pull bool) (uint64, error) {
@@ -128,3 +136,6 @@ func (c markingCopier) Start(pid int, local []byte, at sm.Place, remote uintptr,
 func (c markingCopier) Done(rank int, token uint64) (bool, error) {
 	return c.marks.done(rank, token)
 }
+
+// FlushMarks queues the marks Start left pending.
+func (c markingCopier) FlushMarks() error { return c.marks.flush(c.stream) }

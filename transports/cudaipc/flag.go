@@ -11,21 +11,25 @@ import (
 
 // Completion through a flag word (cudaipc.completion=flag).
 //
-// After queueing a single copy the copying rank queues, on the same
-// stream, a store of its next sequence number into the flag of its table
-// (shared memory registered with the driver, reached by the GPU through
-// its device pointer) and answers FIN at once, naming the number. The
-// store runs after the copy and behind a memory barrier
-// (cuda.Stream.WriteValue32), so once the flag has reached the number the
-// copy's bytes are in place: both sides poll it with a load from shared
-// memory, where an event costs a driver call a poll. Numbers count up
-// from 1, skip 0 when they wrap, and compare cyclically.
+// Each single copy gets the copying rank's next sequence number, which it
+// answers FIN with at once. Before the progress pass that started copies
+// returns (sm.MarkFlusher), it queues on the copy stream one store of the
+// last number into the flag of its table (shared memory registered with
+// the driver, reached by the GPU through its device pointer). The store
+// runs after the copies and behind a memory barrier
+// (cuda.Stream.WriteValue32), so once the flag has reached a number the
+// bytes of that copy and of every earlier one are in place: both sides
+// poll it with a load from shared memory, where an event costs a driver
+// call a poll, and a window of copies pays one store where events pay a
+// record each. Numbers count up from 1, skip 0 when they wrap, and compare
+// cyclically, so a number not yet stored reads as not reached.
 
 // flagCompletions is a rank's sequence and every rank's flag.
 type flagCompletions struct {
 	tables []*table // by rank
 	at     uintptr  // the device address of this rank's flag
-	seq    uint32   // the last number queued
+	seq    uint32   // the last number handed out
+	stored uint32   // the last number queued for the flag
 }
 
 // newFlagCompletions finds the device address of rank self's flag, whose
@@ -38,16 +42,26 @@ func newFlagCompletions(self int, tables []*table) (*flagCompletions, error) {
 	return &flagCompletions{tables: tables, at: at}, nil
 }
 
-// mark queues the store of the next number on s, after the work queued on
-// it so far, and returns the number as the copy's token.
-func (k *flagCompletions) mark(s *cuda.Stream) (uint64, error) {
+// mark hands out the next number as the token of the work queued so far;
+// flush stores it.
+func (k *flagCompletions) mark(*cuda.Stream) (uint64, error) {
 	if k.seq++; k.seq == 0 {
 		k.seq = 1
 	}
-	if err := s.WriteValue32(k.at, k.seq); err != nil {
-		return 0, fmt.Errorf("cudaipc: queue completion flag %d: %w", k.seq, err)
-	}
 	return uint64(k.seq), nil
+}
+
+// flush queues the store of the last number handed out on s, after the
+// work queued on it so far, unless it is queued already.
+func (k *flagCompletions) flush(s *cuda.Stream) error {
+	if k.stored == k.seq {
+		return nil
+	}
+	if err := s.WriteValue32(k.at, k.seq); err != nil {
+		return fmt.Errorf("cudaipc: queue completion flag %d: %w", k.seq, err)
+	}
+	k.stored = k.seq
+	return nil
 }
 
 // done reports whether rank's flag has reached token.

@@ -20,6 +20,17 @@ type EventCopy interface {
 	Done(rank int, token uint64) (bool, error)
 }
 
+// MarkFlusher is implemented by an EventCopy whose Start may leave the
+// mark behind the token it returns unqueued until FlushMarks, so that the
+// copies one progress pass starts share one mark: a side that polls the
+// token before then finds the copy unfinished, never finished. The engine
+// flushes before a pass, or a posted receive, that started copies
+// returns. Why: on a copy engine each mark costs a pipeline bubble
+// between copies (docs/performance.md, GPU).
+type MarkFlusher interface {
+	FlushMarks() error
+}
+
 // inflight is a request whose bytes are moving under an EventCopy event.
 type inflight struct {
 	r     *request
@@ -88,7 +99,27 @@ func (e *Endpoint) startCopy(p *peer, r *request, local []byte, remote uintptr, 
 	if err != nil {
 		return err
 	}
+	e.marksDue = e.flusher != nil
 	e.awaitCopy(r, e.rank, token, n, done)
 	e.queueCtrl(p, kindFIN, id, finOK, 0, token)
 	return nil
+}
+
+// flushMarks queues the marks of the copies started since the last flush
+// (MarkFlusher). If that fails, the copies this rank started never report
+// finished: their requests fail with the error.
+func (e *Endpoint) flushMarks() {
+	if !e.marksDue {
+		return
+	}
+	e.marksDue = false
+	err := e.flusher.FlushMarks()
+	if err == nil {
+		return
+	}
+	for _, c := range e.inflight {
+		if c.rank == e.rank && !c.r.done {
+			c.r.complete(0, fmt.Errorf("%s: %s: mark the copies started: %w", e.name, c.r.describe(), err))
+		}
+	}
 }

@@ -72,6 +72,12 @@ func turns(t *testing.T, a, b *sm.Endpoint, what string, cond func() bool) {
 func eventPair(t *testing.T, push bool, n, size int) (a, b *sm.Endpoint, mech *heldCopy, sends, recvs []transports.Request) {
 	dev := &fakeDevice{}
 	mech = &heldCopy{fakeIPC: fakeIPC{dev: dev, threshold: 300}, fired: map[uint64]bool{}}
+	a, b, sends, recvs = eventPairOver(t, mech, dev, push, n, size)
+	return a, b, mech, sends, recvs
+}
+
+// eventPairOver is eventPair over the given mechanism and fake device.
+func eventPairOver(t *testing.T, mech sm.EventCopy, dev *fakeDevice, push bool, n, size int) (a, b *sm.Endpoint, sends, recvs []transports.Request) {
 	a, b = pairMem(t, small(4, 2), small(4, 2), mech, dev)
 	for i := range n {
 		var src, dst []byte
@@ -94,7 +100,7 @@ func eventPair(t *testing.T, push bool, n, size int) (a, b *sm.Endpoint, mech *h
 			}
 		})
 	}
-	return a, b, mech, sends, recvs
+	return a, b, sends, recvs
 }
 
 // closeAll closes every endpoint, failing the test on any error.
@@ -183,4 +189,62 @@ func TestCloseWithCopyInFlight(t *testing.T) {
 	}
 	mech.release(t)
 	a.Progress()
+}
+
+// flushedCopy is heldCopy with marks deferred as cudaipc's flag defers
+// them (sm.MarkFlusher): Start hands out numbers, FlushMarks stores the
+// last one, and release runs the held copies and then lets the stored
+// number land, so a token reads finished only once a flush has covered it
+// and its copy has run.
+type flushedCopy struct {
+	heldCopy
+	flushes         int
+	stored, reached uint64
+}
+
+func (c *flushedCopy) Done(_ int, token uint64) (bool, error) { return token <= c.reached, nil }
+
+func (c *flushedCopy) FlushMarks() error {
+	c.flushes++
+	c.stored = c.last
+	return nil
+}
+
+func (c *flushedCopy) release(t *testing.T) {
+	c.heldCopy.release(t)
+	c.reached = c.stored
+}
+
+// With deferred marks, the copies a progress pass starts share one mark:
+// a window started together costs fewer flushes than copies, every copy
+// is covered by a flush, and both sides complete from the marks as with
+// events.
+func TestDeferredMarks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		push bool
+	}{{"pull", false}, {"push", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const window = 5
+			dev := &fakeDevice{}
+			mech := &flushedCopy{heldCopy: heldCopy{fakeIPC: fakeIPC{dev: dev, threshold: 300}, fired: map[uint64]bool{}}}
+			a, b, sends, recvs := eventPairOver(t, mech, dev, tc.push, window, 1000)
+			turns(t, a, b, "a window of held copies", func() bool { return len(mech.held) == window })
+			if mech.flushes == 0 || mech.flushes >= window || mech.stored != mech.last {
+				t.Fatalf("%d copies started, %d flushes, number %d stored of %d: want fewer flushes than copies, the last number stored",
+					window, mech.flushes, mech.stored, mech.last)
+			}
+			if k := done(sends) + done(recvs); k != 0 {
+				t.Fatalf("%d requests complete before their copies", k)
+			}
+			mech.release(t)
+			if err := a.Wait(sends...); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Wait(recvs...); err != nil {
+				t.Fatal(err)
+			}
+			closeAll(t, a, b)
+		})
+	}
 }

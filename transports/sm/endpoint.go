@@ -119,16 +119,20 @@ type peer struct {
 
 // Endpoint is one rank's end of the sm transport.
 type Endpoint struct {
-	name      string
-	rank      int
-	params    Params
-	single    SingleCopy
-	export    Exporter   // single, when the peer's buffers are reached through handles
-	events    EventCopy  // single, when its copies complete by events
-	inflight  []inflight // requests waiting on a copy's event (completion.go)
-	mem       Memory     // nil: every buffer is host memory
-	peers     []*peer    // indexed by rank; nil for self
-	active    []*peer    // the non-nil peers
+	name     string
+	rank     int
+	params   Params
+	single   SingleCopy
+	export   Exporter   // single, when the peer's buffers are reached through handles
+	events   EventCopy  // single, when its copies complete by events
+	inflight []inflight // requests waiting on a copy's event (completion.go)
+	// flusher: events defers its marks; marksDue: copies started since
+	// the last flushMarks.
+	flusher   MarkFlusher
+	marksDue  bool
+	mem       Memory  // nil: every buffer is host memory
+	peers     []*peer // indexed by rank; nil for self
+	active    []*peer // the non-nil peers
 	rndv      map[uint64]*request
 	nextID    uint64
 	free      []*request
@@ -198,6 +202,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 		localPerKiB = localCopyPerKiB()
 	}
 	e.events, _ = single.(EventCopy)
+	e.flusher, _ = single.(MarkFlusher)
 	e.export, _ = single.(Exporter)
 	self := os.Getpid()
 	ring := &fragRing{}

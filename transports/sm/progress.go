@@ -152,6 +152,7 @@ func (e *Endpoint) advance(park bool) bool {
 			moved = true
 		}
 	}
+	e.flushMarks()
 	return moved
 }
 
