@@ -150,6 +150,9 @@ func validate(p *Profile) problems {
 		if g.Copy != "" {
 			oneOf(&ps, "gpu.copy", g.Copy, []string{"ce", "sm"})
 		}
+		if g.Completion != "" {
+			oneOf(&ps, "gpu.completion", g.Completion, []string{"event", "flag", "sync"})
+		}
 		nonNegative(&ps, "gpu.ipc_cache", g.IPCCache)
 	}
 

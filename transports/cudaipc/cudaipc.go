@@ -154,6 +154,9 @@ func ProfileOptions(g *profile.GPU) transports.Options {
 	if g.Copy != "" {
 		o[KeyCopy] = g.Copy
 	}
+	if g.Completion != "" {
+		o[KeyCompletion] = g.Completion
+	}
 	if g.IPCCache > 0 {
 		o[KeyCache] = fmt.Sprint(g.IPCCache)
 	}

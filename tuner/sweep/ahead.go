@@ -80,14 +80,15 @@ func requiredTrials(p Plan, nodes, geometryRanks int) []plannedTrial {
 		add(stageInterQueue, max(len(ip.SocketBufs), len(ip.Credits)), internodePatterns, ip.Sizes.Sizes())
 	}
 	if g := p.GPU; g.GPUs != "" {
-		loaded := func(stage string, cands int, sizes []int) {
+		loaded := func(stage string, cands int, pattern bench.Pattern, sizes []int) {
 			for _, l := range g.Loads {
-				out = append(out, plannedTrial{stage: stage, count: cands, pattern: bench.Latency, sizes: sizes, gpu: true, loaded: l.Fraction > 0})
+				out = append(out, plannedTrial{stage: stage, count: cands, pattern: pattern, sizes: sizes, gpu: true, loaded: l.Fraction > 0})
 			}
 		}
-		loaded(stageGPUPath, len(g.Thresholds)*len(g.Staging), g.Sizes.Sizes())
-		loaded(stageGPUCopy, len(g.Copies), g.CopySizes.Sizes())
-		loaded(stageGPUCache, len(g.IPCCaches), g.CacheSizes.Sizes())
+		loaded(stageGPUPath, len(g.Thresholds)*len(g.Staging), bench.Latency, g.Sizes.Sizes())
+		loaded(stageGPUCopy, len(g.Copies), bench.Latency, g.CopySizes.Sizes())
+		loaded(stageGPUDone, len(g.Completions), bench.Bandwidth, g.CompletionSizes.Sizes())
+		loaded(stageGPUCache, len(g.IPCCaches), bench.Latency, g.CacheSizes.Sizes())
 		if len(g.PinnedThresholds) > 0 {
 			out = append(out, plannedTrial{stage: stageGPUPinned, count: len(g.PinnedThresholds), pattern: bench.Bandwidth, sizes: g.PinnedSizes.Sizes(), gpu: true})
 		}

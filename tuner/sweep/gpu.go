@@ -35,6 +35,12 @@ import (
 // or more, and a bandwidth step is a whole window of messages, which a
 // slowed but moving copy can take that long to finish.)
 //
+// gpu-completion/LOAD: how a single copy's end reaches both ranks, an IPC
+// event recorded after each copy or a flag the copy stream stores once
+// per progress pass (cudaipc.completion), measured as the bandwidth of
+// mid-size device-to-device messages, where a mark per message costs the
+// copy engine a bubble, at every load level and decided like the path.
+//
 // gpu-cache/LOAD: how many opened peer allocations a rank keeps, measured
 // as latency with plan.GPU.IPCBuffers device buffers taken in turn (an
 // application's working set): a cache smaller than it opens and closes a
@@ -52,6 +58,7 @@ import (
 const (
 	stageGPUPath   = "gpu-path"
 	stageGPUCopy   = "gpu-copy"
+	stageGPUDone   = "gpu-completion"
 	stageGPUCache  = "gpu-cache"
 	stageGPUPinned = "gpu-pinned"
 )
@@ -63,6 +70,7 @@ type GPUParams struct {
 	Staging         string // cudaipc.staging
 	PinnedThreshold int    // cudaipc.pinned-threshold
 	Copy            string // cudaipc.copy ("": not decided)
+	Completion      string // cudaipc.completion ("": not decided)
 	Cache           int    // cudaipc.cache (0: not decided)
 	Alloc           string // gpu.alloc
 	// Stalled lists the candidates that waited for a kernel, by load.
@@ -82,6 +90,9 @@ func (g *GPUParams) options() transports.Options {
 		cudaipc.KeyStaging: g.Staging, cudaipc.KeyPinnedThreshold: itoa(g.PinnedThreshold)}
 	if g.Copy != "" {
 		o[cudaipc.KeyCopy] = g.Copy
+	}
+	if g.Completion != "" {
+		o[cudaipc.KeyCompletion] = g.Completion
 	}
 	if g.Cache > 0 {
 		o[cudaipc.KeyCache] = itoa(g.Cache)
@@ -169,12 +180,22 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 
 	// Copy engines or SMs for the single copy (cheaper: the plan's order).
 	i, err := r.gpuOptionStage(stageGPUCopy, cudaipc.KeyCopy, g.Copies, func(i int) int64 { return int64(i) },
-		g.CopySizes.Sizes(), 0, decided(), gp, out)
+		bench.Latency, g.CopySizes.Sizes(), 0, decided(), gp, out)
 	if err != nil {
 		return err
 	}
 	if i >= 0 {
 		gp.Copy = g.Copies[i]
+	}
+
+	// How a copy's end reaches both ranks (cheaper: the plan's order).
+	i, err = r.gpuOptionStage(stageGPUDone, cudaipc.KeyCompletion, g.Completions, func(i int) int64 { return int64(i) },
+		bench.Bandwidth, g.CompletionSizes.Sizes(), 0, decided(), gp, out)
+	if err != nil {
+		return err
+	}
+	if i >= 0 {
+		gp.Completion = g.Completions[i]
 	}
 
 	// IPC mapping cache under a working set of buffers (cheaper: smaller).
@@ -183,7 +204,7 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 		caches[i] = itoa(n)
 	}
 	i, err = r.gpuOptionStage(stageGPUCache, cudaipc.KeyCache, caches, func(i int) int64 { return int64(g.IPCCaches[i]) },
-		g.CacheSizes.Sizes(), g.IPCBuffers, decided(), gp, out)
+		bench.Latency, g.CacheSizes.Sizes(), g.IPCBuffers, decided(), gp, out)
 	if err != nil {
 		return err
 	}
@@ -222,11 +243,11 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 
 // gpuOptionStage weighs the values of one cudaipc option (key) at every
 // load, a candidate per value named after the option (copy=ce, cache=64)
-// with cost(i) for values[i], on top of base, and returns the index of
-// the value chosen. It returns -1 without measuring when the plan names no
+// with cost(i) for values[i], on top of base, measured by pattern, and
+// returns the index of the value chosen. It returns -1 without measuring when the plan names no
 // values, or when no size it is weighed at goes by CUDA IPC (a note says
 // so), and -1 when no value was chosen.
-func (r *Runner) gpuOptionStage(stage, key string, values []string, cost func(i int) int64, sizes []int, buffers int,
+func (r *Runner) gpuOptionStage(stage, key string, values []string, cost func(i int) int64, pattern bench.Pattern, sizes []int, buffers int,
 	base transports.Options, gp *GPUParams, out *Outcome) (int, error) {
 	if len(values) == 0 {
 		return -1, nil
@@ -240,7 +261,7 @@ func (r *Runner) gpuOptionStage(stage, key string, values []string, cost func(i 
 		cands[i] = candidate{name: strings.TrimPrefix(key, "cudaipc.") + "=" + v, transport: "cudaipc",
 			opts: base.With(transports.Options{key: v}), cost: cost(i)}
 	}
-	c, err := r.loadedStage(stage, cands, bench.Latency, sizes, buffers, gp, out)
+	c, err := r.loadedStage(stage, cands, pattern, sizes, buffers, gp, out)
 	if err != nil || c == nil {
 		return -1, err
 	}

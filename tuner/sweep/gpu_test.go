@@ -115,6 +115,8 @@ func TestGPUPlanCheck(t *testing.T) {
 		{func(g *GPUPlan) { g.Thresholds = nil }, "gpu.thresholds, gpu.staging and gpu.loads"},
 		{func(g *GPUPlan) { g.Copies = []string{"dma"} }, `gpu.copies: "dma"`},
 		{func(g *GPUPlan) { g.CopySizes = SizeList{} }, "gpu.copy_sizes: empty"},
+		{func(g *GPUPlan) { g.Completions = []string{"event", "poll"} }, `gpu.completions: "poll"`},
+		{func(g *GPUPlan) { g.CompletionSizes = SizeList{} }, "gpu.completion_sizes: empty"},
 		{func(g *GPUPlan) { g.IPCCaches = []int{16, 0} }, "gpu.ipc_caches: 0"},
 		{func(g *GPUPlan) { g.IPCBuffers = 0 }, "gpu.ipc_buffers"},
 		{func(g *GPUPlan) { g.GPUs = "0" }, `gpu.gpus: "0" puts both ranks on GPU 0, and gpu.loads runs the load kernel`},
@@ -156,7 +158,7 @@ func TestGPUPlanCheck(t *testing.T) {
 }
 
 // The decided GPU settings render as the transport's options; what was not
-// decided (copy, cache) is left to the transport's defaults.
+// decided (copy, completion, cache) is left to the transport's defaults.
 func TestGPUParamsOptions(t *testing.T) {
 	g := &GPUParams{GPUs: "0,1", Threshold: 0, Staging: "async", PinnedThreshold: 256 << 10, Alloc: "pool"}
 	o := g.options()
@@ -166,9 +168,12 @@ func TestGPUParamsOptions(t *testing.T) {
 	if _, ok := o[cudaipc.KeyCache]; ok {
 		t.Errorf("undecided cache rendered: %v", o)
 	}
-	g.Copy, g.Cache = "sm", 16
+	if _, ok := o[cudaipc.KeyCompletion]; ok {
+		t.Errorf("undecided completion rendered: %v", o)
+	}
+	g.Copy, g.Cache, g.Completion = "sm", 16, "flag"
 	o = g.options()
-	if o[cudaipc.KeyCopy] != "sm" || o[cudaipc.KeyCache] != "16" || o[gpumem.OptionKey] != "pool" || o[cudaipc.KeyPinnedThreshold] != "262144" {
+	if o[cudaipc.KeyCopy] != "sm" || o[cudaipc.KeyCache] != "16" || o[cudaipc.KeyCompletion] != "flag" || o[gpumem.OptionKey] != "pool" || o[cudaipc.KeyPinnedThreshold] != "262144" {
 		t.Errorf("options %v", o)
 	}
 	if err := transports.CheckKeys(o); err != nil {

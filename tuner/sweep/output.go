@@ -147,6 +147,9 @@ func (r *Runner) summary(res Result) string {
 		if g.Copy != "" {
 			fmt.Fprintf(&w, " single copies between device buffers by %s\n", map[string]string{"ce": "the copy engines", "sm": "a copy kernel on the SMs"}[g.Copy])
 		}
+		if g.Completion != "" {
+			fmt.Fprintf(&w, " a single copy's end reaches both ranks by %s\n", map[string]string{"event": "an IPC event per copy", "flag": "a flag stored once per progress pass", "sync": "FIN after the copier's stream synchronizes"}[g.Completion])
+		}
 		if g.Cache > 0 {
 			fmt.Fprintf(&w, " IPC mappings kept per peer: %d (weighed with %d buffers in turn)\n", g.Cache, r.plan.GPU.IPCBuffers)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/gotune/gotune/bench"
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/cma"
+	"github.com/gotune/gotune/transports/cudaipc"
 	"github.com/gotune/gotune/transports/gpumem"
 	"github.com/gotune/gotune/transports/knem"
 	"github.com/gotune/gotune/transports/xpmem"
@@ -85,9 +86,10 @@ type Plan struct {
 // empty): the cudaipc path for device messages (staging mode × the size
 // from which they go by CUDA IPC), measured with each load level of the
 // concurrent kernel, a candidate that stalls beside a kernel is out; the
-// pinned-host threshold; copy engines or SMs for the single copy, and the
-// IPC mapping cache, each weighed at every load level too; and the GPU
-// allocator mode from probe H2's verdicts.
+// pinned-host threshold; copy engines or SMs for the single copy, how its
+// completion reaches both ranks, and the IPC mapping cache, each weighed
+// at every load level too; and the GPU allocator mode from probe H2's
+// verdicts.
 type GPUPlan struct {
 	GPUs             string        `json:"gpus" mapstructure:"gpus" help:"the ranks' devices, e.g. 0,1 (empty: no GPU stages)"`
 	Thresholds       []Size        `json:"thresholds" mapstructure:"thresholds" help:"cudaipc.threshold candidates"`
@@ -100,6 +102,8 @@ type GPUPlan struct {
 	AllocModes       []string      `json:"alloc_modes" mapstructure:"alloc_modes" help:"gpu.alloc candidates, weighed by probe H2: plain, worker, pool"`
 	Copies           []string      `json:"copies" mapstructure:"copies" help:"cudaipc.copy candidates: ce, sm"`
 	CopySizes        SizeList      `json:"copy_sizes" mapstructure:"copy_sizes" help:"device-to-device latency sizes for the copy stage"`
+	Completions      []string      `json:"completions" mapstructure:"completions" help:"cudaipc.completion candidates: event, flag, sync"`
+	CompletionSizes  SizeList      `json:"completion_sizes" mapstructure:"completion_sizes" help:"device-to-device bandwidth sizes for the completion stage"`
 	IPCCaches        []int         `json:"ipc_caches" mapstructure:"ipc_caches" help:"cudaipc.cache candidates (positive)"`
 	IPCBuffers       int           `json:"ipc_buffers" mapstructure:"ipc_buffers" help:"device buffers per rank taken in turn while weighing the cache"`
 	CacheSizes       SizeList      `json:"cache_sizes" mapstructure:"cache_sizes" help:"latency sizes for the cache stage"`
@@ -122,6 +126,7 @@ func GPU() Plan {
 		PinnedThresholds: parseText[Size]("256K", "4M", "1G"), PinnedSizes: mustSizes("1M,16M"),
 		AllocModes: []string{"plain", "worker", "pool"},
 		Copies:     []string{"ce", "sm"}, CopySizes: mustSizes("1M,16M"),
+		Completions: []string{"event", "flag"}, CompletionSizes: mustSizes("64K,1M"),
 		IPCCaches: []int{4, 16, 64}, IPCBuffers: 32, CacheSizes: mustSizes("1M"),
 	}
 	return p
@@ -342,6 +347,14 @@ func (g GPUPlan) check() error {
 		if g.CopySizes.Empty() {
 			return fmt.Errorf("gpu.copy_sizes: empty, with gpu.copies to weigh")
 		}
+	}
+	for _, c := range g.Completions {
+		if c != cudaipc.CompleteEvent && c != cudaipc.CompleteFlag && c != cudaipc.CompleteSync {
+			return fmt.Errorf("gpu.completions: %q: want event, flag or sync", c)
+		}
+	}
+	if len(g.Completions) > 0 && g.CompletionSizes.Empty() {
+		return fmt.Errorf("gpu.completion_sizes: empty, with gpu.completions to weigh")
 	}
 	for _, n := range g.IPCCaches {
 		if n <= 0 {
