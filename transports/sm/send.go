@@ -88,6 +88,7 @@ func (e *Endpoint) isend(p *peer, buf []byte) *request {
 		return r
 	}
 	e.postSend(p, r)
+	e.feedCopies(p, r)
 	return r
 }
 
