@@ -24,10 +24,9 @@ type EventCopy interface {
 // mark behind the token it returns unqueued until FlushMarks, so that the
 // copies one progress pass starts share one mark: a side that polls the
 // token before then finds the copy unfinished, never finished. The engine
-// flushes at the end of every progress pass that follows copies started
-// (in the pass itself, or while posting: feedCopies), so every wait and
-// test flushes. Why: on a copy engine each mark costs a pause between
-// copies (docs/performance.md, GPU).
+// flushes before a pass, or a posted receive, that started copies
+// returns. Why: on a copy engine each mark costs a pipeline bubble
+// between copies (docs/performance.md, GPU).
 type MarkFlusher interface {
 	FlushMarks() error
 }
@@ -104,25 +103,6 @@ func (e *Endpoint) startCopy(p *peer, r *request, local []byte, remote uintptr, 
 	e.awaitCopy(r, e.rank, token, n, done)
 	e.queueCtrl(p, kindFIN, id, finOK, 0, token)
 	return nil
-}
-
-// feedCopies, after r is posted, takes what p has sent that starts a copy
-// for a posted request (a clear-to-send for a push, a request-to-send for
-// a posted receive) and answers in turn, so that while a window of GPU
-// messages is posted the copy engine already moves its first ones. Only
-// for pinned or device buffers over an EventCopy mechanism: its copies run
-// beside the host, which a loop of posts otherwise leaves idle (about 2 µs
-// a message at 1 MiB, docs/performance.md, GPU). New messages without a
-// posted receive stay in the ring, as in any pass that moves something.
-// The marks of copies started here are left to the next pass's flush:
-// flushed per post, each would cost the copy engine the pause that
-// deferring them saves.
-func (e *Endpoint) feedCopies(p *peer, r *request) {
-	if e.events == nil || r.place == PlaceHost || r.done {
-		return
-	}
-	e.progressRecv(p, false)
-	e.pushSends(p, false)
 }
 
 // flushMarks queues the marks of the copies started since the last flush

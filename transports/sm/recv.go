@@ -135,7 +135,6 @@ func (e *Endpoint) irecv(p *peer, buf []byte) *request {
 		return r
 	}
 	e.postRecv(p, r)
-	e.feedCopies(p, r)
 	return r
 }
 

@@ -88,7 +88,6 @@ func (e *Endpoint) isend(p *peer, buf []byte) *request {
 		return r
 	}
 	e.postSend(p, r)
-	e.feedCopies(p, r)
 	return r
 }
 
