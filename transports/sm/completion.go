@@ -24,9 +24,10 @@ type EventCopy interface {
 // mark behind the token it returns unqueued until FlushMarks, so that the
 // copies one progress pass starts share one mark: a side that polls the
 // token before then finds the copy unfinished, never finished. The engine
-// flushes before a pass, or a posted receive, that started copies
-// returns. Why: on a copy engine each mark costs a pipeline bubble
-// between copies (docs/performance.md, GPU).
+// flushes at the end of every progress pass that follows copies started
+// (in the pass itself, or while posting: feedPushes), so every wait and
+// test flushes. Why: on a copy engine each mark costs a pause between
+// copies (docs/performance.md, GPU).
 type MarkFlusher interface {
 	FlushMarks() error
 }
@@ -103,6 +104,59 @@ func (e *Endpoint) startCopy(p *peer, r *request, local []byte, remote uintptr, 
 	e.awaitCopy(r, e.rank, token, n, done)
 	e.queueCtrl(p, kindFIN, id, finOK, 0, token)
 	return nil
+}
+
+// feedPushes, after r is posted, answers what p has sent towards a push
+// for a posted request: a clear-to-send for one of this rank's sends (its
+// copy starts), a request-to-send that a posted receive takes by push
+// (the clear-to-send goes back), and the completions between them. So while a window of pinned-to-device
+// messages is posted, the copy engine already moves its first ones: the
+// posting loops otherwise leave it idle, about 1 µs a message at 1 MiB
+// (docs/performance.md, GPU). Only for pinned or device buffers over an
+// EventCopy mechanism, and never a pull: starting device-to-device pulls
+// while posting cost their bandwidth (the same page). It stops at the
+// first other cell, or at a fast-box message due first, leaving them to
+// the passes; the marks of copies it starts wait for the next pass.
+func (e *Endpoint) feedPushes(p *peer, r *request) {
+	if e.events == nil || r.place == PlaceHost || r.done {
+		return
+	}
+	moved := false
+	for {
+		h := p.rx.peek()
+		if h == nil {
+			break
+		}
+		if _, due := p.box.due(p.rx.head.n); due { // after peek: see box.go
+			break
+		}
+		if h.kind != kindCTS && h.kind != kindRTS && h.kind != kindFIN {
+			break
+		}
+		w := getWords(p.rx.body())
+		switch h.kind {
+		case kindCTS:
+			p.rx.release()
+			e.pushRendezvous(p, w[0], w[1], uintptr(w[2]), int(w[3]), w[4])
+			moved = true
+			continue
+		case kindFIN: // an earlier push's, ahead of the next request-to-send
+			p.rx.release()
+			e.finishRendezvous(p, w[0], w[1], w[2], w[3])
+			moved = true
+			continue
+		}
+		size, sender := int(w[0]), Place(w[3])
+		if p.recvq.Len() == 0 || e.routeFor(size, sender, p.recvq.Front().place) != RoutePush {
+			break
+		}
+		p.rx.release()
+		e.startRendezvousRecv(p, e.matchNew(p), size, uintptr(w[1]), w[2], sender, w[4])
+		moved = true
+	}
+	if moved {
+		e.pushSends(p, false)
+	}
 }
 
 // flushMarks queues the marks of the copies started since the last flush

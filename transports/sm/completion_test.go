@@ -248,3 +248,25 @@ func TestDeferredMarks(t *testing.T) {
 		})
 	}
 }
+
+// Posting a window of pinned-to-device messages answers the peer's cells
+// as they come: each request-to-send at its receive's post, each
+// clear-to-send at the next send's post, so the copies of all but the
+// last message start before either side waits. Posting device-to-device
+// messages starts no pull: those wait for the passes.
+func TestPostingStartsPushes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		push bool
+		want int
+	}{{"pull", false, 0}, {"push", true, 4}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b, mech, sends, recvs := eventPair(t, tc.push, 5, 1000)
+			if got := len(mech.held); got != tc.want {
+				t.Errorf("%d copies started by posting 5 messages, want %d", got, tc.want)
+			}
+			turns(t, a, b, "the window's completion", func() bool { mech.release(t); return done(sends)+done(recvs) == 10 })
+			closeAll(t, a, b)
+		})
+	}
+}

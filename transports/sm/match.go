@@ -67,7 +67,6 @@ func (e *Endpoint) postRecv(p *peer, r *request) {
 	switch {
 	case u.rts:
 		e.startRendezvousRecv(p, r, u.size, u.addr, u.id, u.place, u.handle)
-		e.flushMarks()
 		e.freeUnexpected(u)
 	case u.complete:
 		var n int

@@ -135,6 +135,7 @@ func (e *Endpoint) irecv(p *peer, buf []byte) *request {
 		return r
 	}
 	e.postRecv(p, r)
+	e.feedPushes(p, r)
 	return r
 }
 

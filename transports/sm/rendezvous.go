@@ -31,19 +31,26 @@ const (
 	finFailed = 1
 )
 
+// routeFor is how a rendezvous message of size bytes moves from the
+// sender's place into a receive at receiver: the mechanism's default
+// direction, or its Router's choice.
+func (e *Endpoint) routeFor(size int, sender, receiver Place) Route {
+	if c, ok := e.single.(Router); ok {
+		return c.RouteFor(size, sender, receiver)
+	}
+	if e.single.Pull() {
+		return RoutePull
+	}
+	return RoutePush
+}
+
 // startRendezvousRecv moves a matched rendezvous message. As with the
 // other protocols, a message longer than the buffer fills the buffer and
 // the receive fails with ErrTruncated; the sender completes normally.
 // handle is what the sender exported (Exporter), 0 for none.
 func (e *Endpoint) startRendezvousRecv(p *peer, r *request, size int, addr uintptr, sendID uint64, sender Place, handle uint64) {
 	r.proto, r.n = protoRendezvous, size
-	route := RoutePush
-	if e.single.Pull() {
-		route = RoutePull
-	}
-	if c, ok := e.single.(Router); ok {
-		route = c.RouteFor(size, sender, r.place)
-	}
+	route := e.routeFor(size, sender, r.place)
 	if route == RouteSplit {
 		if m := min(size, len(r.buf)); p.pulled && !p.noSingle && !p.noSplit && handle == 0 && e.events == nil && m >= 2*splitMin {
 			e.startSplitRecv(p, r, m, addr, sendID)

@@ -88,6 +88,7 @@ func (e *Endpoint) isend(p *peer, buf []byte) *request {
 		return r
 	}
 	e.postSend(p, r)
+	e.feedPushes(p, r)
 	return r
 }
 
