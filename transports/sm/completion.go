@@ -112,13 +112,14 @@ func (e *Endpoint) startCopy(p *peer, r *request, local []byte, remote uintptr, 
 // (the clear-to-send goes back), and the completions between them. So while a window of pinned-to-device
 // messages is posted, the copy engine already moves its first ones: the
 // posting loops otherwise leave it idle, about 1 µs a message at 1 MiB
-// (docs/performance.md, GPU). Only for pinned or device buffers over an
-// EventCopy mechanism, and never a pull: starting device-to-device pulls
-// while posting cost their bandwidth (the same page). It stops at the
+// (docs/performance.md, GPU). Only over an EventCopy mechanism, for sends
+// from pinned memory and receives into device memory, and never a pull:
+// starting device-to-device pulls while posting cost their bandwidth (the
+// same page). It stops at the
 // first other cell, or at a fast-box message due first, leaving them to
 // the passes; the marks of copies it starts wait for the next pass.
 func (e *Endpoint) feedPushes(p *peer, r *request) {
-	if e.events == nil || r.place == PlaceHost || r.done {
+	if e.events == nil || r.done || !(r.isSend && r.place == PlacePinned || !r.isSend && r.place == PlaceDevice) {
 		return
 	}
 	moved := false
