@@ -29,7 +29,7 @@ type plannedTrial struct {
 // stageOrder is the order decide runs the stages in; GPU stages are named
 // stage/LOAD and ordered by their prefix.
 var stageOrder = []string{stageEager, stageFragment, stageDepth, stageConfirm, stageTransport,
-	stageAllocPol, stageAllocSize, stageInterTransport, stageInterEager, stageInterProtocol, stageInterQueue, stageGPUPath, stageGPUCopy, stageGPUCache, stageGPUPinned, stageVerify}
+	stageAllocPol, stageAllocSize, stageInterTransport, stageInterEager, stageInterProtocol, stageInterQueue, stageGPUPath, stageGPUCopy, stageGPUDone, stageGPUCache, stageGPUPinned, stageVerify}
 
 // stageIndex places stage in stageOrder (-1: before every stage).
 func stageIndex(stage string) int {

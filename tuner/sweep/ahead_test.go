@@ -171,3 +171,16 @@ func TestReserveHoldsTransportExtraWork(t *testing.T) {
 		t.Errorf("required after transport: %v with bisection and extra rounds, %v without: still held", after, afterWithout)
 	}
 }
+
+// Every stage a plan plans trials for has its place in stageOrder: a
+// stage missing there would reserve nothing before it and count every
+// stage as after it.
+func TestPlannedStagesAreOrdered(t *testing.T) {
+	for _, p := range []Plan{Quick(), GPU()} {
+		for _, pt := range requiredTrials(p, 2, 0) {
+			if stageIndex(pt.stage) < 0 {
+				t.Errorf("plan %s: stage %q is not in stageOrder", p.Name, pt.stage)
+			}
+		}
+	}
+}
