@@ -293,7 +293,7 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 		}
 		single = markingCopier{copier: c, marks: t.events}
 	case CompleteFlag:
-		flags, err := newFlagCompletions(env.Rank, c.tables)
+		flags, err := newFlagCompletions(env.Rank, c.tables, c.stream)
 		if err != nil {
 			return err
 		}

@@ -27,19 +27,29 @@ import (
 // flagCompletions is a rank's sequence and every rank's flag.
 type flagCompletions struct {
 	tables []*table // by rank
-	at     uintptr  // the device address of this rank's flag
+	own    *uint32  // this rank's flag
+	at     uintptr  // its device address
 	seq    uint32   // the last number handed out
 	stored uint32   // the last number queued for the flag
 }
 
 // newFlagCompletions finds the device address of rank self's flag, whose
-// table the caller has registered with the driver.
-func newFlagCompletions(self int, tables []*table) (*flagCompletions, error) {
-	at, err := cuda.HostDevicePointer(uintptr(unsafe.Pointer(tables[self].flag)))
+// table the caller has registered with the driver, and has s store 0 there
+// once: a driver without stream memory operations is refused here, not at
+// the first copy.
+func newFlagCompletions(self int, tables []*table, s *cuda.Stream) (*flagCompletions, error) {
+	own := tables[self].flag
+	at, err := cuda.HostDevicePointer(uintptr(unsafe.Pointer(own)))
 	if err != nil {
 		return nil, fmt.Errorf("cudaipc: the completion flag's device address: %w", err)
 	}
-	return &flagCompletions{tables: tables, at: at}, nil
+	if err := s.WriteValue32(at, 0); err != nil {
+		return nil, fmt.Errorf("cudaipc: completion=flag stores the flag from the copy stream: %w", err)
+	}
+	if err := s.Synchronize(); err != nil {
+		return nil, fmt.Errorf("cudaipc: completion=flag: first store of the flag: %w", err)
+	}
+	return &flagCompletions{tables: tables, own: own, at: at}, nil
 }
 
 // mark hands out the next number as the token of the work queued so far;
@@ -52,13 +62,18 @@ func (k *flagCompletions) mark(*cuda.Stream) (uint64, error) {
 }
 
 // flush queues the store of the last number handed out on s, after the
-// work queued on it so far, unless it is queued already.
+// work queued on it so far, unless it is queued already. If the store
+// cannot be queued it waits for the stream and stores the number from the
+// host: the peers hold FINs naming it. An error means neither worked.
 func (k *flagCompletions) flush(s *cuda.Stream) error {
 	if k.stored == k.seq {
 		return nil
 	}
 	if err := s.WriteValue32(k.at, k.seq); err != nil {
-		return fmt.Errorf("cudaipc: queue completion flag %d: %w", k.seq, err)
+		if serr := s.Synchronize(); serr != nil {
+			return fmt.Errorf("cudaipc: queue completion flag %d: %w; wait for its copies: %w", k.seq, err, serr)
+		}
+		atomic.StoreUint32(k.own, k.seq)
 	}
 	k.stored = k.seq
 	return nil

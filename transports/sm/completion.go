@@ -25,9 +25,11 @@ type EventCopy interface {
 // copies one progress pass starts share one mark: a side that polls the
 // token before then finds the copy unfinished, never finished. The engine
 // flushes at the end of every progress pass that follows copies started
-// (in the pass itself, or while posting: feedPushes), so every wait and
-// test flushes. Why: on a copy engine each mark costs a pause between
-// copies (docs/performance.md, GPU).
+// (in the pass itself, or while posting: feedPushes), so every Wait,
+// Progress and Close flushes. Why: on a copy engine each mark costs a
+// pause between copies (docs/performance.md, GPU). An error means the
+// marks may never be reached: FlushMarks returns one only when nothing
+// else could store them.
 type MarkFlusher interface {
 	FlushMarks() error
 }

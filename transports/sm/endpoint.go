@@ -319,6 +319,7 @@ func (e *Endpoint) Close() error {
 	if len(e.rndv) > 0 {
 		return fmt.Errorf("%s: close with %d rendezvous outstanding", e.name, len(e.rndv))
 	}
+	e.flushMarks() // a peer may wait on a copy this rank started
 	if e.pollCopies(); len(e.inflight) > 0 {
 		return fmt.Errorf("%s: close with %d single copies in flight", e.name, len(e.inflight))
 	}

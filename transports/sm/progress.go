@@ -165,6 +165,7 @@ func (e *Endpoint) progressSendsOnly() bool {
 			moved = true
 		}
 	}
+	e.flushMarks()
 	return moved
 }
 
