@@ -109,22 +109,24 @@ func (e *Endpoint) startCopy(p *peer, r *request, local []byte, remote uintptr, 
 }
 
 // feedPushes, after r is posted, answers what p has sent towards a push
-// for a posted request: a clear-to-send for one of this rank's sends (its
-// copy starts), a request-to-send that a posted receive takes by push
-// (the clear-to-send goes back), and the completions between them. So while a window of pinned-to-device
-// messages is posted, the copy engine already moves its first ones: the
-// posting loops otherwise leave it idle, about 1 µs a message at 1 MiB
+// for a posted request (takeRendezvous): a clear-to-send for one of this
+// rank's sends (its copy starts), a request-to-send that a posted receive
+// takes by push (the clear-to-send goes back), and the completions
+// between them. So while a window of pinned-to-device messages is posted,
+// the copy engine already moves its first ones: the posting loops
+// otherwise leave it idle, about 1 µs a message at 1 MiB
 // (docs/performance.md, GPU). Only over an EventCopy mechanism, for sends
 // from pinned memory and receives into device memory, and never a pull:
 // starting device-to-device pulls while posting cost their bandwidth (the
-// same page). It stops at the
-// first other cell, or at a fast-box message due first, leaving them to
-// the passes; the marks of copies it starts wait for the next pass.
+// same page). It stops at the first other cell, or at a fast-box message
+// due first, leaving them to the passes; the marks of copies it starts
+// wait for the next pass.
 func (e *Endpoint) feedPushes(p *peer, r *request) {
 	if e.events == nil || r.done || !(r.isSend && r.place == PlacePinned || !r.isSend && r.place == PlaceDevice) {
 		return
 	}
 	moved := false
+feed:
 	for {
 		h := p.rx.peek()
 		if h == nil {
@@ -133,28 +135,17 @@ func (e *Endpoint) feedPushes(p *peer, r *request) {
 		if _, due := p.box.due(p.rx.head.n); due { // after peek: see box.go
 			break
 		}
-		if h.kind != kindCTS && h.kind != kindRTS && h.kind != kindFIN {
-			break
-		}
-		w := getWords(p.rx.body())
+		body := p.rx.body()
 		switch h.kind {
-		case kindCTS:
-			p.rx.release()
-			e.pushRendezvous(p, w[0], w[1], uintptr(w[2]), int(w[3]), w[4])
-			moved = true
-			continue
-		case kindFIN: // an earlier push's, ahead of the next request-to-send
-			p.rx.release()
-			e.finishRendezvous(p, w[0], w[1], w[2], w[3])
-			moved = true
-			continue
+		case kindCTS, kindFIN: // a FIN: an earlier push's, ahead of the next request-to-send
+		case kindRTS:
+			if w := getWords(body); p.recvq.Len() == 0 || e.routeFor(int(w[0]), Place(w[3]), p.recvq.Front().place) != RoutePush {
+				break feed
+			}
+		default:
+			break feed
 		}
-		size, sender := int(w[0]), Place(w[3])
-		if p.recvq.Len() == 0 || e.routeFor(size, sender, p.recvq.Front().place) != RoutePush {
-			break
-		}
-		p.rx.release()
-		e.startRendezvousRecv(p, e.matchNew(p), size, uintptr(w[1]), w[2], sender, w[4])
+		e.takeRendezvous(p, h.kind, body)
 		moved = true
 	}
 	if moved {

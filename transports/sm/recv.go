@@ -185,28 +185,11 @@ func (e *Endpoint) progressRecv(p *peer, park bool) bool {
 		}
 		moved = true
 		switch h.kind {
-		case kindCTS:
-			w := getWords(body)
-			p.rx.release()
-			e.pushRendezvous(p, w[0], w[1], uintptr(w[2]), int(w[3]), w[4])
-		case kindFIN:
-			w := getWords(body)
-			p.rx.release()
-			e.finishRendezvous(p, w[0], w[1], w[2], w[3])
+		case kindCTS, kindFIN, kindRTS:
+			e.takeRendezvous(p, h.kind, body)
 		case kindEager:
 			e.deliverEager(p, body[:h.length])
 			p.rx.release()
-		case kindRTS:
-			w := getWords(body)
-			p.rx.release()
-			size, addr, id := int(w[0]), uintptr(w[1]), w[2]
-			if r := e.matchNew(p); r != nil {
-				e.startRendezvousRecv(p, r, size, addr, id, Place(w[3]), w[4])
-			} else {
-				u := e.newUnexpected(0)
-				u.rts, u.size, u.addr, u.id, u.place, u.handle = true, size, addr, id, Place(w[3]), w[4]
-				e.parkEarly(p, u)
-			}
 		case kindFrag:
 			e.receiveFragment(p, int(h.length), int(binary.LittleEndian.Uint64(body)), binary.LittleEndian.Uint64(body[8:]))
 		case kindFragTo:

@@ -31,6 +31,30 @@ const (
 	finFailed = 1
 )
 
+// takeRendezvous takes p's current cell, a rendezvous cell of kind with
+// body, from the ring and answers it: a clear-to-send starts this rank's
+// push, a completion finishes the request it names, a request-to-send is
+// matched with the oldest posted receive or parked until one is posted.
+func (e *Endpoint) takeRendezvous(p *peer, kind uint8, body []byte) {
+	w := getWords(body)
+	p.rx.release()
+	switch kind {
+	case kindCTS:
+		e.pushRendezvous(p, w[0], w[1], uintptr(w[2]), int(w[3]), w[4])
+	case kindFIN:
+		e.finishRendezvous(p, w[0], w[1], w[2], w[3])
+	case kindRTS:
+		size, addr, id, sender := int(w[0]), uintptr(w[1]), w[2], Place(w[3])
+		if r := e.matchNew(p); r != nil {
+			e.startRendezvousRecv(p, r, size, addr, id, sender, w[4])
+			return
+		}
+		u := e.newUnexpected(0)
+		u.rts, u.size, u.addr, u.id, u.place, u.handle = true, size, addr, id, sender, w[4]
+		e.parkEarly(p, u)
+	}
+}
+
 // routeFor is how a rendezvous message of size bytes moves from the
 // sender's place into a receive at receiver: the mechanism's default
 // direction, or its Router's choice.
