@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/profile"
@@ -62,7 +63,7 @@ var Options = &transports.OptionSet{Name: "cudaipc", Options: []transports.Optio
 	{Key: KeyThreshold, Type: "size", Default: transports.FormatSize(DefaultThreshold), Help: "smallest device message sent by CUDA IPC single copy (smaller ones are staged through shared memory)"},
 	{Key: KeyPinnedThreshold, Type: "size", Default: transports.FormatSize(DefaultPinnedThreshold), Help: "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)"},
 	{Key: KeyCopy, Type: CopyEngine + "|" + CopySM, Default: CopyEngine, Help: "ce (single copies by the copy engines, cuMemcpyAsync) or sm (device-to-device single copies by a copy kernel, which waits for free SMs)"},
-	{Key: KeyCompletion, Type: CompleteEvent + "|" + CompleteSync + "|" + CompleteFlag, Default: CompleteEvent, Help: "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event), sync (FIN after cuStreamSynchronize) or flag (FIN at once; the copy's stream then writes a number into shared memory that both sides poll with a load)"},
+	{Key: KeyCompletion, Type: strings.Join(Completions, "|"), Default: CompleteEvent, Help: "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event), sync (FIN after cuStreamSynchronize) or flag (FIN at once; the copy's stream then writes a number into shared memory that both sides poll with a load)"},
 	{Key: KeyCache, Type: "int", Default: transports.FormatSize(DefaultCache), Help: "opened peer allocations kept per peer (0: all)"},
 	{Key: KeyGPUs, Type: "list", Help: "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)"},
 }}
@@ -84,6 +85,9 @@ const (
 	CompleteFlag  = "flag"
 )
 
+// Completions are the cudaipc.completion values, the default first.
+var Completions = []string{CompleteEvent, CompleteSync, CompleteFlag}
+
 // DefaultCache is the built-in cudaipc.cache.
 const DefaultCache = 64
 
@@ -103,7 +107,7 @@ func ParseParams(o transports.Options) (Params, error) {
 	if p.Copy, err = o.String(KeyCopy, CopyEngine, CopyEngine, CopySM); err != nil {
 		return p, err
 	}
-	if p.Completion, err = o.String(KeyCompletion, CompleteEvent, CompleteEvent, CompleteSync, CompleteFlag); err != nil {
+	if p.Completion, err = o.String(KeyCompletion, CompleteEvent, Completions...); err != nil {
 		return p, err
 	}
 	if p.Cache, err = o.Int(KeyCache, DefaultCache); err != nil {

@@ -349,8 +349,8 @@ func (g GPUPlan) check() error {
 		}
 	}
 	for _, c := range g.Completions {
-		if c != cudaipc.CompleteEvent && c != cudaipc.CompleteFlag && c != cudaipc.CompleteSync {
-			return fmt.Errorf("gpu.completions: %q: want event, flag or sync", c)
+		if !slices.Contains(cudaipc.Completions, c) {
+			return fmt.Errorf("gpu.completions: %q: want one of %s", c, strings.Join(cudaipc.Completions, ", "))
 		}
 	}
 	if len(g.Completions) > 0 && g.CompletionSizes.Empty() {
