@@ -122,7 +122,14 @@ func (e *Endpoint) startCopy(p *peer, r *request, local []byte, remote uintptr, 
 // due first, leaving them to the passes; the marks of copies it starts
 // wait for the next pass.
 func (e *Endpoint) feedPushes(p *peer, r *request) {
-	if e.events == nil || r.done || !(r.isSend && r.place == PlacePinned || !r.isSend && r.place == PlaceDevice) {
+	if e.events != nil { // small enough to inline: host messages pay one compare
+		e.feedPushesFor(p, r)
+	}
+}
+
+// feedPushesFor is feedPushes over an EventCopy mechanism.
+func (e *Endpoint) feedPushesFor(p *peer, r *request) {
+	if r.done || !(r.isSend && r.place == PlacePinned || !r.isSend && r.place == PlaceDevice) {
 		return
 	}
 	moved := false
@@ -157,9 +164,13 @@ feed:
 // (MarkFlusher). If that fails, the copies this rank started never report
 // finished: their requests fail with the error.
 func (e *Endpoint) flushMarks() {
-	if !e.marksDue {
-		return
+	if e.marksDue { // inlined: a polling pass with nothing started pays one compare
+		e.flushDueMarks()
 	}
+}
+
+// flushDueMarks is flushMarks with copies started since the last flush.
+func (e *Endpoint) flushDueMarks() {
 	e.marksDue = false
 	err := e.flusher.FlushMarks()
 	if err == nil {
