@@ -172,10 +172,21 @@ func (e *Endpoint) release() { atomic.StoreUint32(&e.progressIn, 0) }
 // goroutine woken here may take a pass before the application's enter,
 // which then waits it out.
 //
-// Every entry point calls it: it inlines to one test of dormant when the
-// endpoint is awake or has no goroutine.
+// Every entry point calls it: it inlines to one test of dormant, which
+// is false when the endpoint is awake or has no goroutine.
 func (e *Endpoint) startProgressFor(n int) {
-	if e.dormant && n > e.params.EagerLimit {
+	if e.dormant {
+		e.wakeAbove(n)
+	}
+}
+
+// wakeAbove wakes the dormant goroutine for an operation of n bytes above
+// the eager limit. Out of line: inlined, it would keep startProgressFor
+// from inlining.
+//
+//go:noinline
+func (e *Endpoint) wakeAbove(n int) {
+	if n > e.params.EagerLimit {
 		e.wakeProgress()
 	}
 }

@@ -90,9 +90,10 @@ func (b *box) put(buf []byte, cells uint64) {
 		copy(pl[boxFirst:], buf[boxFirst:])
 		buf = buf[:boxFirst]
 	}
-	copy(pl, buf)
 	b.last++
-	sys.StoreRelease64(&b.words[0], uint64(b.last)|uint64(n)<<32|(cells&boxAtMask)<<40)
+	h := uint64(b.last) | uint64(n)<<32 | (cells&boxAtMask)<<40
+	copy(pl, buf)
+	sys.StoreRelease64(&b.words[0], h)
 }
 
 // due returns the length of the peer's next box message when it is there
@@ -104,9 +105,18 @@ func (b *box) due(head uint64) (int, bool) {
 	}
 	n := int(h >> 32 & 0xff)
 	if n > BoxPayload {
-		panic(fmt.Sprintf("sm: corrupt fast box: a %d-byte message in a box of %d", n, BoxPayload))
+		panic(boxOverrun(n))
 	}
 	return n, true
+}
+
+// boxOverrun is the panic of a box header naming more bytes than the box
+// holds: a value, not a formatted string, so that due inlines into the
+// polls.
+type boxOverrun int
+
+func (n boxOverrun) Error() string {
+	return fmt.Sprintf("sm: corrupt fast box: a %d-byte message in a box of %d", int(n), BoxPayload)
 }
 
 // taken marks the due message taken: the turn is this rank's.

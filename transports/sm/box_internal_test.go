@@ -1,6 +1,7 @@
 package sm
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -18,7 +19,7 @@ func TestCorruptBoxLengthIsReported(t *testing.T) {
 		func() {
 			defer func() {
 				r := recover()
-				if got := r != nil && strings.Contains(r.(string), "corrupt fast box"); got != tc.corrupt {
+				if got := r != nil && strings.Contains(fmt.Sprint(r), "corrupt fast box"); got != tc.corrupt {
 					t.Errorf("length %d: recovered %v, want a corrupt-box panic: %v", tc.n, r, tc.corrupt)
 				}
 			}()

@@ -339,11 +339,23 @@ func (e *Endpoint) ctrlPending() bool {
 }
 
 func (e *Endpoint) peer(r int) (*peer, error) {
-	if r < 0 || r >= len(e.peers) || e.peers[r] == nil {
-		return nil, fmt.Errorf("%s: no peer rank %d", e.name, r)
+	if p := e.peerOf(r); p != nil {
+		return p, nil
 	}
-	return e.peers[r], nil
+	return nil, e.noPeer(r)
 }
+
+// peerOf is rank r's peer, nil for none: peer's test alone, which inlines
+// into the blocking calls' fast paths.
+func (e *Endpoint) peerOf(r int) *peer {
+	if uint(r) < uint(len(e.peers)) {
+		return e.peers[r]
+	}
+	return nil
+}
+
+// noPeer is peer's error.
+func (e *Endpoint) noPeer(r int) error { return fmt.Errorf("%s: no peer rank %d", e.name, r) }
 
 // Abort makes every wait in progress, and every later one, fail with err.
 // It may be called from any goroutine; the endpoint is unusable afterwards.

@@ -98,9 +98,12 @@ func (e *Endpoint) closePack(p *peer) bool {
 // calls it first. With none open (the common case, and every call after
 // the first of one entry point) it costs one compare.
 func (e *Endpoint) closePacks() {
-	if e.openPacks == 0 {
-		return
+	if e.openPacks != 0 {
+		e.closeOpenPacks()
 	}
+}
+
+func (e *Endpoint) closeOpenPacks() {
 	for _, p := range e.active {
 		if e.closePack(p) && e.openPacks == 0 {
 			return

@@ -24,9 +24,9 @@ func (e *Endpoint) Recv(from int, buf []byte) (int, error) {
 }
 
 func (e *Endpoint) recv(from int, buf []byte) (int, error) {
-	p, err := e.peer(from)
-	if err != nil {
-		return 0, err
+	p := e.peerOf(from)
+	if p == nil {
+		return 0, e.noPeer(from)
 	}
 	e.closePacks()
 	// Fast path: no receive or early message from p ahead of this one.

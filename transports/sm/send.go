@@ -27,9 +27,9 @@ func (e *Endpoint) Send(to int, buf []byte) error {
 }
 
 func (e *Endpoint) send(to int, buf []byte) error {
-	p, err := e.peer(to)
-	if err != nil {
-		return err
+	p := e.peerOf(to)
+	if p == nil {
+		return e.noPeer(to)
 	}
 	e.closePacks()
 	// Fast path: nothing queued ahead, and the pair's fast box free for
@@ -50,7 +50,7 @@ func (e *Endpoint) send(to int, buf []byte) error {
 	r := e.isend(p, buf)
 	e.waitOne(r)
 	e.flushCtrl()
-	err = r.err
+	err := r.err
 	e.recycle(r)
 	return err
 }
