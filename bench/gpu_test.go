@@ -283,6 +283,17 @@ func refusedOnOneGPU(t *testing.T, spec bench.Spec) {
 	}
 }
 
+// relayRefusedOnOneGPU checks that spec, with cudaipc.relay, fails where
+// both ranks share the GPU, naming the option and the shared GPU: two
+// resident relay blocks in two contexts would time-slice it.
+func relayRefusedOnOneGPU(t *testing.T, spec bench.Spec) {
+	t.Helper()
+	_, err := bench.Run(context.Background(), spec, 0, launch.Hooks{})
+	if err == nil || !strings.Contains(err.Error(), cudaipc.KeyRelay) || !strings.Contains(err.Error(), "ranks 0 and 1 share GPU 0") {
+		t.Errorf("on one GPU: error %v; want a refusal naming %s and the shared GPU", err, cudaipc.KeyRelay)
+	}
+}
+
 // needCUDAIPC skips the test without a GPU or without cudaipc built in.
 func needCUDAIPC(t *testing.T) {
 	t.Helper()
@@ -354,6 +365,8 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 	smCopy := transports.Options{cudaipc.KeyCopy: "sm"}
 	syncDone := transports.Options{cudaipc.KeyCompletion: "sync"}
 	flagDone := transports.Options{cudaipc.KeyCompletion: "flag"}
+	relayed := transports.Options{cudaipc.KeyRelay: "64K"}
+	relayedFlag := transports.Options{cudaipc.KeyRelay: "64K", cudaipc.KeyCompletion: "flag", cudaipc.KeyCopy: "sm"}
 	for _, c := range []struct {
 		name    string
 		mem     []cuda.MemKind
@@ -381,6 +394,10 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 		{"flag-completion", []cuda.MemKind{D, D}, 0.5, flagDone, 0},
 		{"flag-completion", []cuda.MemKind{P, D}, 0, flagDone, 0},
 		{"flag-completion", []cuda.MemKind{D, P}, 0, flagDone, 0},
+		{"relay", []cuda.MemKind{D, D}, 0, relayed, 0}, // 8 B and 64 KiB by the relay, 1 MiB by the stream
+		{"relay", []cuda.MemKind{D, D}, 0.5, relayed, 0},
+		{"relay", []cuda.MemKind{P, D}, 0, relayed, 0}, // host side: the stream
+		{"relay", []cuda.MemKind{D, D}, 0, relayedFlag, 0},
 	} {
 		for _, pat := range []bench.Pattern{bench.Latency, bench.Bandwidth, bench.BiBandwidth} {
 			t.Run(fmt.Sprintf("%s%v/%v/%s", c.name, c.mem, c.load, pat), func(t *testing.T) {
@@ -391,10 +408,18 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 				if pat == bench.Latency {
 					sizes = append([]int{0}, sizes...) // a 1-byte allocation behind an empty view
 				}
-				spec := bench.Spec{Transport: "cudaipc", Options: c.opts, Pattern: pat, Sizes: sizes, Reps: 2, Iters: 10, Warmup: 1, Window: 4,
+				window := 4
+				if c.name == "relay" {
+					window = 40 // past the relay's ring: the rest of a window takes the stream
+				}
+				spec := bench.Spec{Transport: "cudaipc", Options: c.opts, Pattern: pat, Sizes: sizes, Reps: 2, Iters: 10, Warmup: 1, Window: window,
 					Validate: true, Buffers: c.buffers, Mem: c.mem, GPULoad: c.load}
 				if c.load > 0 && slices.Contains(c.mem, D) && oneGPU(t) {
 					refusedOnOneGPU(t, spec)
+					return
+				}
+				if c.name == "relay" && oneGPU(t) {
+					relayRefusedOnOneGPU(t, spec)
 					return
 				}
 				res := mustRun(t, spec)

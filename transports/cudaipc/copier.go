@@ -63,18 +63,9 @@ func (c *copier) Copy(pid int, local []byte, at sm.Place, remote uintptr, pull b
 
 // enqueue queues Copy's copy on the copier's stream.
 func (c *copier) enqueue(pid int, local []byte, at sm.Place, remote uintptr, pull bool) error {
-	rank, ok := c.rankOf[pid]
-	if !ok {
-		return fmt.Errorf("cudaipc: no rank has pid %d", pid)
-	}
-	far, err := c.open(rank, remote, len(local))
+	dst, src, err := c.ends(pid, local, remote, pull)
 	if err != nil {
 		return err
-	}
-	near := sys.AddressOf(local)
-	dst, src := near, far
-	if !pull {
-		dst, src = far, near
 	}
 	// By the copy kernel when cudaipc.copy=sm and both sides are device
 	// memory it can address in vectors, else by a copy engine.
@@ -82,6 +73,24 @@ func (c *copier) enqueue(pid int, local []byte, at sm.Place, remote uintptr, pul
 		return c.kernel.launch(dst, src, len(local), c.stream)
 	}
 	return cuda.CopyAsync(dst, src, len(local), c.stream)
+}
+
+// ends are the addresses a copy between local and the peer's device bytes
+// at remote writes and reads, in this process.
+func (c *copier) ends(pid int, local []byte, remote uintptr, pull bool) (dst, src uintptr, err error) {
+	rank, ok := c.rankOf[pid]
+	if !ok {
+		return 0, 0, fmt.Errorf("cudaipc: no rank has pid %d", pid)
+	}
+	far, err := c.open(rank, remote, len(local))
+	if err != nil {
+		return 0, 0, err
+	}
+	near := sys.AddressOf(local)
+	if pull {
+		return near, far, nil
+	}
+	return far, near, nil
 }
 
 // open returns the local address of the peer's device bytes at remote.

@@ -35,6 +35,10 @@ type Params struct {
 	// cuStreamSynchronize returns) or CompleteFlag (FIN at once, a number
 	// the stream writes into shared memory after the copy).
 	Completion string
+	// Relay is the largest device-to-device single copy moved by the
+	// rank's resident relay block (relay.go) instead of its copy stream; 0
+	// starts no relay. It needs a marking completion (event or flag).
+	Relay int
 	// Cache is how many opened peer allocations a rank keeps per peer
 	// (least recently used closed first); 0 keeps all.
 	Cache int
@@ -55,6 +59,7 @@ const DefaultAlloc = gpumem.Pool
 const (
 	KeyStaging, KeyThreshold, KeyPinnedThreshold = "cudaipc.staging", "cudaipc.threshold", "cudaipc.pinned-threshold"
 	KeyCopy, KeyCompletion, KeyCache, KeyGPUs    = "cudaipc.copy", "cudaipc.completion", "cudaipc.cache", "cudaipc.gpus"
+	KeyRelay                                     = "cudaipc.relay"
 )
 
 // Options documents the options ParseParams reads (besides sm.* and gpu.alloc).
@@ -64,6 +69,7 @@ var Options = &transports.OptionSet{Name: "cudaipc", Options: []transports.Optio
 	{Key: KeyPinnedThreshold, Type: "size", Default: transports.FormatSize(DefaultPinnedThreshold), Help: "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)"},
 	{Key: KeyCopy, Type: CopyEngine + "|" + CopySM, Default: CopyEngine, Help: "ce (single copies by the copy engines, cuMemcpyAsync) or sm (device-to-device single copies by a copy kernel, which waits for free SMs)"},
 	{Key: KeyCompletion, Type: strings.Join(Completions, "|"), Default: CompleteEvent, Help: "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event), sync (FIN after cuStreamSynchronize) or flag (FIN at once; the copy's stream then writes a number into shared memory that both sides poll with a load)"},
+	{Key: KeyRelay, Type: "size", Default: "0", Help: "largest device-to-device single copy moved by the rank's resident relay kernel (one block that polls pinned host memory: no launch and no copy engine per message, but it holds a block slot for the job's life, and ranks sharing a GPU are refused: their contexts would time-slice it); 0: no relay. Needs completion event or flag"},
 	{Key: KeyCache, Type: "int", Default: transports.FormatSize(DefaultCache), Help: "opened peer allocations kept per peer (0: all)"},
 	{Key: KeyGPUs, Type: "list", Help: "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)"},
 }}
@@ -110,6 +116,16 @@ func ParseParams(o transports.Options) (Params, error) {
 	if p.Completion, err = o.String(KeyCompletion, CompleteEvent, Completions...); err != nil {
 		return p, err
 	}
+	if p.Relay, err = o.Int(KeyRelay, 0); err != nil {
+		return p, err
+	}
+	if p.Relay > 0 && p.Completion == CompleteSync {
+		return p, fmt.Errorf("option %s=%d: the relay completes by its own word, which %s=%s does not wait for: use %s or %s",
+			KeyRelay, p.Relay, KeyCompletion, CompleteSync, CompleteEvent, CompleteFlag)
+	}
+	if p.Relay < 0 || p.Relay >= relayStop {
+		return p, fmt.Errorf("option %s=%d: out of range (0 to %d)", KeyRelay, p.Relay, relayStop-1)
+	}
 	if p.Cache, err = o.Int(KeyCache, DefaultCache); err != nil {
 		return p, err
 	}
@@ -131,7 +147,7 @@ func ParseParams(o transports.Options) (Params, error) {
 func (p Params) Options() transports.Options {
 	itoa := strconv.Itoa
 	o := transports.Options{KeyStaging: p.Staging, KeyThreshold: itoa(p.Threshold), KeyPinnedThreshold: itoa(p.PinnedThreshold),
-		KeyCopy: p.Copy, KeyCompletion: p.Completion, KeyCache: itoa(p.Cache), gpumem.OptionKey: string(p.Alloc)}
+		KeyCopy: p.Copy, KeyCompletion: p.Completion, KeyRelay: itoa(p.Relay), KeyCache: itoa(p.Cache), gpumem.OptionKey: string(p.Alloc)}
 	if len(p.GPUs) > 0 {
 		o[KeyGPUs] = cuda.FormatOrdinals(p.GPUs)
 	}
@@ -201,6 +217,7 @@ type Transport struct {
 	dev      *cuda.Device
 	stream   *cuda.Stream
 	copier   *copier
+	relay    *relay       // nil without cudaipc.relay
 	events   *completions // nil with cudaipc.completion=sync
 	segment  []byte       // the engine's and the tables' bytes, registered with the driver
 	alloc    gpumem.Mode
@@ -247,6 +264,15 @@ func New(env transports.Env) (transports.Transport, error) {
 	if ordinal >= count {
 		return nil, fmt.Errorf("cudaipc: rank %d: GPU %d of %d devices", env.Rank, ordinal, count)
 	}
+	if p.Relay > 0 {
+		for r := range env.Size {
+			if g := cuda.OrdinalFor(r, count, p.GPUs); g == ordinal && r != env.Rank {
+				return nil, fmt.Errorf("cudaipc: %s=%d: ranks %d and %d share GPU %d (%d CUDA device(s)): each would keep its relay block "+
+					"resident in a context of its own, and the GPU time-slices contexts, so every message would wait for the other's slice; "+
+					"give each rank its own GPU (%s) or set %s=0", KeyRelay, p.Relay, min(r, env.Rank), max(r, env.Rank), g, count, KeyGPUs, KeyRelay)
+			}
+		}
+	}
 	t := &Transport{alloc: p.Alloc}
 	if err := t.open(env, sp, p, ordinal); err != nil {
 		t.release()
@@ -289,19 +315,24 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 		return fmt.Errorf("cudaipc: register the shared segment: %w", err)
 	}
 	t.segment = all
+	if p.Relay > 0 {
+		if t.relay, err = startRelay(c.tables[env.Rank].relay); err != nil {
+			return err
+		}
+	}
 	var single sm.SingleCopy = c
 	switch p.Completion {
 	case CompleteEvent:
 		if t.events, err = newCompletions(env.Rank, c.tables); err != nil {
 			return err
 		}
-		single = markingCopier{copier: c, marks: t.events}
+		single = markingCopier{copier: c, marks: t.events, relay: t.relay, relayMax: p.Relay}
 	case CompleteFlag:
 		flags, err := newFlagCompletions(env.Rank, c.tables, c.stream)
 		if err != nil {
 			return err
 		}
-		single = markingCopier{copier: c, marks: flags}
+		single = markingCopier{copier: c, marks: flags, relay: t.relay, relayMax: p.Relay}
 	}
 	if p.Copy == CopySM {
 		if c.kernel, err = loadSMCopy(t.dev); err != nil {
@@ -333,6 +364,9 @@ func (t *Transport) release() error {
 	}
 	t.released = true
 	var errs []error
+	if t.relay != nil { // first: it may copy into buffers and mappings closed below
+		errs = append(errs, t.relay.stop())
+	}
 	if t.buffers != nil {
 		errs = append(errs, t.buffers.Close())
 	}

@@ -113,28 +113,54 @@ type completer interface {
 }
 
 // markingCopier is the copier completing by its completer's marks
-// (sm.EventCopy).
+// (sm.EventCopy), or by its relay's done word for the device-to-device
+// copies of up to relayMax bytes it hands the relay.
 type markingCopier struct {
 	*copier
-	marks completer
+	marks    completer
+	relay    *relay // nil: none
+	relayMax int
 }
+
+// relayToken marks a token naming a relay message's number: the relay's
+// numbers count from 1 in 48 bits, the completers' tokens stay below 2^32.
+const relayToken = 1 << 63
 
 var (
 	_ sm.EventCopy   = markingCopier{}
 	_ sm.MarkFlusher = markingCopier{}
 )
 
-// Start queues the copy and marks it.
+// Start rings the relay for a small device-to-device copy while it has a
+// free slot; otherwise it queues the copy and marks it.
 func (c markingCopier) Start(pid int, local []byte, at sm.Place, remote uintptr, pull bool) (uint64, error) {
+	if c.relay != nil && at == sm.PlaceDevice && len(local) <= c.relayMax && c.relay.free() {
+		dst, src, err := c.ends(pid, local, remote, pull)
+		if err != nil {
+			return 0, err
+		}
+		number, err := c.relay.ring(dst, src, len(local))
+		if err != nil {
+			return 0, err
+		}
+		return relayToken | number, nil
+	}
 	if err := c.enqueue(pid, local, at, remote, pull); err != nil {
 		return 0, err
 	}
 	return c.marks.mark(c.stream)
 }
 
-// Done says whether the mark behind token, which rank made, is reached.
+// Done says whether the mark or relay message behind token, which rank
+// made, is reached.
 func (c markingCopier) Done(rank int, token uint64) (bool, error) {
-	return c.marks.done(rank, token)
+	if token&relayToken == 0 {
+		return c.marks.done(rank, token)
+	}
+	if rank < 0 || rank >= len(c.tables) || token == relayToken {
+		return false, fmt.Errorf("cudaipc: rank %d named relay message %d", rank, token&^relayToken)
+	}
+	return relayReached(c.tables[rank].relay, token&^relayToken), nil
 }
 
 // FlushMarks queues the marks Start left pending.

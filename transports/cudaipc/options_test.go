@@ -2,6 +2,7 @@ package cudaipc
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/internal/testutil"
@@ -24,7 +25,22 @@ func TestOptionsRoundTrip(t *testing.T) {
 		{Staging: "async", Threshold: DefaultThreshold, PinnedThreshold: DefaultPinnedThreshold, Copy: CopyEngine, Completion: CompleteEvent, Cache: DefaultCache, Alloc: DefaultAlloc},
 		{Staging: "sync", Threshold: 64 << 10, PinnedThreshold: 0, Copy: CopySM, Completion: CompleteSync, Cache: 0, GPUs: []int{1, 0}, Alloc: gpumem.Plain},
 		{Staging: "async", Threshold: 1, PinnedThreshold: 1 << 20, Copy: CopyEngine, Completion: CompleteEvent, Cache: 16, GPUs: []int{3}, Alloc: gpumem.Worker},
+		{Staging: "async", Threshold: 0, PinnedThreshold: 1 << 20, Copy: CopySM, Completion: CompleteFlag, Relay: 4096, Cache: 16, Alloc: gpumem.Pool},
 	}, Params.Options, ParseParams)
+}
+
+// A relay needs a completion that waits for its word, and a size its
+// bell's words carry; the error names the key.
+func TestRelayOptionRefusals(t *testing.T) {
+	for _, o := range []transports.Options{
+		{KeyRelay: "1K", KeyCompletion: CompleteSync},
+		{KeyRelay: "-1"},
+		{KeyRelay: "1000000000000000"},
+	} {
+		if _, err := ParseParams(o); err == nil || !strings.Contains(err.Error(), KeyRelay) {
+			t.Errorf("ParseParams(%v) = %v, want an error naming %s", o, err, KeyRelay)
+		}
+	}
 }
 
 // A profile's GPU section gives the options it decides.

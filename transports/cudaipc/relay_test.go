@@ -10,18 +10,24 @@ import (
 	"github.com/gotune/gotune/internal/cuda/cudatest"
 )
 
-// relayOne rings r for one message and spins until it is done, failing
-// after 10 s (a relay that never answers: the block did not start or lost
-// the bell).
+// relayOne rings r for one message once a slot is free and waits until
+// it is done.
 func relayOne(t testing.TB, r *relay, dst, src uintptr, n int) {
+	within(t, "a free bell slot", r.free)
 	number, err := r.ring(dst, src, n)
 	if err != nil {
 		t.Fatal(err)
 	}
+	within(t, fmt.Sprintf("relay message %d done", number), func() bool { return relayReached(r.done, number) })
+}
+
+// within spins until cond holds, failing after 10 s (a relay that never
+// answers: the block did not start or lost the bell).
+func within(t testing.TB, what string, cond func() bool) {
 	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; !r.done(number); i++ {
+	for i := 0; !cond(); i++ {
 		if i%1024 == 0 && time.Now().After(deadline) {
-			t.Fatalf("relay message %d not done after 10 s", number)
+			t.Fatalf("no %s after 10 s", what)
 		}
 	}
 }
@@ -32,7 +38,7 @@ func relayOne(t testing.TB, r *relay, dst, src uintptr, n int) {
 // thread.)
 func TestRelayCopiesOnDevice(t *testing.T) {
 	dev := cudatest.Device(t, 0)
-	r, err := startRelay()
+	r, err := startRelay(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +81,29 @@ func TestRelayCopiesOnDevice(t *testing.T) {
 			}
 		}
 	}
+	// A window rung ahead, each message into its own part of dst: the
+	// block takes them in turn, and the ring refills as they land.
+	const part = 64
+	if err := cuda.Memset(dst.Ptr(), 0xee, len(got)); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for k := range most / part {
+		within(t, "a free bell slot", r.free)
+		if last, err = r.ring(dst.Ptr()+uintptr(k*part), src.Ptr()+uintptr(k*part), part-k%part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relayOne(t, r, dst.Ptr(), src.Ptr(), 0) // after the window: its number covers it
+	if err := cuda.CopyDtoH(got, dst.Ptr()); err != nil {
+		t.Fatal(err)
+	}
+	for k := range most / part {
+		n := part - k%part
+		if !bytes.Equal(got[k*part:k*part+n], pattern[k*part:k*part+n]) || k%part > 0 && got[k*part+n] != 0xee {
+			t.Fatalf("window message %d of %d (%d bytes): wrong bytes landed", k+1, last, n)
+		}
+	}
 	stopped = true
 	if err := r.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -91,7 +120,7 @@ func BenchmarkRelay(b *testing.B) {
 			dev := cudatest.Device(b, 0)
 			src := cudatest.Alloc(b, dev, cuda.MemDevice, size)
 			dst := cudatest.Alloc(b, dev, cuda.MemDevice, size)
-			r, err := startRelay()
+			r, err := startRelay(nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -110,7 +139,7 @@ func BenchmarkRelay(b *testing.B) {
 
 // A message the bell's 48-bit words cannot carry is refused, not rung.
 func TestRelayRefusesWideWords(t *testing.T) {
-	r := &relay{words: new(relayWords)}
+	r := &relay{bell: new([relayDepth]relaySlot)}
 	for _, tc := range []struct {
 		dst, src uintptr
 		n        int
@@ -119,7 +148,55 @@ func TestRelayRefusesWideWords(t *testing.T) {
 			t.Errorf("ring(%#x, %#x, %d) accepted", tc.dst, tc.src, tc.n)
 		}
 	}
-	if *r.words != (relayWords{}) || r.last != 0 {
-		t.Errorf("a refused message changed the bell: %+v, last %d", *r.words, r.last)
+	if *r.bell != ([relayDepth]relaySlot{}) || r.last != 0 {
+		t.Errorf("a refused message changed the bell: %+v, last %d", *r.bell, r.last)
+	}
+}
+
+// markOnly is a completer that says every mark is reached, counting the
+// questions it was asked.
+type markOnly struct{ asked *int }
+
+func (k markOnly) mark(*cuda.Stream) (uint64, error) { return 1, nil }
+func (k markOnly) done(int, uint64) (bool, error)    { *k.asked++; return true, nil }
+func (k markOnly) flush(*cuda.Stream) error          { return nil }
+
+// A relay token is answered from the naming rank's relay word in its
+// table, whether or not this rank runs a relay; any other token goes to
+// the completer.
+func TestDoneReadsTheRelayWord(t *testing.T) {
+	var tables []*table
+	for range 2 {
+		tb, err := tableAt(make([]byte, tableBytes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, tb)
+	}
+	asked := 0
+	c := markingCopier{copier: &copier{tables: tables}, marks: markOnly{&asked}}
+	*tables[1].relay = 7
+	for _, tc := range []struct {
+		rank  int
+		token uint64
+		want  bool
+	}{{1, relayToken | 7, true}, {1, relayToken | 8, false}, {0, relayToken | 1, false}} {
+		if got, err := c.Done(tc.rank, tc.token); err != nil || got != tc.want {
+			t.Errorf("Done(rank %d, relay message %d) = %v, %v; want %v", tc.rank, tc.token&^relayToken, got, err, tc.want)
+		}
+	}
+	if asked != 0 {
+		t.Errorf("relay tokens went to the completer %d times", asked)
+	}
+	if got, err := c.Done(1, 3); err != nil || !got || asked != 1 {
+		t.Errorf("Done(rank 1, mark 3) = %v, %v after %d questions to the completer; want its answer", got, err, asked)
+	}
+	for _, bad := range []struct {
+		rank  int
+		token uint64
+	}{{2, relayToken | 1}, {-1, relayToken | 1}, {0, relayToken}} {
+		if _, err := c.Done(bad.rank, bad.token); err == nil {
+			t.Errorf("Done(rank %d, token %#x) accepted", bad.rank, bad.token)
+		}
 	}
 }

@@ -12,7 +12,8 @@ import (
 // Each rank publishes the IPC handles of the device allocations it sends
 // from or receives into in a table of its own in the job's shared segment:
 // a count line, a line holding the rank's completion flag (written by its
-// GPU, cudaipc.completion=flag), then a ring of entries, written by the
+// GPU, cudaipc.completion=flag), a line holding its relay's done word
+// (written by its relay block, cudaipc.relay), then a ring of entries, written by the
 // owner alone and read by every peer, then the handles of the rank's
 // completion events (written once, when the rank starts, before it can
 // name one in a FIN).
@@ -31,8 +32,9 @@ import (
 const (
 	tableEntries = 256
 	entryBytes   = 128
-	tableHeader  = 128 // the count's line, then the flag's
+	tableHeader  = 192 // the count's line, the flag's, the relay's
 	flagOffset   = 64
+	relayOffset  = 128
 	eventSlots   = 64 // completion events per rank, recorded in turn
 	tableBytes   = tableHeader + tableEntries*entryBytes + eventSlots*cuda.IPCHandleSize
 )
@@ -52,6 +54,7 @@ type entry struct {
 type table struct {
 	count   *uint64
 	flag    *uint32
+	relay   *uint64 // the rank's relay's done word
 	entries *[tableEntries][entryBytes / 8]uint64
 	events  *[eventSlots]cuda.IPCEventHandle
 }
@@ -66,6 +69,7 @@ func tableAt(b []byte) (*table, error) {
 	return &table{
 		count:   (*uint64)(unsafe.Pointer(&b[0])),
 		flag:    (*uint32)(unsafe.Pointer(&b[flagOffset])),
+		relay:   (*uint64)(unsafe.Pointer(&b[relayOffset])),
 		entries: (*[tableEntries][entryBytes / 8]uint64)(unsafe.Pointer(&b[tableHeader])),
 		events:  (*[eventSlots]cuda.IPCEventHandle)(unsafe.Pointer(&b[tableHeader+tableEntries*entryBytes])),
 	}, nil
