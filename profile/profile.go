@@ -140,6 +140,7 @@ type GPU struct {
 	PinnedThreshold int      `yaml:"pinned_threshold" mapstructure:"pinned_threshold"` // pinned host sends from this size are pushed into device receives
 	Copy            string   `yaml:"copy,omitempty" mapstructure:"copy"`               // ce | sm: how single copies between device buffers move (omitted: ce)
 	Completion      string   `yaml:"completion,omitempty" mapstructure:"completion"`   // event | flag | sync: how a single copy's end reaches both ranks (omitted: event)
+	Relay           int      `yaml:"relay,omitempty" mapstructure:"relay"`             // largest device-to-device copy the resident relay block moves (omitted: no relay)
 	IPCCache        int      `yaml:"ipc_cache,omitempty" mapstructure:"ipc_cache"`     // opened peer allocations kept per peer (omitted: the transport's default)
 	Allocator       string   `yaml:"allocator" mapstructure:"allocator"`               // plain | worker | pool (probe H2's verdicts)
 	Avoided         []string `yaml:"avoided,omitempty" mapstructure:"avoided"`         // candidate paths that stalled beside a GPU kernel

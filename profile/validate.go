@@ -153,6 +153,7 @@ func validate(p *Profile) problems {
 		if g.Completion != "" {
 			oneOf(&ps, "gpu.completion", g.Completion, []string{"event", "flag", "sync"})
 		}
+		nonNegative(&ps, "gpu.relay", g.Relay)
 		nonNegative(&ps, "gpu.ipc_cache", g.IPCCache)
 	}
 

@@ -177,6 +177,9 @@ func ProfileOptions(g *profile.GPU) transports.Options {
 	if g.Completion != "" {
 		o[KeyCompletion] = g.Completion
 	}
+	if g.Relay > 0 {
+		o[KeyRelay] = fmt.Sprint(g.Relay)
+	}
 	if g.IPCCache > 0 {
 		o[KeyCache] = fmt.Sprint(g.IPCCache)
 	}

@@ -49,8 +49,8 @@ func TestProfileOptions(t *testing.T) {
 		g    profile.GPU
 		want transports.Options
 	}{
-		{profile.GPU{GPUs: "0,1", IPCThreshold: 0, Staging: "async", PinnedThreshold: 256 << 10, Allocator: "pool", Copy: "ce", Completion: "flag", IPCCache: 16},
-			transports.Options{KeyGPUs: "0,1", KeyThreshold: "0", KeyStaging: "async", KeyPinnedThreshold: "262144", gpumem.OptionKey: "pool", KeyCopy: "ce", KeyCompletion: "flag", KeyCache: "16"}},
+		{profile.GPU{GPUs: "0,1", IPCThreshold: 0, Staging: "async", PinnedThreshold: 256 << 10, Allocator: "pool", Copy: "ce", Completion: "flag", Relay: 65536, IPCCache: 16},
+			transports.Options{KeyGPUs: "0,1", KeyThreshold: "0", KeyStaging: "async", KeyPinnedThreshold: "262144", gpumem.OptionKey: "pool", KeyCopy: "ce", KeyCompletion: "flag", KeyRelay: "65536", KeyCache: "16"}},
 		{profile.GPU{IPCThreshold: 1 << 20, Staging: "sync", PinnedThreshold: 0},
 			transports.Options{KeyThreshold: "1048576", KeyStaging: "sync", KeyPinnedThreshold: "0"}},
 	} {

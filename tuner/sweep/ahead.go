@@ -29,7 +29,7 @@ type plannedTrial struct {
 // stageOrder is the order decide runs the stages in; GPU stages are named
 // stage/LOAD and ordered by their prefix.
 var stageOrder = []string{stageEager, stageFragment, stageDepth, stageConfirm, stageTransport,
-	stageAllocPol, stageAllocSize, stageInterTransport, stageInterEager, stageInterProtocol, stageInterQueue, stageGPUPath, stageGPUCopy, stageGPUDone, stageGPUCache, stageGPUPinned, stageVerify}
+	stageAllocPol, stageAllocSize, stageInterTransport, stageInterEager, stageInterProtocol, stageInterQueue, stageGPUPath, stageGPUCopy, stageGPUDone, stageGPURelay, stageGPUCache, stageGPUPinned, stageVerify}
 
 // stageIndex places stage in stageOrder (-1: before every stage).
 func stageIndex(stage string) int {
@@ -88,6 +88,7 @@ func requiredTrials(p Plan, nodes, geometryRanks int) []plannedTrial {
 		loaded(stageGPUPath, len(g.Thresholds)*len(g.Staging), bench.Latency, g.Sizes.Sizes())
 		loaded(stageGPUCopy, len(g.Copies), bench.Latency, g.CopySizes.Sizes())
 		loaded(stageGPUDone, len(g.Completions), bench.Bandwidth, g.CompletionSizes.Sizes())
+		loaded(stageGPURelay, len(g.Relays), bench.Latency, g.RelaySizes.Sizes())
 		loaded(stageGPUCache, len(g.IPCCaches), bench.Latency, g.CacheSizes.Sizes())
 		if len(g.PinnedThresholds) > 0 {
 			out = append(out, plannedTrial{stage: stageGPUPinned, count: len(g.PinnedThresholds), pattern: bench.Bandwidth, sizes: g.PinnedSizes.Sizes(), gpu: true})

@@ -69,7 +69,7 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 	}
 	if g := out.GPU; g != nil {
 		p.GPU = &profile.GPU{GPUs: g.GPUs, IPCThreshold: g.Threshold, Staging: g.Staging,
-			PinnedThreshold: g.PinnedThreshold, Copy: g.Copy, Completion: g.Completion, IPCCache: g.Cache, Allocator: g.Alloc, Avoided: g.Stalled}
+			PinnedThreshold: g.PinnedThreshold, Copy: g.Copy, Completion: g.Completion, Relay: g.Relay, IPCCache: g.Cache, Allocator: g.Alloc, Avoided: g.Stalled}
 	}
 	for _, v := range s.Verdicts {
 		p.Safety = append(p.Safety, profile.Verdict{Probe: v.Probe, Config: v.Config, Outcome: v.Outcome, Detail: v.Detail})

@@ -41,6 +41,14 @@ import (
 // mid-size device-to-device messages, where a mark per message costs the
 // copy engine a bubble, at every load level and decided like the path.
 //
+// gpu-relay/LOAD: the largest device-to-device copy the rank's resident
+// relay block moves (cudaipc.relay; 0: none), measured as the latency of
+// small device-to-device messages at every load level and decided like
+// the path; ties go to the smaller (a relay holds a block slot for the
+// job's life). Skipped when the completion decided is sync, which the
+// relay cannot complete by; a relay the transport refuses (ranks sharing
+// a GPU) fails its trials and is out.
+//
 // gpu-cache/LOAD: how many opened peer allocations a rank keeps, measured
 // as latency with plan.GPU.IPCBuffers device buffers taken in turn (an
 // application's working set): a cache smaller than it opens and closes a
@@ -59,6 +67,7 @@ const (
 	stageGPUPath   = "gpu-path"
 	stageGPUCopy   = "gpu-copy"
 	stageGPUDone   = "gpu-completion"
+	stageGPURelay  = "gpu-relay"
 	stageGPUCache  = "gpu-cache"
 	stageGPUPinned = "gpu-pinned"
 )
@@ -71,6 +80,7 @@ type GPUParams struct {
 	PinnedThreshold int    // cudaipc.pinned-threshold
 	Copy            string // cudaipc.copy ("": not decided)
 	Completion      string // cudaipc.completion ("": not decided)
+	Relay           int    // cudaipc.relay (0: none, or not decided)
 	Cache           int    // cudaipc.cache (0: not decided)
 	Alloc           string // gpu.alloc
 	// Stalled lists the candidates that waited for a kernel, by load.
@@ -93,6 +103,9 @@ func (g *GPUParams) options() transports.Options {
 	}
 	if g.Completion != "" {
 		o[cudaipc.KeyCompletion] = g.Completion
+	}
+	if g.Relay > 0 {
+		o[cudaipc.KeyRelay] = itoa(g.Relay)
 	}
 	if g.Cache > 0 {
 		o[cudaipc.KeyCache] = itoa(g.Cache)
@@ -196,6 +209,24 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 	}
 	if i >= 0 {
 		gp.Completion = g.Completions[i]
+	}
+
+	// The resident relay for small copies (cheaper: smaller, 0 none).
+	if gp.Completion == cudaipc.CompleteSync && len(g.Relays) > 0 {
+		r.notes = append(r.notes, "gpu: cudaipc.relay not weighed: the completion decided is sync, which the relay cannot complete by")
+	} else {
+		relays := make([]string, len(g.Relays))
+		for i, n := range g.Relays {
+			relays[i] = itoa(int(n))
+		}
+		i, err = r.gpuOptionStage(stageGPURelay, cudaipc.KeyRelay, relays, func(i int) int64 { return int64(g.Relays[i]) },
+			bench.Latency, g.RelaySizes.Sizes(), 0, decided(), gp, out)
+		if err != nil {
+			return err
+		}
+		if i >= 0 {
+			gp.Relay = int(g.Relays[i])
+		}
 	}
 
 	// IPC mapping cache under a working set of buffers (cheaper: smaller).

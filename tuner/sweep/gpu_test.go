@@ -61,6 +61,30 @@ func TestDecideGPUPathAvoidsStallingPaths(t *testing.T) {
 	}
 }
 
+// A relay the transport refuses (ranks sharing a GPU) fails its trials
+// and is out; no relay is chosen though the refused one never measured
+// slower, and why it is out is reported.
+func TestDecideRelayRefusedIsOut(t *testing.T) {
+	cands := []candidate{{name: "relay=0", cost: 0}, {name: "relay=65536", cost: 65536}}
+	loads := parseText[Load]("none")
+	var trials []Trial
+	for round := 1; round <= 2; round++ {
+		none := gpuTrial("none", "relay=0", round, false, 150)
+		none.Stage = stageGPURelay + "/none"
+		refused := gpuTrial("none", "relay=65536", round, false, 0)
+		refused.Stage, refused.Points = stageGPURelay+"/none", nil
+		refused.Failed = "start cudaipc: cudaipc.relay=65536: ranks 0 and 1 share GPU 0"
+		trials = append(trials, none, refused)
+	}
+	_, final, avoided, keep := decideLoaded(trials, stageGPURelay, bench.Latency, loads, cands)
+	if final.Chosen != "relay=0" || len(keep) != 1 {
+		t.Errorf("chose %q keeping %d, want relay=0 alone", final.Chosen, len(keep))
+	}
+	if len(avoided) != 1 || !strings.Contains(avoided[0], "share GPU 0") {
+		t.Errorf("avoided %q, want the refusal", avoided)
+	}
+}
+
 // A trial without a load, or whose passes all ended before the bound, is
 // not stalled.
 func TestStalled(t *testing.T) {
@@ -117,6 +141,7 @@ func TestGPUPlanCheck(t *testing.T) {
 		{func(g *GPUPlan) { g.CopySizes = SizeList{} }, "gpu.copy_sizes: empty"},
 		{func(g *GPUPlan) { g.Completions = []string{"event", "poll"} }, `gpu.completions: "poll"`},
 		{func(g *GPUPlan) { g.CompletionSizes = SizeList{} }, "gpu.completion_sizes: empty"},
+		{func(g *GPUPlan) { g.RelaySizes = SizeList{} }, "gpu.relay_sizes: empty"},
 		{func(g *GPUPlan) { g.IPCCaches = []int{16, 0} }, "gpu.ipc_caches: 0"},
 		{func(g *GPUPlan) { g.IPCBuffers = 0 }, "gpu.ipc_buffers"},
 		{func(g *GPUPlan) { g.GPUs = "0" }, `gpu.gpus: "0" puts both ranks on GPU 0, and gpu.loads runs the load kernel`},
@@ -171,9 +196,12 @@ func TestGPUParamsOptions(t *testing.T) {
 	if _, ok := o[cudaipc.KeyCompletion]; ok {
 		t.Errorf("undecided completion rendered: %v", o)
 	}
-	g.Copy, g.Cache, g.Completion = "sm", 16, "flag"
+	if _, ok := o[cudaipc.KeyRelay]; ok {
+		t.Errorf("no relay rendered: %v", o)
+	}
+	g.Copy, g.Cache, g.Completion, g.Relay = "sm", 16, "flag", 4096
 	o = g.options()
-	if o[cudaipc.KeyCopy] != "sm" || o[cudaipc.KeyCache] != "16" || o[cudaipc.KeyCompletion] != "flag" || o[gpumem.OptionKey] != "pool" || o[cudaipc.KeyPinnedThreshold] != "262144" {
+	if o[cudaipc.KeyCopy] != "sm" || o[cudaipc.KeyCache] != "16" || o[cudaipc.KeyCompletion] != "flag" || o[cudaipc.KeyRelay] != "4096" || o[gpumem.OptionKey] != "pool" || o[cudaipc.KeyPinnedThreshold] != "262144" {
 		t.Errorf("options %v", o)
 	}
 	if err := transports.CheckKeys(o); err != nil {

@@ -87,7 +87,8 @@ type Plan struct {
 // from which they go by CUDA IPC), measured with each load level of the
 // concurrent kernel, a candidate that stalls beside a kernel is out; the
 // pinned-host threshold; copy engines or SMs for the single copy, how its
-// completion reaches both ranks, and the IPC mapping cache, each weighed
+// completion reaches both ranks, the resident relay for small copies, and
+// the IPC mapping cache, each weighed
 // at every load level too; and the GPU allocator mode from probe H2's
 // verdicts.
 type GPUPlan struct {
@@ -104,6 +105,8 @@ type GPUPlan struct {
 	CopySizes        SizeList      `json:"copy_sizes" mapstructure:"copy_sizes" help:"device-to-device latency sizes for the copy stage"`
 	Completions      []string      `json:"completions" mapstructure:"completions" help:"cudaipc.completion candidates: event, flag, sync"`
 	CompletionSizes  SizeList      `json:"completion_sizes" mapstructure:"completion_sizes" help:"device-to-device bandwidth sizes for the completion stage"`
+	Relays           []Size        `json:"relays" mapstructure:"relays" help:"cudaipc.relay candidates: the largest copy the resident relay moves (0: no relay)"`
+	RelaySizes       SizeList      `json:"relay_sizes" mapstructure:"relay_sizes" help:"device-to-device latency sizes for the relay stage"`
 	IPCCaches        []int         `json:"ipc_caches" mapstructure:"ipc_caches" help:"cudaipc.cache candidates (positive)"`
 	IPCBuffers       int           `json:"ipc_buffers" mapstructure:"ipc_buffers" help:"device buffers per rank taken in turn while weighing the cache"`
 	CacheSizes       SizeList      `json:"cache_sizes" mapstructure:"cache_sizes" help:"latency sizes for the cache stage"`
@@ -127,6 +130,7 @@ func GPU() Plan {
 		AllocModes: []string{"plain", "worker", "pool"},
 		Copies:     []string{"ce", "sm"}, CopySizes: mustSizes("1M,16M"),
 		Completions: []string{"event", "flag"}, CompletionSizes: mustSizes("64K,1M"),
+		Relays: parseText[Size]("0", "64K"), RelaySizes: mustSizes("8,4K"),
 		IPCCaches: []int{4, 16, 64}, IPCBuffers: 32, CacheSizes: mustSizes("1M"),
 	}
 	return p
@@ -355,6 +359,9 @@ func (g GPUPlan) check() error {
 	}
 	if len(g.Completions) > 0 && g.CompletionSizes.Empty() {
 		return fmt.Errorf("gpu.completion_sizes: empty, with gpu.completions to weigh")
+	}
+	if len(g.Relays) > 0 && g.RelaySizes.Empty() {
+		return fmt.Errorf("gpu.relay_sizes: empty, with gpu.relays to weigh")
 	}
 	for _, n := range g.IPCCaches {
 		if n <= 0 {
