@@ -398,6 +398,7 @@ func TestGPUDeviceBuffersOverCUDAIPC(t *testing.T) {
 		{"relay", []cuda.MemKind{D, D}, 0.5, relayed, 0},
 		{"relay", []cuda.MemKind{P, D}, 0, relayed, 0}, // host side: the stream
 		{"relay", []cuda.MemKind{D, D}, 0, relayedFlag, 0},
+		{"relay", []cuda.MemKind{D, D}, 0, relayed.With(transports.Options{cudaipc.KeyCache: "2"}), 5}, // mappings closed under relayed copies
 	} {
 		for _, pat := range []bench.Pattern{bench.Latency, bench.Bandwidth, bench.BiBandwidth} {
 			t.Run(fmt.Sprintf("%s%v/%v/%s", c.name, c.mem, c.load, pat), func(t *testing.T) {

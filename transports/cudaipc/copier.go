@@ -2,6 +2,7 @@ package cudaipc
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gotune/gotune/internal/cuda"
 	"github.com/gotune/gotune/internal/sys"
@@ -18,6 +19,7 @@ type copier struct {
 	rankOf map[int]int  // pid -> rank
 	opened []*openCache // by rank
 	kernel *smCopy      // the SM copy (cudaipc.copy=sm); nil: copy engines
+	relay  *relay       // the resident relay (cudaipc.relay); nil: none
 }
 
 // openCache keeps a peer's opened allocations, least recently used last.
@@ -114,9 +116,15 @@ func (c *copier) open(rank int, remote uintptr, n int) (uintptr, error) {
 		return 0, fmt.Errorf("cudaipc: open rank %d's allocation %#x (%s): %w", rank, e.base, cuda.Size(int(e.size)), err)
 	}
 	if oc.limit > 0 && len(oc.maps) >= oc.limit {
-		// A copy still in flight may read through the mapping to close.
+		// A copy still in flight, on the stream or by the relay, may
+		// read or write through the mapping to close.
 		if err := c.stream.Synchronize(); err != nil {
 			return 0, fmt.Errorf("cudaipc: wait for copies before closing a mapping: %w", err)
+		}
+		if c.relay != nil {
+			if err := c.relay.drain(time.Now().Add(relayStopWait)); err != nil {
+				return 0, fmt.Errorf("cudaipc: wait for relayed copies before closing a mapping: %w", err)
+			}
 		}
 		last := oc.maps[len(oc.maps)-1]
 		oc.maps = oc.maps[:len(oc.maps)-1]

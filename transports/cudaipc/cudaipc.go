@@ -322,6 +322,7 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 		if t.relay, err = startRelay(c.tables[env.Rank].relay); err != nil {
 			return err
 		}
+		c.relay = t.relay
 	}
 	var single sm.SingleCopy = c
 	switch p.Completion {
@@ -329,13 +330,13 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 		if t.events, err = newCompletions(env.Rank, c.tables); err != nil {
 			return err
 		}
-		single = markingCopier{copier: c, marks: t.events, relay: t.relay, relayMax: p.Relay}
+		single = markingCopier{copier: c, marks: t.events, relayMax: p.Relay}
 	case CompleteFlag:
 		flags, err := newFlagCompletions(env.Rank, c.tables, c.stream)
 		if err != nil {
 			return err
 		}
-		single = markingCopier{copier: c, marks: flags, relay: t.relay, relayMax: p.Relay}
+		single = markingCopier{copier: c, marks: flags, relayMax: p.Relay}
 	}
 	if p.Copy == CopySM {
 		if c.kernel, err = loadSMCopy(t.dev); err != nil {

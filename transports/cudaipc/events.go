@@ -114,11 +114,10 @@ type completer interface {
 
 // markingCopier is the copier completing by its completer's marks
 // (sm.EventCopy), or by its relay's done word for the device-to-device
-// copies of up to relayMax bytes it hands the relay.
+// copies of up to relayMax bytes it hands the copier's relay.
 type markingCopier struct {
 	*copier
 	marks    completer
-	relay    *relay // nil: none
 	relayMax int
 }
 

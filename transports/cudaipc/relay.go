@@ -151,6 +151,17 @@ func (r *relay) put(dst, src, n uint64) uint64 {
 	return r.last
 }
 
+// drain waits until every message rung is done, or fails at deadline.
+func (r *relay) drain(deadline time.Time) error {
+	for !relayReached(r.done, r.last) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cudaipc: relay: %d messages still not done after %v", r.last-atomic.LoadUint64(r.done), relayStopWait)
+		}
+		runtime.Gosched()
+	}
+	return nil
+}
+
 // relayReached reports whether a relay's done word, read from any
 // process, shows message number landed.
 func relayReached(done *uint64, number uint64) bool { return atomic.LoadUint64(done) >= number }
@@ -164,11 +175,8 @@ func (r *relay) stop() error {
 	}
 	r.closed = true
 	deadline := time.Now().Add(relayStopWait)
-	for !r.free() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cudaipc: relay: %d messages still not done after %v", r.last-atomic.LoadUint64(r.done), relayStopWait)
-		}
-		runtime.Gosched()
+	if err := r.drain(deadline); err != nil {
+		return err
 	}
 	r.put(0, 0, relayStop)
 	for {
