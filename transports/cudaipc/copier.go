@@ -13,6 +13,7 @@ import (
 // open the other's device memory copies with one cuMemcpyAsync.
 type copier struct {
 	p      Params
+	self   int // this rank
 	dev    *cuda.Device
 	stream *cuda.Stream
 	tables []*table     // by rank

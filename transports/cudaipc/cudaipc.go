@@ -36,8 +36,8 @@ type Params struct {
 	// the stream writes into shared memory after the copy).
 	Completion string
 	// Relay is the largest device-to-device single copy moved by the
-	// rank's resident relay block (relay.go) instead of its copy stream; 0
-	// starts no relay. It needs a marking completion (event or flag).
+	// rank's relay block (relay.go) instead of its copy stream; 0 starts
+	// no relay. It needs a marking completion (event or flag).
 	Relay int
 	// Cache is how many opened peer allocations a rank keeps per peer
 	// (least recently used closed first); 0 keeps all.
@@ -69,7 +69,7 @@ var Options = &transports.OptionSet{Name: "cudaipc", Options: []transports.Optio
 	{Key: KeyPinnedThreshold, Type: "size", Default: transports.FormatSize(DefaultPinnedThreshold), Help: "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)"},
 	{Key: KeyCopy, Type: CopyEngine + "|" + CopySM, Default: CopyEngine, Help: "ce (single copies by the copy engines, cuMemcpyAsync) or sm (device-to-device single copies by a copy kernel, which waits for free SMs)"},
 	{Key: KeyCompletion, Type: strings.Join(Completions, "|"), Default: CompleteEvent, Help: "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event), sync (FIN after cuStreamSynchronize) or flag (FIN at once; the copy's stream then writes a number into shared memory that both sides poll with a load)"},
-	{Key: KeyRelay, Type: "size", Default: "0", Help: "largest device-to-device single copy moved by the rank's resident relay kernel (one block that polls pinned host memory: no launch and no copy engine per message, but it holds a block slot for the job's life, and ranks sharing a GPU are refused: their contexts would time-slice it); 0: no relay. Needs completion event or flag"},
+	{Key: KeyRelay, Type: "size", Default: "0", Help: "largest device-to-device single copy moved by the rank's resident relay kernel (one block that polls pinned host memory while copies come and ends after about 0.1 ms idle: no launch and no copy engine per message; calls that wait for the whole context wait for it while it runs; ranks sharing a GPU are refused: their contexts would time-slice it); 0: no relay. Needs completion event or flag"},
 	{Key: KeyCache, Type: "int", Default: transports.FormatSize(DefaultCache), Help: "opened peer allocations kept per peer (0: all)"},
 	{Key: KeyGPUs, Type: "list", Help: "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)"},
 }}
@@ -299,7 +299,7 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 	if len(env.Segment) < smBytes+env.Size*tableBytes {
 		return fmt.Errorf("cudaipc: segment of %d bytes, need %d", len(env.Segment), smBytes+env.Size*tableBytes)
 	}
-	c := &copier{p: p, dev: t.dev, stream: t.stream, rankOf: map[int]int{}}
+	c := &copier{p: p, self: env.Rank, dev: t.dev, stream: t.stream, rankOf: map[int]int{}}
 	for r := range env.Size {
 		tb, err := tableAt(env.Segment[smBytes+r*tableBytes:])
 		if err != nil {
@@ -369,7 +369,10 @@ func (t *Transport) release() error {
 	t.released = true
 	var errs []error
 	if t.relay != nil { // first: it may copy into buffers and mappings closed below
-		errs = append(errs, t.relay.stop())
+		if err := t.relay.stop(); err != nil {
+			// Its block may still run, and every free below would wait for it.
+			return fmt.Errorf("%w (the rank's CUDA resources are left to the process's exit)", err)
+		}
 	}
 	if t.buffers != nil {
 		errs = append(errs, t.buffers.Close())

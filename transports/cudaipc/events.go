@@ -156,10 +156,14 @@ func (c markingCopier) Done(rank int, token uint64) (bool, error) {
 	if token&relayToken == 0 {
 		return c.marks.done(rank, token)
 	}
-	if rank < 0 || rank >= len(c.tables) || token == relayToken {
-		return false, fmt.Errorf("cudaipc: rank %d named relay message %d", rank, token&^relayToken)
+	number := token &^ relayToken
+	if rank < 0 || rank >= len(c.tables) || number == 0 || number >= relayStop {
+		return false, fmt.Errorf("cudaipc: rank %d named relay message %d", rank, number)
 	}
-	return relayReached(c.tables[rank].relay, token&^relayToken), nil
+	if rank == c.self && c.relay != nil {
+		return c.relay.landed(number) // relaunching the block if it ended with messages left
+	}
+	return relayReached(c.tables[rank].relay, number), nil
 }
 
 // FlushMarks queues the marks Start left pending.

@@ -13,17 +13,24 @@ import (
 	"github.com/gotune/gotune/internal/sys"
 )
 
-// The relay: a block that stays resident on the rank's device and copies
-// small messages the host rings for (relay.ptx), so that a small
-// device-to-device message pays neither a kernel launch nor a copy engine,
-// the ~9 µs floor of a copy the host starts and notices
+// The relay: a block that stays on the rank's device while the host keeps
+// it busy and copies small messages the host rings for (relay.ptx), so
+// that a small device-to-device message pays neither a kernel launch nor
+// a copy engine, the ~9 µs floor of a copy the host starts and notices
 // (docs/performance.md, GPU). The host writes {dst, src, n}, each tagged
 // with the message's number, to a bell in pinned host memory the device
 // reads over the bus, and learns the copy is done when the number appears
 // in a host word the block stores. The block takes the messages in turn;
 // the host rings up to relayDepth ahead of it.
 //
-// Why resident and not a stream's memory operations around a copy: those
+// The block ends after relayIdlePolls polls find nothing (about 0.1 ms),
+// and the next message launches it again: a block that never ended would
+// hold every call that waits for the context (a module load, cuMemFree,
+// cudaDeviceSynchronize) until the transport closed. A message rung just
+// as the block ended waits for a new launch, which ring, done and drain
+// make when the block's exit word says it ended with messages left.
+//
+// Why a block and not a stream's memory operations around a copy: those
 // still queue the copy on a copy engine; the host-to-stream signal alone is
 // 3.6 µs a round trip (BenchmarkGPUSignal in internal/cuda).
 
@@ -33,8 +40,12 @@ var relayPTX string
 // relayEntry is the kernel's name in relay.ptx.
 const relayEntry = "gotune_relay"
 
-// relayBlock is the resident block's width: small messages need no more.
+// relayBlock is the block's width: small messages need no more.
 const relayBlock = 128
+
+// relayIdlePolls is how many empty polls of the bell end the block: each
+// is a read over the bus, about 1-2 µs on an H200 host.
+const relayIdlePolls = 64
 
 // A bell word holds an address or length in its low relayTagShift bits
 // and the low bits of the message's number above them (relay.ptx): a
@@ -52,33 +63,42 @@ const relayDepth = 16
 // relaySlot is one message's slot in the bell.
 type relaySlot struct{ dst, src, n, _ uint64 }
 
-// relayPage is the layout of the relay's own host page: the bell, then a
-// done word on a line of its own, used when the caller gives none.
+// relayPage is the layout of the relay's own host page: the bell, the
+// block's exit word, and a done word used when the caller gives none, each
+// word on a line of its own.
 type relayPage struct {
-	bell [relayDepth]relaySlot
-	_    [8]uint64
-	done uint64
+	bell   [relayDepth]relaySlot
+	_      [8]uint64
+	exited uint64 // the number of the last launch that ended
+	_      [7]uint64
+	done   uint64
 }
 
-// relayStopWait bounds stop's wait for the block to end.
+// relayStopWait bounds the waits for messages rung and for the block to
+// end.
 const relayStopWait = 10 * time.Second
 
-// relay is a running resident copy kernel on the bound device.
+// relay is a copy block on the bound device, launched when messages come.
 type relay struct {
-	mod    *cuda.Module
-	s      *cuda.Stream
-	page   []byte // registered host memory holding a relayPage
-	bell   *[relayDepth]relaySlot
-	done   *uint64 // where the block stores each message's number
-	last   uint64  // the number of the last message rung
-	closed bool
+	mod     *cuda.Module
+	fn      *cuda.Function
+	s       *cuda.Stream
+	page    []byte // registered host memory holding a relayPage
+	bell    *[relayDepth]relaySlot
+	exited  *uint64
+	done    *uint64 // where the block stores each message's number
+	at      [3]uintptr
+	last    uint64 // the number of the last message rung
+	launch  uint64 // the number of the last launch
+	args    cuda.Args
+	stopped bool
 }
 
-// startRelay loads the kernel and launches its block on a stream of its
-// own, in the context bound to the calling thread. The block stores each
-// message's number into done, a word of host memory registered with the
-// driver (peers may poll it in shared memory); nil: a word of the relay's
-// own page.
+// startRelay loads the kernel and readies its bell and stream in the
+// context bound to the calling thread; the first message launches the
+// block. The block stores each message's number into done, a word of host
+// memory registered with the driver (peers may poll it in shared memory);
+// nil: a word of the relay's own page.
 func startRelay(done *uint64) (*relay, error) {
 	mod, err := cuda.LoadModule([]byte(relayPTX))
 	if err != nil {
@@ -89,8 +109,7 @@ func startRelay(done *uint64) (*relay, error) {
 		r.release()
 		return nil, err
 	}
-	fn, err := mod.Function(relayEntry)
-	if err != nil {
+	if r.fn, err = mod.Function(relayEntry); err != nil {
 		return fail(fmt.Errorf("cudaipc: %w", err))
 	}
 	if r.page, err = sys.MapAnon(sys.PageSize, true); err != nil {
@@ -102,26 +121,18 @@ func startRelay(done *uint64) (*relay, error) {
 		return fail(fmt.Errorf("cudaipc: register the relay page: %w", err))
 	}
 	own := (*relayPage)(unsafe.Pointer(&r.page[0]))
-	r.bell, r.done = &own.bell, done
+	r.bell, r.exited, r.done = &own.bell, &own.exited, done
 	if done == nil {
 		r.done = &own.done
 	}
 	atomic.StoreUint64(r.done, 0)
-	bell, err := cuda.HostDevicePointer(uintptr(unsafe.Pointer(r.bell)))
-	if err != nil {
-		return fail(fmt.Errorf("cudaipc: relay bell's device address: %w", err))
-	}
-	doneAt, err := cuda.HostDevicePointer(uintptr(unsafe.Pointer(r.done)))
-	if err != nil {
-		return fail(fmt.Errorf("cudaipc: relay done word's device address: %w", err))
+	for i, w := range []unsafe.Pointer{unsafe.Pointer(r.bell), unsafe.Pointer(r.done), unsafe.Pointer(r.exited)} {
+		if r.at[i], err = cuda.HostDevicePointer(uintptr(w)); err != nil {
+			return fail(fmt.Errorf("cudaipc: relay words' device address: %w", err))
+		}
 	}
 	if r.s, err = cuda.NewStream(cuda.StreamNonBlocking); err != nil {
 		return fail(fmt.Errorf("cudaipc: relay stream: %w", err))
-	}
-	var args cuda.Args
-	args.SetPtr(0, bell).SetPtr(1, doneAt).Set(2, relayDepth)
-	if err := fn.Launch(cuda.Dim3{X: 1}, cuda.Dim3{X: relayBlock}, 0, r.s, &args); err != nil {
-		return fail(fmt.Errorf("cudaipc: launch the relay: %w", err))
 	}
 	return r, nil
 }
@@ -131,13 +142,14 @@ func startRelay(done *uint64) (*relay, error) {
 func (r *relay) free() bool { return r.last-atomic.LoadUint64(r.done) < relayDepth }
 
 // ring asks the block to copy n bytes from src to dst (device addresses it
-// can reach: its own memory or a peer's opened by IPC) and returns the
-// message's number. Only when free.
+// can reach: its own memory or a peer's opened by IPC), launching it if it
+// has ended, and returns the message's number. Only when free.
 func (r *relay) ring(dst, src uintptr, n int) (uint64, error) {
 	if uint64(dst)|uint64(src) > relayLow || n < 0 || uint64(n) >= relayStop {
 		return 0, fmt.Errorf("cudaipc: relay of %d bytes from %#x to %#x: beyond its 48-bit words", n, src, dst)
 	}
-	return r.put(uint64(dst), uint64(src), uint64(n)), nil
+	number := r.put(uint64(dst), uint64(src), uint64(n))
+	return number, r.revive()
 }
 
 // put writes the next message's slot, the length last.
@@ -147,47 +159,85 @@ func (r *relay) put(dst, src, n uint64) uint64 {
 	slot := &r.bell[r.last%relayDepth]
 	atomic.StoreUint64(&slot.dst, dst|tag)
 	atomic.StoreUint64(&slot.src, src|tag)
-	atomic.StoreUint64(&slot.n, n|tag)
+	atomic.StoreUint64(&slot.n, n|tag) // a locked store: the exit word's load below comes after it
 	return r.last
+}
+
+// revive launches the block when its last launch has ended (or none was
+// made) and messages rung are not done; the launch starts at the first of
+// them. The block ends only between messages, so done is the last it
+// took.
+func (r *relay) revive() error {
+	if r.stopped || atomic.LoadUint64(r.exited) != r.launch {
+		return nil // running, or stopped for good
+	}
+	first := atomic.LoadUint64(r.done) + 1
+	if first > r.last {
+		return nil
+	}
+	r.launch++
+	r.args.Reset()
+	r.args.SetPtr(0, r.at[0]).SetPtr(1, r.at[1]).Set(2, relayDepth).Set(3, first).Set(4, relayIdlePolls).SetPtr(5, r.at[2]).Set(6, r.launch)
+	if err := r.fn.Launch(cuda.Dim3{X: 1}, cuda.Dim3{X: relayBlock}, 0, r.s, &r.args); err != nil {
+		return fmt.Errorf("cudaipc: launch the relay from message %d: %w", first, err)
+	}
+	return nil
+}
+
+// landed reports whether message number has landed, launching the block
+// again if it ended with messages left.
+func (r *relay) landed(number uint64) (bool, error) {
+	if relayReached(r.done, number) {
+		return true, nil
+	}
+	return false, r.revive()
 }
 
 // drain waits until every message rung is done, or fails at deadline.
 func (r *relay) drain(deadline time.Time) error {
-	for !relayReached(r.done, r.last) {
+	for {
+		ok, err := r.landed(r.last)
+		if ok || err != nil {
+			return err
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cudaipc: relay: %d messages still not done after %v", r.last-atomic.LoadUint64(r.done), relayStopWait)
 		}
 		runtime.Gosched()
 	}
-	return nil
 }
 
 // relayReached reports whether a relay's done word, read from any
 // process, shows message number landed.
 func relayReached(done *uint64, number uint64) bool { return atomic.LoadUint64(done) >= number }
 
-// stop ends the kernel once the messages rung are done and waits for its
-// stream (at most relayStopWait), then frees what start took. A stopped
-// relay stays stopped.
+// stop waits for the messages rung, tells a running block to end, waits
+// for its stream (each wait at most relayStopWait), then frees what start
+// took. A relay whose block may still run is not freed (freeing would wait
+// for it): stop fails, and fails again if called again.
 func (r *relay) stop() error {
-	if r.closed {
+	if r.stopped {
 		return nil
 	}
-	r.closed = true
 	deadline := time.Now().Add(relayStopWait)
 	if err := r.drain(deadline); err != nil {
 		return err
 	}
-	r.put(0, 0, relayStop)
-	for {
+	r.stopped = true
+	if atomic.LoadUint64(r.exited) != r.launch {
+		r.put(0, 0, relayStop) // if it ended meanwhile, nothing reads this
+	}
+	for deadline = time.Now().Add(relayStopWait); ; {
 		ended, err := r.s.Query()
 		if err != nil {
-			return errors.Join(fmt.Errorf("cudaipc: relay stream: %w", err), r.release())
+			r.stopped = false
+			return fmt.Errorf("cudaipc: relay stream: %w", err)
 		}
 		if ended {
 			return r.release()
 		}
 		if time.Now().After(deadline) {
+			r.stopped = false
 			return fmt.Errorf("cudaipc: relay kernel still running %v after it was told to stop", relayStopWait)
 		}
 		runtime.Gosched()

@@ -3,6 +3,7 @@ package cudaipc
 import (
 	"bytes"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,6 +108,41 @@ func TestRelayCopiesOnDevice(t *testing.T) {
 	stopped = true
 	if err := r.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
+	}
+}
+
+// The block ends once idle, so calls that wait for the whole context
+// return (a block that never ended held a module load and cuMemFree until
+// it was told to stop), and the next message launches it again.
+func TestRelayYieldsTheContext(t *testing.T) {
+	dev := cudatest.Device(t, 0)
+	r, err := startRelay(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.stop()
+	src := cudatest.Alloc(t, dev, cuda.MemDevice, 64)
+	dst := cudatest.Alloc(t, dev, cuda.MemDevice, 64)
+	for round := 1; round <= 3; round++ {
+		relayOne(t, r, dst.Ptr(), src.Ptr(), 64)
+		if r.launch != uint64(round) {
+			t.Fatalf("round %d: %d launches, want one per round (the block ends when idle)", round, r.launch)
+		}
+		within(t, "the idle block's end", func() bool { return atomic.LoadUint64(r.exited) == r.launch })
+		mod, err := cuda.LoadModule([]byte(copyPTX)) // waits for the context
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mod.Unload(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := dev.Alloc(cuda.MemDevice, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Free(); err != nil { // cuMemFree: waits for the context
+			t.Fatal(err)
+		}
 	}
 }
 
