@@ -154,6 +154,9 @@ func validate(p *Profile) problems {
 			oneOf(&ps, "gpu.completion", g.Completion, []string{"event", "flag", "sync"})
 		}
 		nonNegative(&ps, "gpu.relay", g.Relay)
+		if g.Relay > 0 && g.Completion == "sync" {
+			ps.add("gpu.relay", "%d with completion sync, which never waits for the relay's word (the transport refuses it)", g.Relay)
+		}
 		nonNegative(&ps, "gpu.ipc_cache", g.IPCCache)
 	}
 

@@ -55,6 +55,9 @@ func TestValidate(t *testing.T) {
 			p.GPU = &GPU{GPUs: "0,1", IPCThreshold: -1, Staging: "legacy", PinnedThreshold: 256 << 10, Allocator: "cudaFree", Copy: "dma", Completion: "poll", Relay: -1, IPCCache: -4}
 		}, []string{"gpu.ipc_threshold: negative (-1)", `gpu.staging: "legacy" is not one of async|sync`, `gpu.allocator: "cudaFree" is not one of plain|worker|pool`,
 			`gpu.copy: "dma" is not one of ce|sm`, `gpu.completion: "poll" is not one of event|flag|sync`, "gpu.relay: negative (-1)", "gpu.ipc_cache: negative (-4)"}},
+		{"relay with sync", func(p *Profile) {
+			p.GPU = &GPU{GPUs: "0,1", Staging: "async", Allocator: "pool", Completion: "sync", Relay: 4096}
+		}, []string{"gpu.relay: 4096 with completion sync, which never waits for the relay's word (the transport refuses it)"}},
 		{"no pairs", func(p *Profile) { p.Decisions["internode"] = map[string]Decision{} }, []string{"decisions.internode: no memory pairs"}},
 		{"internode", func(p *Profile) {
 			p.Decisions["internode"] = map[string]Decision{HostHost: {

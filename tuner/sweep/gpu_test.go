@@ -142,6 +142,7 @@ func TestGPUPlanCheck(t *testing.T) {
 		{func(g *GPUPlan) { g.Completions = []string{"event", "poll"} }, `gpu.completions: "poll"`},
 		{func(g *GPUPlan) { g.CompletionSizes = SizeList{} }, "gpu.completion_sizes: empty"},
 		{func(g *GPUPlan) { g.RelaySizes = SizeList{} }, "gpu.relay_sizes: empty"},
+		{func(g *GPUPlan) { g.Relays = parseText[Size]("4K", "64K") }, "gpu.relays: [4K 64K] without 0"},
 		{func(g *GPUPlan) { g.IPCCaches = []int{16, 0} }, "gpu.ipc_caches: 0"},
 		{func(g *GPUPlan) { g.IPCBuffers = 0 }, "gpu.ipc_buffers"},
 		{func(g *GPUPlan) { g.GPUs = "0" }, `gpu.gpus: "0" puts both ranks on GPU 0, and gpu.loads runs the load kernel`},

@@ -363,6 +363,9 @@ func (g GPUPlan) check() error {
 	if len(g.Relays) > 0 && g.RelaySizes.Empty() {
 		return fmt.Errorf("gpu.relay_sizes: empty, with gpu.relays to weigh")
 	}
+	if len(g.Relays) > 0 && !slices.Contains(g.Relays, 0) {
+		return fmt.Errorf("gpu.relays: %v without 0: where the transport refuses a relay (ranks sharing a GPU) no candidate would be left", g.Relays)
+	}
 	for _, n := range g.IPCCaches {
 		if n <= 0 {
 			return fmt.Errorf("gpu.ipc_caches: %d: want a positive count (0 would keep every mapping, and each keeps a peer's allocation alive)", n)
