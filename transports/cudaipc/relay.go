@@ -179,6 +179,7 @@ func (r *relay) revive() error {
 	r.args.Reset()
 	r.args.SetPtr(0, r.at[0]).SetPtr(1, r.at[1]).Set(2, relayDepth).Set(3, first).Set(4, relayIdlePolls).SetPtr(5, r.at[2]).Set(6, r.launch)
 	if err := r.fn.Launch(cuda.Dim3{X: 1}, cuda.Dim3{X: relayBlock}, 0, r.s, &r.args); err != nil {
+		r.launch-- // none runs: the next revive tries again
 		return fmt.Errorf("cudaipc: launch the relay from message %d: %w", first, err)
 	}
 	return nil
