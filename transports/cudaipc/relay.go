@@ -92,6 +92,9 @@ type relay struct {
 	launch  uint64 // the number of the last launch
 	args    cuda.Args
 	stopped bool
+	// run launches the block from message first as launch number launch
+	// (launchBlock; tests put a fake here).
+	run func(first, launch uint64) error
 }
 
 // startRelay loads the kernel and readies its bell and stream in the
@@ -134,7 +137,15 @@ func startRelay(done *uint64) (*relay, error) {
 	if r.s, err = cuda.NewStream(cuda.StreamNonBlocking); err != nil {
 		return fail(fmt.Errorf("cudaipc: relay stream: %w", err))
 	}
+	r.run = r.launchBlock
 	return r, nil
+}
+
+// launchBlock queues the block on the relay's stream.
+func (r *relay) launchBlock(first, launch uint64) error {
+	r.args.Reset()
+	r.args.SetPtr(0, r.at[0]).SetPtr(1, r.at[1]).Set(2, relayDepth).Set(3, first).Set(4, relayIdlePolls).SetPtr(5, r.at[2]).Set(6, launch)
+	return r.fn.Launch(cuda.Dim3{X: 1}, cuda.Dim3{X: relayBlock}, 0, r.s, &r.args)
 }
 
 // free reports whether a message may be rung: fewer than relayDepth are
@@ -148,8 +159,16 @@ func (r *relay) ring(dst, src uintptr, n int) (uint64, error) {
 	if uint64(dst)|uint64(src) > relayLow || n < 0 || uint64(n) >= relayStop {
 		return 0, fmt.Errorf("cudaipc: relay of %d bytes from %#x to %#x: beyond its 48-bit words", n, src, dst)
 	}
+	if !r.stopped && atomic.LoadUint64(r.exited) == r.launch && relayReached(r.done, r.last) {
+		// Ended and nothing pending: launch for this message before it
+		// is rung, so that a refused launch refuses the copy.
+		if err := r.launchFrom(r.last + 1); err != nil {
+			return 0, err
+		}
+	}
 	number := r.put(uint64(dst), uint64(src), uint64(n))
-	return number, r.revive()
+	r.revive() // a launch refused here is tried again by landed and drain, which report it
+	return number, nil
 }
 
 // put writes the next message's slot, the length last.
@@ -175,10 +194,13 @@ func (r *relay) revive() error {
 	if first > r.last {
 		return nil
 	}
+	return r.launchFrom(first)
+}
+
+// launchFrom launches the block from message first.
+func (r *relay) launchFrom(first uint64) error {
 	r.launch++
-	r.args.Reset()
-	r.args.SetPtr(0, r.at[0]).SetPtr(1, r.at[1]).Set(2, relayDepth).Set(3, first).Set(4, relayIdlePolls).SetPtr(5, r.at[2]).Set(6, r.launch)
-	if err := r.fn.Launch(cuda.Dim3{X: 1}, cuda.Dim3{X: relayBlock}, 0, r.s, &r.args); err != nil {
+	if err := r.run(first, r.launch); err != nil {
 		r.launch-- // none runs: the next revive tries again
 		return fmt.Errorf("cudaipc: launch the relay from message %d: %w", first, err)
 	}

@@ -236,3 +236,91 @@ func TestDoneReadsTheRelayWord(t *testing.T) {
 		}
 	}
 }
+
+// fakeBlock stands in for the relay's block: it records launches, and the
+// test decides what it took (done) and when it ended (exited).
+type fakeBlock struct {
+	r        *relay
+	launches [][2]uint64 // first, launch number
+	refuse   error
+}
+
+func (f *fakeBlock) run(first, launch uint64) error {
+	if f.refuse != nil {
+		return f.refuse
+	}
+	f.launches = append(f.launches, [2]uint64{first, launch})
+	return nil
+}
+
+// take is the block taking messages up to n; end is it ending idle.
+func (f *fakeBlock) take(n uint64) { atomic.StoreUint64(f.r.done, n) }
+func (f *fakeBlock) end()          { atomic.StoreUint64(f.r.exited, f.r.launch) }
+
+func fakeRelay() (*relay, *fakeBlock) {
+	var page relayPage
+	r := &relay{bell: &page.bell, exited: &page.exited, done: &page.done}
+	f := &fakeBlock{r: r}
+	r.run = f.run
+	return r, f
+}
+
+// The block is launched by the first message, not again while it runs,
+// and again from the first message not done once it has ended, whoever
+// notices (ring, or the copying rank polling its copy); a refused launch
+// is tried again.
+func TestRelayLaunchesWhenNeeded(t *testing.T) {
+	r, f := fakeRelay()
+	ring := func() uint64 {
+		n, err := r.ring(0x1000, 0x2000, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	ring()
+	ring() // running: no second launch
+	f.take(2)
+	if got := fmt.Sprint(f.launches); got != "[[1 1]]" {
+		t.Fatalf("launches %s, want one from message 1", got)
+	}
+	f.end() // idle
+	if ok, err := r.landed(2); !ok || err != nil || len(f.launches) != 1 {
+		t.Fatalf("landed(2) = %v, %v with %d launches: a done message needs no block", ok, err, len(f.launches))
+	}
+	n := ring() // message 3 relaunches
+	if got := fmt.Sprint(f.launches); got != "[[1 1] [3 2]]" {
+		t.Fatalf("launches %s, want a second from message 3", got)
+	}
+	// Message 4 rung as the block ended, unseen: the copying rank's
+	// poll relaunches from it.
+	f.take(n)
+	m := ring()
+	f.end()
+	if ok, err := r.landed(m); ok || err != nil {
+		t.Fatalf("landed(%d) = %v, %v before any block took it", m, ok, err)
+	}
+	if got := fmt.Sprint(f.launches); got != "[[1 1] [3 2] [4 3]]" {
+		t.Fatalf("launches %s, want a third from message 4", got)
+	}
+	// A launch refused for a new message refuses it, unrung.
+	f.take(m)
+	f.end()
+	f.refuse = fmt.Errorf("launch refused")
+	if _, err := r.ring(0x1000, 0x2000, 8); err == nil || r.last != m || r.launch != 3 {
+		t.Fatalf("refused launch: err %v, last %d, launches %d; want an error, %d and 3", err, r.last, r.launch, m)
+	}
+	// One refused for a message already rung (the block ended under it)
+	// is tried again by the next poll.
+	f.refuse = nil
+	m = ring() // launch 4, from message 5
+	f.end()
+	f.refuse = fmt.Errorf("launch refused")
+	if ok, err := r.landed(m); ok || err == nil || r.launch != 4 {
+		t.Fatalf("landed(%d) with launches refused = %v, %v, %d launches; want an error and 4", m, ok, err, r.launch)
+	}
+	f.refuse = nil
+	if _, err := r.landed(m); err != nil || fmt.Sprint(f.launches) != "[[1 1] [3 2] [4 3] [5 4] [5 5]]" {
+		t.Fatalf("after a refusal: err %v, launches %v, want a fifth from message 5", err, f.launches)
+	}
+}
