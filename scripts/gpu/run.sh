@@ -8,6 +8,8 @@
 # Files under $OUT (default results/gpu/<UTC date>):
 #   topo.txt           nvidia-smi, topology, gotune topo
 #   gpu-tests.log      every bin/*.test -test.v, in its package directory
+#   floors.log         the one-process floors of GPU messages (GPU_FLOORS), Go
+#                      benchmarks of the test binaries
 #   gotune.jsonl       gotune bench --format json of every GOTUNE_GPU_BENCH line
 #   gotune-bench.log   gotune bench's stderr/stdout
 #   probes.txt         gotune probe ID and ID --unsafe for GOTUNE_GPU_PROBES
@@ -31,6 +33,9 @@
 #   GPU_RUN_BUDGET        seconds for the whole run (360)
 #   GPU_TEST_TIMEOUT      seconds per test binary (240)
 #   GPU_TEST_ARGS         extra test flags, e.g. "-test.run TestIPC" (none)
+#   GPU_FLOORS            test binary:benchmark regexp pairs, space-separated
+#                         (the host-to-GPU signal, a small copy noticed, the
+#                         relay, pinned uploads; empty: none)
 #   GPU_BENCH_TIMEOUT     seconds per gotune bench line (90)
 #   GPU_BASELINE_TIMEOUT  seconds for baselines.py, reserved out of the budget (150)
 #   GPU_BASELINE_ARGS     extra baselines.py arguments (none)
@@ -56,6 +61,7 @@ BASELINE_TIMEOUT=${GPU_BASELINE_TIMEOUT:-150}
 
 TOPO=$OUT/topo.txt
 TESTLOG=$OUT/gpu-tests.log
+FLOORLOG=$OUT/floors.log
 GOTUNE_JSON=$OUT/gotune.jsonl
 BENCHLOG=$OUT/gotune-bench.log
 BASE_JSON=$OUT/baselines.jsonl
@@ -178,6 +184,19 @@ for t in "${TESTS[@]}"; do
 	step "$t -test.v (in $dir)" "$TESTLOG" "$TEST_TIMEOUT" "$PRE_DEADLINE" "$dir" \
 		'^\s*--- (FAIL|SKIP)|^(PASS|FAIL|ok|panic)|^==== ' -- \
 		"$ROOT/$t" -test.v -test.count=1 -test.timeout="${tt}s" "${TEST_ARGS[@]}"
+done
+
+# ---- 2b. the floors of GPU messages, one process each (docs/performance.md, GPU)
+read -r -a FLOORS <<<"${GPU_FLOORS-internal_cuda:GPUSignal|SmallCopyDone|PinnedUpload transports_cudaipc:Relay}"
+for f in "${FLOORS[@]}"; do
+	t=bin/${f%%:*}.test
+	if [ ! -x "$t" ] || ! dir=$(pkgdir_for "$t"); then
+		echo "==== SKIPPED floors of $t: no such test binary ====" | tee -a "$FLOORLOG"
+		note SKIPPED - "floors of $t (no binary)"
+		continue
+	fi
+	step "$t -test.bench '${f#*:}' (in $dir)" "$FLOORLOG" 120 "$PRE_DEADLINE" "$dir" '^(Benchmark|FAIL|ok|panic)' -- \
+		"$ROOT/$t" -test.run '^$' -test.bench "${f#*:}" -test.benchtime 1s -test.count 2
 done
 
 # ---- 3. gotune's GPU benchmarks
