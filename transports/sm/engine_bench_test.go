@@ -37,6 +37,38 @@ func pingPong(b *testing.B, p sm.Params) {
 	}
 }
 
+// BenchmarkSerialPingPong is the engine's own cost of a small message
+// with nothing to wait for: one goroutine plays both ranks of a ping-pong
+// (a sends, c receives and answers, a receives), so every poll finds its
+// message and every line is in this core's cache. ns/op is one round
+// trip, that is two messages' Send and Recv: what the blocking path adds
+// to the lines' transfers in a real ping-pong (BenchmarkSMBesideFloor in
+// bench, gotune bench --floor).
+func BenchmarkSerialPingPong(b *testing.B) {
+	for _, n := range []int{8, sm.BoxPayload, sm.BoxPayload + 8, 1024} {
+		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			a, c := pair(b, sm.DefaultParams(), nil)
+			sa, sc := buffer(b, n), buffer(b, n)
+			b.ResetTimer()
+			for range b.N {
+				if err := a.Send(1, sa); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Recv(0, sc); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Send(0, sc); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := a.Recv(1, sa); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkStream is one-way throughput through windows of 64 messages, in
 // both progress modes. With the thread, "thread" streams before anything
 // started its goroutine (an endpoint that has moved only eager messages)
