@@ -203,14 +203,7 @@ func TestCompletionFlagsCompareCyclically(t *testing.T) {
 			t.Errorf("flag %d, token %d: reached %v, want %v", c.v, c.token, got, c.want)
 		}
 	}
-	var tables []*table
-	for range 2 {
-		tb, err := tableAt(make([]byte, tableBytes))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, tb)
-	}
+	tables := testTables(t, 2)
 	k := &flagCompletions{tables: tables}
 	for want := uint64(1); want <= 3; want++ { // numbers wait for flush
 		if got, err := k.mark(nil); got != want || err != nil {
@@ -236,4 +229,18 @@ func TestCompletionFlagsCompareCyclically(t *testing.T) {
 			t.Errorf("rank %d token %d: %v, %v; want %v, error %v", c.rank, c.token, got, err, c.want, c.err)
 		}
 	}
+}
+
+// testTables are n handle tables over fresh memory, one per rank.
+func testTables(t *testing.T, n int) []*table {
+	t.Helper()
+	var tables []*table
+	for range n {
+		tb, err := tableAt(make([]byte, tableBytes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, tb)
+	}
+	return tables
 }

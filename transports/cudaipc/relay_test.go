@@ -201,14 +201,7 @@ func (k markOnly) flush(*cuda.Stream) error          { return nil }
 // table, whether or not this rank runs a relay; any other token goes to
 // the completer.
 func TestDoneReadsTheRelayWord(t *testing.T) {
-	var tables []*table
-	for range 2 {
-		tb, err := tableAt(make([]byte, tableBytes))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, tb)
-	}
+	tables := testTables(t, 2)
 	asked := 0
 	c := markingCopier{copier: &copier{tables: tables}, marks: markOnly{&asked}}
 	*tables[1].relay = 7
