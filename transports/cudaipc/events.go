@@ -130,19 +130,25 @@ var (
 	_ sm.MarkFlusher = markingCopier{}
 )
 
-// Start rings the relay for a small device-to-device copy while it has a
-// free slot; otherwise it queues the copy and marks it.
+// Start rings the relay for a small device-to-device copy while its block
+// runs and has a free slot; otherwise it queues the copy on the stream and
+// marks it, launching the block for the copies after it.
 func (c markingCopier) Start(pid int, local []byte, at sm.Place, remote uintptr, pull bool) (uint64, error) {
-	if c.relay != nil && at == sm.PlaceDevice && len(local) <= c.relayMax && c.relay.free() {
-		dst, src, err := c.ends(pid, local, remote, pull)
-		if err != nil {
+	if c.relay != nil && at == sm.PlaceDevice && len(local) <= c.relayMax {
+		if c.relay.running() && c.relay.free() {
+			dst, src, err := c.ends(pid, local, remote, pull)
+			if err != nil {
+				return 0, err
+			}
+			number, err := c.relay.ring(dst, src, len(local))
+			if err != nil {
+				return 0, err
+			}
+			return relayToken | number, nil
+		}
+		if err := c.relay.warm(); err != nil {
 			return 0, err
 		}
-		number, err := c.relay.ring(dst, src, len(local))
-		if err != nil {
-			return 0, err
-		}
-		return relayToken | number, nil
 	}
 	if err := c.enqueue(pid, local, at, remote, pull); err != nil {
 		return 0, err
@@ -161,7 +167,7 @@ func (c markingCopier) Done(rank int, token uint64) (bool, error) {
 		return false, fmt.Errorf("cudaipc: rank %d named relay message %d", rank, number)
 	}
 	if rank == c.self && c.relay != nil {
-		return c.relay.landed(number) // relaunching the block if it ended with messages left
+		return c.relay.landed(number) // copying what an ended block left
 	}
 	return relayReached(c.tables[rank].relay, number), nil
 }

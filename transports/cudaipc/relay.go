@@ -23,12 +23,17 @@ import (
 // in a host word the block stores. The block takes the messages in turn;
 // the host rings up to relayDepth ahead of it.
 //
-// The block ends after relayIdlePolls polls find nothing (about 0.1 ms),
-// and the next message launches it again: a block that never ended would
-// hold every call that waits for the context (a module load, cuMemFree,
-// cudaDeviceSynchronize) until the transport closed. A message rung just
-// as the block ended waits for a new launch, which ring, done and drain
-// make when the block's exit word says it ended with messages left.
+// The host rings only a block that has said it started and not that it
+// ended: one launched behind a kernel that holds every SM waits for that
+// kernel, and the copies meanwhile take the copy engines (the caller's
+// stream path), which run beside any kernel. The block ends after
+// relayIdlePolls empty polls (about 0.1 ms), since a block that stayed
+// would hold every call that waits for the whole context (a module load,
+// cuMemFree, cudaDeviceSynchronize) until the transport closed; a copy
+// that finds it ended launches it again for the next ones. A message rung
+// just as the block ended is copied by the relay's stream instead, and the
+// host stores its number: only once the block has ended, and the next
+// launch starts past it, so no copy is made twice.
 //
 // Why a block and not a stream's memory operations around a copy: those
 // still queue the copy on a copy engine; the host-to-stream signal alone is
@@ -64,14 +69,16 @@ const relayDepth = 16
 type relaySlot struct{ dst, src, n, _ uint64 }
 
 // relayPage is the layout of the relay's own host page: the bell, the
-// block's exit word, and a done word used when the caller gives none, each
-// word on a line of its own.
+// block's start and exit words, and a done word used when the caller gives
+// none, each word on a line of its own.
 type relayPage struct {
-	bell   [relayDepth]relaySlot
-	_      [8]uint64
-	exited uint64 // the number of the last launch that ended
-	_      [7]uint64
-	done   uint64
+	bell    [relayDepth]relaySlot
+	_       [8]uint64
+	started uint64 // the number of the last launch that started
+	_       [7]uint64
+	exited  uint64 // the number of the last launch that ended
+	_       [7]uint64
+	done    uint64
 }
 
 // relayStopWait bounds the waits for messages rung and for the block to
@@ -85,23 +92,28 @@ type relay struct {
 	s       *cuda.Stream
 	page    []byte // registered host memory holding a relayPage
 	bell    *[relayDepth]relaySlot
+	started *uint64
 	exited  *uint64
 	done    *uint64 // where the block stores each message's number
-	at      [3]uintptr
+	at      [4]uintptr
 	last    uint64 // the number of the last message rung
 	launch  uint64 // the number of the last launch
 	args    cuda.Args
 	stopped bool
-	// run launches the block from message first as launch number launch
-	// (launchBlock; tests put a fake here).
-	run func(first, launch uint64) error
+	// run launches the block from message first as launch number launch;
+	// copy queues one copy on the relay's stream and settle waits for
+	// them (launchBlock, copyOnStream, the stream's Synchronize; tests put
+	// fakes here).
+	run    func(first, launch uint64) error
+	copy   func(dst, src, n uint64) error
+	settle func() error
 }
 
 // startRelay loads the kernel and readies its bell and stream in the
-// context bound to the calling thread; the first message launches the
-// block. The block stores each message's number into done, a word of host
-// memory registered with the driver (peers may poll it in shared memory);
-// nil: a word of the relay's own page.
+// context bound to the calling thread; copies launch the block. The block
+// stores each message's number into done, a word of host memory
+// registered with the driver (peers may poll it in shared memory); nil: a
+// word of the relay's own page.
 func startRelay(done *uint64) (*relay, error) {
 	mod, err := cuda.LoadModule([]byte(relayPTX))
 	if err != nil {
@@ -124,12 +136,12 @@ func startRelay(done *uint64) (*relay, error) {
 		return fail(fmt.Errorf("cudaipc: register the relay page: %w", err))
 	}
 	own := (*relayPage)(unsafe.Pointer(&r.page[0]))
-	r.bell, r.exited, r.done = &own.bell, &own.exited, done
+	r.bell, r.started, r.exited, r.done = &own.bell, &own.started, &own.exited, done
 	if done == nil {
 		r.done = &own.done
 	}
 	atomic.StoreUint64(r.done, 0)
-	for i, w := range []unsafe.Pointer{unsafe.Pointer(r.bell), unsafe.Pointer(r.done), unsafe.Pointer(r.exited)} {
+	for i, w := range []unsafe.Pointer{unsafe.Pointer(r.bell), unsafe.Pointer(r.done), unsafe.Pointer(r.exited), unsafe.Pointer(r.started)} {
 		if r.at[i], err = cuda.HostDevicePointer(uintptr(w)); err != nil {
 			return fail(fmt.Errorf("cudaipc: relay words' device address: %w", err))
 		}
@@ -137,15 +149,27 @@ func startRelay(done *uint64) (*relay, error) {
 	if r.s, err = cuda.NewStream(cuda.StreamNonBlocking); err != nil {
 		return fail(fmt.Errorf("cudaipc: relay stream: %w", err))
 	}
-	r.run = r.launchBlock
+	r.run, r.copy, r.settle = r.launchBlock, r.copyOnStream, r.s.Synchronize
 	return r, nil
 }
 
 // launchBlock queues the block on the relay's stream.
 func (r *relay) launchBlock(first, launch uint64) error {
 	r.args.Reset()
-	r.args.SetPtr(0, r.at[0]).SetPtr(1, r.at[1]).Set(2, relayDepth).Set(3, first).Set(4, relayIdlePolls).SetPtr(5, r.at[2]).Set(6, launch)
+	r.args.SetPtr(0, r.at[0]).SetPtr(1, r.at[1]).Set(2, relayDepth).Set(3, first).Set(4, relayIdlePolls).
+		SetPtr(5, r.at[2]).Set(6, launch).SetPtr(7, r.at[3])
 	return r.fn.Launch(cuda.Dim3{X: 1}, cuda.Dim3{X: relayBlock}, 0, r.s, &r.args)
+}
+
+// copyOnStream queues a copy the block did not take on the relay's stream.
+func (r *relay) copyOnStream(dst, src, n uint64) error {
+	return cuda.CopyAsync(uintptr(dst), uintptr(src), int(n), r.s)
+}
+
+// running reports whether the block has started and not ended: a message
+// rung now is taken (or, if the block ends first, copied by revive).
+func (r *relay) running() bool {
+	return !r.stopped && r.launch > 0 && atomic.LoadUint64(r.started) == r.launch && atomic.LoadUint64(r.exited) != r.launch
 }
 
 // free reports whether a message may be rung: fewer than relayDepth are
@@ -153,22 +177,13 @@ func (r *relay) launchBlock(first, launch uint64) error {
 func (r *relay) free() bool { return r.last-atomic.LoadUint64(r.done) < relayDepth }
 
 // ring asks the block to copy n bytes from src to dst (device addresses it
-// can reach: its own memory or a peer's opened by IPC), launching it if it
-// has ended, and returns the message's number. Only when free.
+// can reach: its own memory or a peer's opened by IPC) and returns the
+// message's number. Only while running and free.
 func (r *relay) ring(dst, src uintptr, n int) (uint64, error) {
 	if uint64(dst)|uint64(src) > relayLow || n < 0 || uint64(n) >= relayStop {
 		return 0, fmt.Errorf("cudaipc: relay of %d bytes from %#x to %#x: beyond its 48-bit words", n, src, dst)
 	}
-	if !r.stopped && atomic.LoadUint64(r.exited) == r.launch && relayReached(r.done, r.last) {
-		// Ended and nothing pending: launch for this message before it
-		// is rung, so that a refused launch refuses the copy.
-		if err := r.launchFrom(r.last + 1); err != nil {
-			return 0, err
-		}
-	}
-	number := r.put(uint64(dst), uint64(src), uint64(n))
-	r.revive() // a launch refused here is tried again by landed and drain, which report it
-	return number, nil
+	return r.put(uint64(dst), uint64(src), uint64(n)), nil
 }
 
 // put writes the next message's slot, the length last.
@@ -178,42 +193,61 @@ func (r *relay) put(dst, src, n uint64) uint64 {
 	slot := &r.bell[r.last%relayDepth]
 	atomic.StoreUint64(&slot.dst, dst|tag)
 	atomic.StoreUint64(&slot.src, src|tag)
-	atomic.StoreUint64(&slot.n, n|tag) // a locked store: the exit word's load below comes after it
+	atomic.StoreUint64(&slot.n, n|tag)
 	return r.last
 }
 
-// revive launches the block when its last launch has ended (or none was
-// made) and messages rung are not done; the launch starts at the first of
-// them. The block ends only between messages, so done is the last it
-// took.
-func (r *relay) revive() error {
+// warm launches the block for the copies to come when none is running or
+// waiting to start, after settling what an ended block left.
+func (r *relay) warm() error {
 	if r.stopped || atomic.LoadUint64(r.exited) != r.launch {
-		return nil // running, or stopped for good
+		return nil // running, or launched and not yet started, or stopped
+	}
+	if err := r.revive(); err != nil {
+		return err
+	}
+	r.launch++
+	if err := r.run(r.last+1, r.launch); err != nil {
+		r.launch-- // none runs: the next copy tries again
+		return fmt.Errorf("cudaipc: launch the relay: %w", err)
+	}
+	return nil
+}
+
+// revive copies, on the relay's stream, the messages an ended block did
+// not take, waits for them and stores the last one's number as the block
+// would have. Only once the block has ended: no copy is made twice.
+func (r *relay) revive() error {
+	if atomic.LoadUint64(r.exited) != r.launch {
+		return nil
 	}
 	first := atomic.LoadUint64(r.done) + 1
 	if first > r.last {
 		return nil
 	}
-	return r.launchFrom(first)
-}
-
-// launchFrom launches the block from message first.
-func (r *relay) launchFrom(first uint64) error {
-	r.launch++
-	if err := r.run(first, r.launch); err != nil {
-		r.launch-- // none runs: the next revive tries again
-		return fmt.Errorf("cudaipc: launch the relay from message %d: %w", first, err)
+	for k := first; k <= r.last; k++ {
+		slot := &r.bell[k%relayDepth]
+		if err := r.copy(slot.dst&relayLow, slot.src&relayLow, slot.n&relayLow); err != nil {
+			return fmt.Errorf("cudaipc: copy relay message %d the block did not take: %w", k, err)
+		}
 	}
+	if err := r.settle(); err != nil {
+		return fmt.Errorf("cudaipc: relay messages %d-%d the block did not take: %w", first, r.last, err)
+	}
+	atomic.StoreUint64(r.done, r.last)
 	return nil
 }
 
-// landed reports whether message number has landed, launching the block
-// again if it ended with messages left.
+// landed reports whether message number has landed, copying what an ended
+// block left.
 func (r *relay) landed(number uint64) (bool, error) {
 	if relayReached(r.done, number) {
 		return true, nil
 	}
-	return false, r.revive()
+	if err := r.revive(); err != nil {
+		return false, err
+	}
+	return relayReached(r.done, number), nil
 }
 
 // drain waits until every message rung is done, or fails at deadline.
@@ -234,10 +268,11 @@ func (r *relay) drain(deadline time.Time) error {
 // process, shows message number landed.
 func relayReached(done *uint64, number uint64) bool { return atomic.LoadUint64(done) >= number }
 
-// stop waits for the messages rung, tells a running block to end, waits
-// for its stream (each wait at most relayStopWait), then frees what start
-// took. A relay whose block may still run is not freed (freeing would wait
-// for it): stop fails, and fails again if called again.
+// stop waits for the messages rung, tells a block that runs or waits to
+// start to end, waits for its stream (each wait at most relayStopWait),
+// then frees what start took. A relay whose block may still run is not
+// freed (freeing would wait for it): stop fails, and fails again if
+// called again.
 func (r *relay) stop() error {
 	if r.stopped {
 		return nil
@@ -248,7 +283,7 @@ func (r *relay) stop() error {
 	}
 	r.stopped = true
 	if atomic.LoadUint64(r.exited) != r.launch {
-		r.put(0, 0, relayStop) // if it ended meanwhile, nothing reads this
+		r.put(0, 0, relayStop) // if it ends meanwhile, nothing reads this
 	}
 	for deadline = time.Now().Add(relayStopWait); ; {
 		ended, err := r.s.Query()

@@ -11,15 +11,32 @@ import (
 	"github.com/gotune/gotune/internal/cuda/cudatest"
 )
 
-// relayOne rings r for one message once a slot is free and waits until
-// it is done.
+// relayOne rings r for one message once its block runs (launching it if
+// none does) and a slot is free, and waits until the message has landed.
 func relayOne(t testing.TB, r *relay, dst, src uintptr, n int) {
-	within(t, "a free bell slot", r.free)
+	number := ringRunning(t, r, dst, src, n)
+	within(t, fmt.Sprintf("relay message %d done", number), func() bool {
+		ok, err := r.landed(number)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	})
+}
+
+// ringRunning rings r once its block runs and a slot is free.
+func ringRunning(t testing.TB, r *relay, dst, src uintptr, n int) uint64 {
+	within(t, "a running relay block with a free slot", func() bool {
+		if err := r.warm(); err != nil {
+			t.Fatal(err)
+		}
+		return r.running() && r.free()
+	})
 	number, err := r.ring(dst, src, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, fmt.Sprintf("relay message %d done", number), func() bool { return relayReached(r.done, number) })
+	return number
 }
 
 // within spins until cond holds, failing after 10 s (a relay that never
@@ -90,10 +107,7 @@ func TestRelayCopiesOnDevice(t *testing.T) {
 	}
 	var last uint64
 	for k := range most / part {
-		within(t, "a free bell slot", r.free)
-		if last, err = r.ring(dst.Ptr()+uintptr(k*part), src.Ptr()+uintptr(k*part), part-k%part); err != nil {
-			t.Fatal(err)
-		}
+		last = ringRunning(t, r, dst.Ptr()+uintptr(k*part), src.Ptr()+uintptr(k*part), part-k%part)
 	}
 	relayOne(t, r, dst.Ptr(), src.Ptr(), 0) // after the window: its number covers it
 	if err := cuda.CopyDtoH(got, dst.Ptr()); err != nil {
@@ -230,11 +244,13 @@ func TestDoneReadsTheRelayWord(t *testing.T) {
 	}
 }
 
-// fakeBlock stands in for the relay's block: it records launches, and the
-// test decides what it took (done) and when it ended (exited).
+// fakeBlock stands in for the relay's block and stream: it records
+// launches and stream copies, and the test decides when the block starts,
+// what it takes (done) and when it ends (exited).
 type fakeBlock struct {
 	r        *relay
 	launches [][2]uint64 // first, launch number
+	copies   []uint64    // n of each stream copy
 	refuse   error
 }
 
@@ -246,74 +262,79 @@ func (f *fakeBlock) run(first, launch uint64) error {
 	return nil
 }
 
-// take is the block taking messages up to n; end is it ending idle.
-func (f *fakeBlock) take(n uint64) { atomic.StoreUint64(f.r.done, n) }
-func (f *fakeBlock) end()          { atomic.StoreUint64(f.r.exited, f.r.launch) }
+func (f *fakeBlock) copy(_, _, n uint64) error { f.copies = append(f.copies, n); return nil }
+func (f *fakeBlock) start()                    { atomic.StoreUint64(f.r.started, f.r.launch) }
+func (f *fakeBlock) take(n uint64)             { atomic.StoreUint64(f.r.done, n) }
+func (f *fakeBlock) end()                      { atomic.StoreUint64(f.r.exited, f.r.launch) }
 
 func fakeRelay() (*relay, *fakeBlock) {
 	var page relayPage
-	r := &relay{bell: &page.bell, exited: &page.exited, done: &page.done}
+	r := &relay{bell: &page.bell, started: &page.started, exited: &page.exited, done: &page.done}
 	f := &fakeBlock{r: r}
-	r.run = f.run
+	r.run, r.copy, r.settle = f.run, f.copy, func() error { return nil }
 	return r, f
 }
 
-// The block is launched by the first message, not again while it runs,
-// and again from the first message not done once it has ended, whoever
-// notices (ring, or the copying rank polling its copy); a refused launch
-// is tried again.
-func TestRelayLaunchesWhenNeeded(t *testing.T) {
+// The relay rings only a block that has started and not ended; one launch
+// serves until the block ends; what an ended block left is copied by the
+// stream and counted done, and the next launch starts past it; a refused
+// launch is tried again by the next copy.
+func TestRelayRingsOnlyARunningBlock(t *testing.T) {
 	r, f := fakeRelay()
-	ring := func() uint64 {
-		n, err := r.ring(0x1000, 0x2000, 8)
+	step := func(what string, ok bool) {
+		t.Helper()
+		if !ok {
+			t.Fatalf("%s: launches %v, copies %v, last %d, done %d, launch %d", what, f.launches, f.copies, r.last, *r.done, r.launch)
+		}
+	}
+	warm := func() {
+		t.Helper()
+		if err := r.warm(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ring := func(n int) uint64 {
+		t.Helper()
+		k, err := r.ring(0x1000, 0x2000, n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return k
 	}
-	ring()
-	ring() // running: no second launch
+	step("none launched yet", !r.running())
+	warm()
+	warm() // launched, not yet started: not again
+	step("one launch from message 1", fmt.Sprint(f.launches) == "[[1 1]]" && !r.running())
+	f.start()
+	step("started", r.running())
+	ring(8)
+	ring(16)
 	f.take(2)
-	if got := fmt.Sprint(f.launches); got != "[[1 1]]" {
-		t.Fatalf("launches %s, want one from message 1", got)
-	}
-	f.end() // idle
-	if ok, err := r.landed(2); !ok || err != nil || len(f.launches) != 1 {
-		t.Fatalf("landed(2) = %v, %v with %d launches: a done message needs no block", ok, err, len(f.launches))
-	}
-	n := ring() // message 3 relaunches
-	if got := fmt.Sprint(f.launches); got != "[[1 1] [3 2]]" {
-		t.Fatalf("launches %s, want a second from message 3", got)
-	}
-	// Message 4 rung as the block ended, unseen: the copying rank's
-	// poll relaunches from it.
-	f.take(n)
-	m := ring()
 	f.end()
-	if ok, err := r.landed(m); ok || err != nil {
-		t.Fatalf("landed(%d) = %v, %v before any block took it", m, ok, err)
+	step("ended", !r.running())
+	if ok, err := r.landed(2); !ok || err != nil || len(f.copies) != 0 {
+		t.Fatalf("landed(2) = %v, %v; copies %v: the block took both", ok, err, f.copies)
 	}
-	if got := fmt.Sprint(f.launches); got != "[[1 1] [3 2] [4 3]]" {
-		t.Fatalf("launches %s, want a third from message 4", got)
+	// Ended with a message it never took: the stream copies it, and the
+	// next launch starts after it.
+	warm()
+	f.start()
+	k := ring(24)
+	f.end()
+	if ok, err := r.landed(k); !ok || err != nil {
+		t.Fatalf("landed(%d) = %v, %v after the block ended without it", k, ok, err)
 	}
-	// A launch refused for a new message refuses it, unrung.
-	f.take(m)
+	step("the stream copied message 3", fmt.Sprint(f.copies) == "[24]" && *r.done == 3)
+	warm()
+	step("launch 3 from message 4", fmt.Sprint(f.launches) == "[[1 1] [3 2] [4 3]]")
+	// A refused launch is not counted; the next copy tries again.
+	f.start()
 	f.end()
 	f.refuse = fmt.Errorf("launch refused")
-	if _, err := r.ring(0x1000, 0x2000, 8); err == nil || r.last != m || r.launch != 3 {
-		t.Fatalf("refused launch: err %v, last %d, launches %d; want an error, %d and 3", err, r.last, r.launch, m)
-	}
-	// One refused for a message already rung (the block ended under it)
-	// is tried again by the next poll.
-	f.refuse = nil
-	m = ring() // launch 4, from message 5
-	f.end()
-	f.refuse = fmt.Errorf("launch refused")
-	if ok, err := r.landed(m); ok || err == nil || r.launch != 4 {
-		t.Fatalf("landed(%d) with launches refused = %v, %v, %d launches; want an error and 4", m, ok, err, r.launch)
+	if err := r.warm(); err == nil || r.launch != 3 {
+		t.Fatalf("refused launch: err %v, %d launches; want an error and 3", err, r.launch)
 	}
 	f.refuse = nil
-	if _, err := r.landed(m); err != nil || fmt.Sprint(f.launches) != "[[1 1] [3 2] [4 3] [5 4] [5 5]]" {
-		t.Fatalf("after a refusal: err %v, launches %v, want a fifth from message 5", err, f.launches)
-	}
+	warm()
+	step("launch 4 after the refusal", fmt.Sprint(f.launches[len(f.launches)-1]) == "[4 4]")
 }
