@@ -242,8 +242,13 @@ func (l *loop) stepPeers() int {
 func (l *loop) exchangeAll(i int) error {
 	n := l.ranks
 	block := l.stepPeers()
+	timed := l.timeIterations && i >= l.warmup
 	for first := 1; first < n; first += block {
 		last := min(first+block, n)
+		var began int64
+		if timed {
+			began = nanotime()
+		}
 		l.reqs = l.reqs[:0]
 		for k := first; k < last; k++ {
 			_, from := l.stepPartners(k)
@@ -267,6 +272,9 @@ func (l *loop) exchangeAll(i int) error {
 		}
 		if err := l.t.Wait(l.reqs...); err != nil {
 			return fmt.Errorf("steps %d-%d of %d ranks (%s): %w", first, last-1, n, l.pairing(), err)
+		}
+		if timed {
+			l.blockNS[(first-1)/block][i-l.warmup] = nanotime() - began
 		}
 		for k := first; k < last; k++ {
 			_, from := l.stepPartners(k)
@@ -328,8 +336,9 @@ type rankTimes struct {
 	Iters     int     `json:"iters"`
 	Warmup    int     `json:"warmup"`
 	Window    int     `json:"window"`
-	Reps      []int64 `json:"reps"` // elapsed ns of each timed repetition
-	Iter      []int64 `json:"iter"` // the distribution pass's ns per iteration, less a clock read
+	Reps      []int64 `json:"reps"`             // elapsed ns of each timed repetition
+	Iter      []int64 `json:"iter"`             // the distribution pass's ns per iteration, less a clock read
+	Blocks    []int64 `json:"blocks,omitempty"` // alltoall: the median ns of each block of steps over the distribution pass
 	Validated bool    `json:"validated,omitempty"`
 }
 
@@ -347,7 +356,11 @@ func measureMulti(t transports.Transport, rank int, spec Spec, a *arena, beat fu
 		for k, ns := range l.iterNS {
 			iter[k] = max(ns-cost, 1)
 		}
-		out = append(out, rankTimes{Iters: l.iters, Warmup: l.warmup, Window: l.window, Reps: reps, Iter: iter, Validated: l.validate})
+		var blocks []int64
+		for _, ns := range l.blockNS {
+			blocks = append(blocks, medianNS(ns))
+		}
+		out = append(out, rankTimes{Iters: l.iters, Warmup: l.warmup, Window: l.window, Reps: reps, Iter: iter, Blocks: blocks, Validated: l.validate})
 		return nil
 	})
 	return out, err
@@ -441,6 +454,9 @@ func multiPoints(spec Spec, times [][]rankTimes) ([]Point, error) {
 				each = append(each, Summarize(size, "us", own, nil).Median)
 			}
 			p.RankMin, p.RankMax = slices.Min(each), slices.Max(each)
+			if spec.Pattern == AllToAll {
+				p.Steps = stepTimes(timers, times, i)
+			}
 			if spec.Pattern.Collective() {
 				collBandwidth(&p, spec.Pattern, spec.RankCount())
 			}
@@ -448,4 +464,40 @@ func multiPoints(spec Spec, times [][]rankTimes) ([]Point, error) {
 		points = append(points, p)
 	}
 	return points, nil
+}
+
+// stepTimes is alltoall's per-block table of a size (index i of times):
+// for each block of steps the median over the ranks of each rank's median
+// time, and the slowest rank with its time, in µs. Nil when the ranks
+// timed no blocks.
+func stepTimes(ranks []int, times [][]rankTimes, i int) []StepTime {
+	blocks := len(times[ranks[0]][i].Blocks)
+	var out []StepTime
+	for b := range blocks {
+		st := StepTime{Block: b + 1}
+		var all []int64
+		for _, r := range ranks {
+			bs := times[r][i].Blocks
+			if len(bs) != blocks {
+				return nil
+			}
+			all = append(all, bs[b])
+			if us := float64(bs[b]) / 1e3; us > st.Max || len(all) == 1 {
+				st.Max, st.MaxRank = us, r
+			}
+		}
+		st.Median = float64(medianNS(all)) / 1e3
+		out = append(out, st)
+	}
+	return out
+}
+
+// medianNS is the median of ns (the lower middle of an even count), 0 for
+// none; ns is left as it was.
+func medianNS(ns []int64) int64 {
+	if len(ns) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(ns))
+	return s[(len(s)-1)/2]
 }

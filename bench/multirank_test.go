@@ -57,6 +57,20 @@ func checkMultiPoints(t *testing.T, res bench.Result) {
 			if !(p.RankMin > 0 && p.RankMin <= p.RankMax) {
 				t.Errorf("size %d: ranks' min %v, max %v", p.Size, p.RankMin, p.RankMax)
 			}
+			// A block of steps per AllToAllThrottle peers when scattered,
+			// per Spec.Peers (one by default) above.
+			n, block := spec.RankCount(), max(spec.Peers, 1)
+			if p.Size <= bench.AllToAllScatter {
+				block = bench.AllToAllThrottle
+			}
+			if want := (n - 1 + block - 1) / block; len(p.Steps) != want {
+				t.Errorf("size %d: %d step blocks, want %d (%d ranks, %d peers a block)", p.Size, len(p.Steps), want, n, block)
+			}
+			for k, st := range p.Steps {
+				if st.Block != k+1 || !(st.Median > 0 && st.Median <= st.Max) || st.MaxRank < 0 || st.MaxRank >= n {
+					t.Errorf("size %d: step block %+v", p.Size, st)
+				}
+			}
 		}
 	}
 }

@@ -29,6 +29,9 @@ type loop struct {
 	validate      bool
 	reqs          []transports.Request
 	iterNS        []int64 // per-iteration times of the distribution pass (rank 0)
+	// blockNS holds alltoall's time per block of steps (exchangeAll) in
+	// each iteration of the distribution pass: blockNS[b][iteration].
+	blockNS [][]int64
 	// longestWait is the longest rank 0 waited at one step of a loaded
 	// pass so far: lining up before the timer starts, or one iteration of
 	// any pass, warm-up included. steps says whether this rank times them
@@ -203,6 +206,12 @@ func newLoop(t transports.Transport, rank int, spec Spec, size int, a *arena) *l
 	}
 	l.reqs = make([]transports.Request, 0, 2*l.window*max(l.ranks-1, 1))
 	l.iterNS = make([]int64, l.iters)
+	if l.pattern == AllToAll && l.ranks > 1 {
+		l.blockNS = make([][]int64, (l.ranks-1+l.stepPeers()-1)/l.stepPeers())
+		for b := range l.blockNS {
+			l.blockNS[b] = make([]int64, l.iters)
+		}
+	}
 	return l
 }
 

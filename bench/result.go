@@ -178,12 +178,26 @@ type Point struct {
 	MsgRate float64 `json:"msg_rate,omitempty"`
 	RankMin float64 `json:"rank_min,omitempty"`
 	RankMax float64 `json:"rank_max,omitempty"`
+	// Steps is alltoall's time per block of steps (one step each when
+	// pairwise) in the distribution pass: where an exchange's time goes,
+	// and which rank held a step up.
+	Steps []StepTime `json:"steps,omitempty"`
 	// AlgBW and BusBW are a collective's bandwidths as nccl-tests states
 	// them (GB/s of 10^9 bytes, from the median time): the bytes the
 	// collective's buffer holds over the time, and that times the
 	// collective's bus factor, what each rank's links carried.
 	AlgBW float64 `json:"algbw,omitempty"`
 	BusBW float64 `json:"busbw,omitempty"`
+}
+
+// StepTime is one block of an alltoall exchange's steps (Point.Steps):
+// the median over the ranks of each rank's median time for the block, and
+// the slowest rank's, in µs.
+type StepTime struct {
+	Block   int     `json:"block"`
+	Median  float64 `json:"median_us"`
+	Max     float64 `json:"max_us"`
+	MaxRank int     `json:"max_rank"`
 }
 
 // Stalled reports whether the point's path waited for the load kernel to
