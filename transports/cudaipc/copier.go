@@ -70,12 +70,18 @@ func (c *copier) enqueue(pid int, local []byte, at sm.Place, remote uintptr, pul
 	if err != nil {
 		return err
 	}
-	// By the copy kernel when cudaipc.copy=sm and both sides are device
-	// memory it can address in vectors, else by a copy engine.
+	return c.queue(dst, src, len(local), at)
+}
+
+// queue queues the copy of n bytes from src to dst, both addresses in this
+// process, on the copier's stream: by the copy kernel when cudaipc.copy=sm
+// and both sides are device memory it can address in vectors, else by a
+// copy engine.
+func (c *copier) queue(dst, src uintptr, n int, at sm.Place) error {
 	if c.kernel != nil && at == sm.PlaceDevice && aligned(dst, src) {
-		return c.kernel.launch(dst, src, len(local), c.stream)
+		return c.kernel.launch(dst, src, n, c.stream)
 	}
-	return cuda.CopyAsync(dst, src, len(local), c.stream)
+	return cuda.CopyAsync(dst, src, n, c.stream)
 }
 
 // ends are the addresses a copy between local and the peer's device bytes

@@ -132,14 +132,17 @@ var (
 
 // Start rings the relay for a small device-to-device copy while its block
 // runs and has a free slot; otherwise it queues the copy on the stream and
-// marks it, launching the block for the copies after it.
+// marks it, launching the block for the copies after it. The ends are
+// found first: opening a peer's allocation can outlast the block's idle
+// life, and a message rung to a block that ended meanwhile waits for this
+// rank to call in again (relay.revive).
 func (c markingCopier) Start(pid int, local []byte, at sm.Place, remote uintptr, pull bool) (uint64, error) {
+	dst, src, err := c.ends(pid, local, remote, pull)
+	if err != nil {
+		return 0, err
+	}
 	if c.relay != nil && at == sm.PlaceDevice && len(local) <= c.relayMax {
 		if c.relay.running() && c.relay.free() {
-			dst, src, err := c.ends(pid, local, remote, pull)
-			if err != nil {
-				return 0, err
-			}
 			number, err := c.relay.ring(dst, src, len(local))
 			if err != nil {
 				return 0, err
@@ -150,7 +153,7 @@ func (c markingCopier) Start(pid int, local []byte, at sm.Place, remote uintptr,
 			return 0, err
 		}
 	}
-	if err := c.enqueue(pid, local, at, remote, pull); err != nil {
+	if err := c.queue(dst, src, len(local), at); err != nil {
 		return 0, err
 	}
 	return c.marks.mark(c.stream)

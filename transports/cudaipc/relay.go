@@ -87,19 +87,21 @@ const relayStopWait = 10 * time.Second
 
 // relay is a copy block on the bound device, launched when messages come.
 type relay struct {
-	mod     *cuda.Module
-	fn      *cuda.Function
-	s       *cuda.Stream
-	page    []byte // registered host memory holding a relayPage
-	bell    *[relayDepth]relaySlot
-	started *uint64
-	exited  *uint64
-	done    *uint64 // where the block stores each message's number
-	at      [4]uintptr
-	last    uint64 // the number of the last message rung
-	launch  uint64 // the number of the last launch
-	args    cuda.Args
-	stopped bool
+	mod      *cuda.Module
+	fn       *cuda.Function
+	s        *cuda.Stream
+	page     []byte // registered host memory holding a relayPage
+	bell     *[relayDepth]relaySlot
+	started  *uint64
+	exited   *uint64
+	done     *uint64 // where the block stores each message's number
+	at       [4]uintptr
+	last     uint64 // the number of the last message rung
+	launch   uint64 // the number of the last launch
+	args     cuda.Args
+	stopped  bool
+	refused  error // the last launch's refusal, nil once one is made
+	released bool  // the page and stream are freed
 	// run launches the block from message first as launch number launch;
 	// copy queues one copy on the relay's stream and settle waits for
 	// them (launchBlock, copyOnStream, the stream's Synchronize; tests put
@@ -198,7 +200,9 @@ func (r *relay) put(dst, src, n uint64) uint64 {
 }
 
 // warm launches the block for the copies to come when none is running or
-// waiting to start, after settling what an ended block left.
+// waiting to start, after settling what an ended block left; only that
+// can fail. A launch refused leaves the copies on the stream, which needs
+// no block: it is kept in refused, and the next copy tries again.
 func (r *relay) warm() error {
 	if r.stopped || atomic.LoadUint64(r.exited) != r.launch {
 		return nil // running, or launched and not yet started, or stopped
@@ -208,9 +212,11 @@ func (r *relay) warm() error {
 	}
 	r.launch++
 	if err := r.run(r.last+1, r.launch); err != nil {
-		r.launch-- // none runs: the next copy tries again
-		return fmt.Errorf("cudaipc: launch the relay: %w", err)
+		r.launch-- // none runs
+		r.refused = fmt.Errorf("cudaipc: launch the relay: %w", err)
+		return nil
 	}
+	r.refused = nil
 	return nil
 }
 
@@ -218,8 +224,8 @@ func (r *relay) warm() error {
 // not take, waits for them and stores the last one's number as the block
 // would have. Only once the block has ended: no copy is made twice.
 func (r *relay) revive() error {
-	if atomic.LoadUint64(r.exited) != r.launch {
-		return nil
+	if r.released || atomic.LoadUint64(r.exited) != r.launch {
+		return nil // its words are gone, or a block runs or waits to start
 	}
 	first := atomic.LoadUint64(r.done) + 1
 	if first > r.last {
@@ -227,6 +233,9 @@ func (r *relay) revive() error {
 	}
 	for k := first; k <= r.last; k++ {
 		slot := &r.bell[k%relayDepth]
+		if n := slot.n & relayLow; n == relayStop {
+			continue // stop's message: nothing to copy
+		}
 		if err := r.copy(slot.dst&relayLow, slot.src&relayLow, slot.n&relayLow); err != nil {
 			return fmt.Errorf("cudaipc: copy relay message %d the block did not take: %w", k, err)
 		}
@@ -304,6 +313,7 @@ func (r *relay) stop() error {
 
 // release frees the stream, page and module; the kernel must have ended.
 func (r *relay) release() error {
+	r.released = true
 	var errs []error
 	if r.s != nil {
 		errs = append(errs, r.s.Destroy())
@@ -311,6 +321,7 @@ func (r *relay) release() error {
 	if r.page != nil {
 		errs = append(errs, cuda.UnregisterHost(r.page))
 		sys.Unmap(r.page)
+		r.page = nil
 	}
 	errs = append(errs, r.mod.Unload())
 	return errors.Join(errs...)
