@@ -20,7 +20,7 @@ type copier struct {
 	rankOf map[int]int  // pid -> rank
 	opened []*openCache // by rank
 	kernel *smCopy      // the SM copy (cudaipc.copy=sm); nil: copy engines
-	relay  *relay       // the resident relay (cudaipc.relay); nil: none
+	relay  *relay       // the relay block (cudaipc.relay); nil: none
 }
 
 // openCache keeps a peer's opened allocations, least recently used last.

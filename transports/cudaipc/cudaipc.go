@@ -69,7 +69,7 @@ var Options = &transports.OptionSet{Name: "cudaipc", Options: []transports.Optio
 	{Key: KeyPinnedThreshold, Type: "size", Default: transports.FormatSize(DefaultPinnedThreshold), Help: "smallest send from pinned host memory offered to the receiver for single copy (a device receive is written by one DMA from the sender's buffer; a host receive costs a round trip more)"},
 	{Key: KeyCopy, Type: CopyEngine + "|" + CopySM, Default: CopyEngine, Help: "ce (single copies by the copy engines, cuMemcpyAsync) or sm (device-to-device single copies by a copy kernel, which waits for free SMs)"},
 	{Key: KeyCompletion, Type: strings.Join(Completions, "|"), Default: CompleteEvent, Help: "event (FIN as soon as a single copy is queued; both sides poll the copying rank's IPC event), sync (FIN after cuStreamSynchronize) or flag (FIN at once; the copy's stream then writes a number into shared memory that both sides poll with a load)"},
-	{Key: KeyRelay, Type: "size", Default: "0", Help: "largest device-to-device single copy moved by the rank's resident relay kernel (one block that polls pinned host memory while copies come and ends after about 0.1 ms idle: no launch and no copy engine per message; calls that wait for the whole context wait for it while it runs; ranks sharing a GPU are refused: their contexts would time-slice it); 0: no relay. Needs completion event or flag"},
+	{Key: KeyRelay, Type: "size", Default: "0", Help: "largest device-to-device single copy moved by the rank's relay kernel (one block that polls pinned host memory while copies come and ends after about 0.1 ms idle: no launch and no copy engine per message; calls that wait for the whole context wait for it while it runs; ranks sharing a GPU are refused: their contexts would time-slice it); 0: no relay. Needs completion event or flag"},
 	{Key: KeyCache, Type: "int", Default: transports.FormatSize(DefaultCache), Help: "opened peer allocations kept per peer (0: all)"},
 	{Key: KeyGPUs, Type: "list", Help: "GPU ordinals by rank, comma-separated (rank r takes the (r mod n)-th; default r mod the device count)"},
 }}
@@ -220,7 +220,6 @@ type Transport struct {
 	dev      *cuda.Device
 	stream   *cuda.Stream
 	copier   *copier
-	relay    *relay       // nil without cudaipc.relay
 	events   *completions // nil with cudaipc.completion=sync
 	segment  []byte       // the engine's and the tables' bytes, registered with the driver
 	alloc    gpumem.Mode
@@ -270,8 +269,8 @@ func New(env transports.Env) (transports.Transport, error) {
 	if p.Relay > 0 {
 		for r := range env.Size {
 			if g := cuda.OrdinalFor(r, count, p.GPUs); g == ordinal && r != env.Rank {
-				return nil, fmt.Errorf("cudaipc: %s=%d: ranks %d and %d share GPU %d (%d CUDA device(s)): each would keep its relay block "+
-					"resident in a context of its own, and the GPU time-slices contexts, so every message would wait for the other's slice; "+
+				return nil, fmt.Errorf("cudaipc: %s=%d: ranks %d and %d share GPU %d (%d CUDA device(s)): each would run its relay block "+
+					"in a context of its own, and the GPU time-slices contexts, so every message would wait for the other's slice; "+
 					"give each rank its own GPU (%s) or set %s=0", KeyRelay, p.Relay, min(r, env.Rank), max(r, env.Rank), g, count, KeyGPUs, KeyRelay)
 			}
 		}
@@ -319,10 +318,9 @@ func (t *Transport) open(env transports.Env, sp sm.Params, p Params, ordinal int
 	}
 	t.segment = all
 	if p.Relay > 0 {
-		if t.relay, err = startRelay(c.tables[env.Rank].relay); err != nil {
+		if c.relay, err = startRelay(c.tables[env.Rank].relay); err != nil {
 			return err
 		}
-		c.relay = t.relay
 	}
 	var single sm.SingleCopy = c
 	switch p.Completion {
@@ -368,8 +366,8 @@ func (t *Transport) release() error {
 	}
 	t.released = true
 	var errs []error
-	if t.relay != nil { // first: it may copy into buffers and mappings closed below
-		if err := t.relay.stop(); err != nil {
+	if t.copier != nil && t.copier.relay != nil { // first: it may copy into buffers and mappings closed below
+		if err := t.copier.relay.stop(); err != nil {
 			// Its block may still run, and every free below would wait for it.
 			return fmt.Errorf("%w (the rank's CUDA resources are left to the process's exit)", err)
 		}

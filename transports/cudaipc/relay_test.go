@@ -50,22 +50,24 @@ func within(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// The resident relay on a real device: one kernel copies message after
-// message, aligned and not, each byte for byte and nothing around it, and
-// ends when told. (No subtests: the context is bound to this goroutine's
-// thread.)
-func TestRelayCopiesOnDevice(t *testing.T) {
-	dev := cudatest.Device(t, 0)
+// testRelay starts a relay in the bound context, stopped when the test
+// ends unless the test stopped it.
+func testRelay(t testing.TB) *relay {
+	t.Helper()
 	r, err := startRelay(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			r.stop()
-		}
-	}()
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+// The relay on a real device: its blocks copy message after message,
+// aligned and not, each byte for byte and nothing around it, and end when
+// told. (No subtests: the context is bound to this goroutine's thread.)
+func TestRelayCopiesOnDevice(t *testing.T) {
+	dev := cudatest.Device(t, 0)
+	r := testRelay(t)
 	const most, guard = 8192, 16
 	src := cudatest.Alloc(t, dev, cuda.MemDevice, most+guard)
 	dst := cudatest.Alloc(t, dev, cuda.MemDevice, most+4*guard)
@@ -119,7 +121,6 @@ func TestRelayCopiesOnDevice(t *testing.T) {
 			t.Fatalf("window message %d of %d (%d bytes): wrong bytes landed", k+1, last, n)
 		}
 	}
-	stopped = true
 	if err := r.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -130,11 +131,7 @@ func TestRelayCopiesOnDevice(t *testing.T) {
 // it was told to stop), and the next message launches it again.
 func TestRelayYieldsTheContext(t *testing.T) {
 	dev := cudatest.Device(t, 0)
-	r, err := startRelay(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.stop()
+	r := testRelay(t)
 	src := cudatest.Alloc(t, dev, cuda.MemDevice, 64)
 	dst := cudatest.Alloc(t, dev, cuda.MemDevice, 64)
 	for round := 1; round <= 3; round++ {
@@ -160,8 +157,8 @@ func TestRelayYieldsTheContext(t *testing.T) {
 	}
 }
 
-// BenchmarkRelay is a small device-to-device message through the resident
-// relay, from the host's ring until the host sees it done: to set beside
+// BenchmarkRelay is a small device-to-device message through the relay,
+// from the host's ring until the host sees it done: to set beside
 // internal/cuda's BenchmarkSmallCopyDone (the same through a copy engine)
 // and BenchmarkGPUSignal (the bus's round trip with no copy).
 func BenchmarkRelay(b *testing.B) {
@@ -170,10 +167,7 @@ func BenchmarkRelay(b *testing.B) {
 			dev := cudatest.Device(b, 0)
 			src := cudatest.Alloc(b, dev, cuda.MemDevice, size)
 			dst := cudatest.Alloc(b, dev, cuda.MemDevice, size)
-			r, err := startRelay(nil)
-			if err != nil {
-				b.Fatal(err)
-			}
+			r := testRelay(b)
 			relayOne(b, r, dst.Ptr(), src.Ptr(), size) // the block is up
 			b.ResetTimer()
 			for range b.N {

@@ -13,10 +13,10 @@ import (
 // from or receives into in a table of its own in the job's shared segment:
 // a count line, a line holding the rank's completion flag (written by its
 // GPU, cudaipc.completion=flag), a line holding its relay's done word
-// (written by its relay block, cudaipc.relay), then a ring of entries, written by the
-// owner alone and read by every peer, then the handles of the rank's
-// completion events (written once, when the rank starts, before it can
-// name one in a FIN).
+// (written by its relay block, cudaipc.relay), then a ring of entries,
+// written by the owner alone and read by every peer, then the handles of
+// the rank's completion events (written once, when the rank starts,
+// before it can name one in a FIN).
 //
 // Entry k (the k-th published, from 0) lives in slot k mod tableEntries and
 // carries k in its first word, which works as a sequence lock: the owner
