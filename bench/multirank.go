@@ -492,12 +492,14 @@ func stepTimes(ranks []int, times [][]rankTimes, i int) []StepTime {
 	return out
 }
 
-// medianNS is the median of ns (the lower middle of an even count), 0 for
-// none; ns is left as it was.
+// medianNS is the median of ns (floor.go's median), 0 for none.
 func medianNS(ns []int64) int64 {
 	if len(ns) == 0 {
 		return 0
 	}
-	s := slices.Sorted(slices.Values(ns))
-	return s[(len(s)-1)/2]
+	f := make([]float64, len(ns))
+	for i, v := range ns {
+		f[i] = float64(v)
+	}
+	return int64(median(f))
 }
