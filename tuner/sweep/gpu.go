@@ -41,11 +41,11 @@ import (
 // mid-size device-to-device messages, where a mark per message costs the
 // copy engine a bubble, at every load level and decided like the path.
 //
-// gpu-relay/LOAD: the largest device-to-device copy the rank's resident
-// relay block moves (cudaipc.relay; 0: none), measured as the latency of
-// small device-to-device messages at every load level and decided like
-// the path; ties go to the smaller (a relay holds a block slot for the
-// job's life). Skipped when the completion decided is sync, which the
+// gpu-relay/LOAD: the largest device-to-device copy the rank's relay
+// block moves (cudaipc.relay; 0: none), measured as the latency of small
+// device-to-device messages at every load level and decided like the
+// path; ties go to the smaller (a running block holds a slot, and calls
+// that wait for the whole context wait for it). Skipped when the completion decided is sync, which the
 // relay cannot complete by; a relay the transport refuses (ranks sharing
 // a GPU) fails its trials and is out.
 //
@@ -211,7 +211,7 @@ func (r *Runner) gpuStages(sm SMParams, out *Outcome) error {
 		gp.Completion = g.Completions[i]
 	}
 
-	// The resident relay for small copies (cheaper: smaller, 0 none).
+	// The relay block for small copies (cheaper: smaller, 0 none).
 	if gp.Completion == cudaipc.CompleteSync && len(g.Relays) > 0 {
 		r.notes = append(r.notes, "gpu: cudaipc.relay not weighed: the completion decided is sync, which the relay cannot complete by")
 	} else {

@@ -151,7 +151,7 @@ func (r *Runner) summary(res Result) string {
 			fmt.Fprintf(&w, " a single copy's end reaches both ranks by %s\n", map[string]string{"event": "an IPC event per copy", "flag": "a flag stored once per progress pass", "sync": "FIN after the copier's stream synchronizes"}[g.Completion])
 		}
 		if g.Relay > 0 {
-			fmt.Fprintf(&w, " device-to-device copies up to %s by the resident relay block\n", transports.FormatSize(g.Relay))
+			fmt.Fprintf(&w, " device-to-device copies up to %s by the relay block\n", transports.FormatSize(g.Relay))
 		}
 		if g.Cache > 0 {
 			fmt.Fprintf(&w, " IPC mappings kept per peer: %d (weighed with %d buffers in turn)\n", g.Cache, r.plan.GPU.IPCBuffers)

@@ -87,10 +87,9 @@ type Plan struct {
 // from which they go by CUDA IPC), measured with each load level of the
 // concurrent kernel, a candidate that stalls beside a kernel is out; the
 // pinned-host threshold; copy engines or SMs for the single copy, how its
-// completion reaches both ranks, the resident relay for small copies, and
-// the IPC mapping cache, each weighed
-// at every load level too; and the GPU allocator mode from probe H2's
-// verdicts.
+// completion reaches both ranks, the relay block for small copies, and the
+// IPC mapping cache, each weighed at every load level too; and the GPU
+// allocator mode from probe H2's verdicts.
 type GPUPlan struct {
 	GPUs             string        `json:"gpus" mapstructure:"gpus" help:"the ranks' devices, e.g. 0,1 (empty: no GPU stages)"`
 	Thresholds       []Size        `json:"thresholds" mapstructure:"thresholds" help:"cudaipc.threshold candidates"`
@@ -105,7 +104,7 @@ type GPUPlan struct {
 	CopySizes        SizeList      `json:"copy_sizes" mapstructure:"copy_sizes" help:"device-to-device latency sizes for the copy stage"`
 	Completions      []string      `json:"completions" mapstructure:"completions" help:"cudaipc.completion candidates: event, flag, sync"`
 	CompletionSizes  SizeList      `json:"completion_sizes" mapstructure:"completion_sizes" help:"device-to-device bandwidth sizes for the completion stage"`
-	Relays           []Size        `json:"relays" mapstructure:"relays" help:"cudaipc.relay candidates: the largest copy the resident relay moves (0: no relay)"`
+	Relays           []Size        `json:"relays" mapstructure:"relays" help:"cudaipc.relay candidates: the largest copy the relay block moves (0: no relay)"`
 	RelaySizes       SizeList      `json:"relay_sizes" mapstructure:"relay_sizes" help:"device-to-device latency sizes for the relay stage"`
 	IPCCaches        []int         `json:"ipc_caches" mapstructure:"ipc_caches" help:"cudaipc.cache candidates (positive)"`
 	IPCBuffers       int           `json:"ipc_buffers" mapstructure:"ipc_buffers" help:"device buffers per rank taken in turn while weighing the cache"`
