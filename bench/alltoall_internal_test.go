@@ -44,3 +44,37 @@ func TestAllToAllStepPartners(t *testing.T) {
 		}
 	}
 }
+
+// Every step of an exchange has its own place in the buffer, as in
+// osu_alltoall's, up to allToAllBufferMax; beyond it, and for a settling
+// pass larger than the sizes, the places are reused in turn, and a block
+// of steps posted together never shares one.
+func TestAllToAllPlaces(t *testing.T) {
+	for _, c := range []struct {
+		ranks, size, largest, peers, settle int
+		places                              int
+	}{
+		{16, 64 << 10, 64 << 10, 0, 0, 15},
+		{16, 1 << 10, 64 << 10, 0, 0, 15},
+		{64, 1 << 20, 1 << 20, 0, 0, 63},
+		{64, 16 << 20, 16 << 20, 0, 0, 4},
+		{64, 16 << 20, 16 << 20, 8, 0, 8},
+		{16, 4 << 20, 64 << 10, 0, 4 << 20, 1},
+		{2, 64 << 10, 64 << 10, 0, 0, 1},
+	} {
+		bytes := max(allToAllBytes(c.largest, c.ranks, c.peers), c.settle)
+		buf := make([]byte, bytes)
+		l := &loop{ranks: c.ranks, size: c.size, peers: c.peers}
+		seen := map[*byte]int{}
+		for k := 1; k < c.ranks; k++ {
+			s := l.allToAllSlot([][]byte{buf[:c.size]}, 0, k)
+			if len(s) != c.size {
+				t.Fatalf("%+v: step %d: %d bytes", c, k, len(s))
+			}
+			seen[&s[0]]++
+		}
+		if len(seen) != c.places {
+			t.Errorf("%+v: %d places over %d steps (buffer %d B), want %d", c, len(seen), c.ranks-1, bytes, c.places)
+		}
+	}
+}

@@ -217,11 +217,26 @@ const (
 func scattered(size int) bool { return size <= AllToAllScatter }
 
 // allToAllBytes is the send (and receive) buffer alltoall needs for sizes
-// up to largest among ranks: one message per peer side by side where the
-// exchange is scattered, as osu_alltoall's buffers, and one per peer of a
-// step above (peers, Spec.Peers).
+// up to largest among ranks: every message of an exchange in its own place,
+// side by side, as in osu_alltoall's buffers of N messages, up to
+// allToAllBufferMax (allToAllPlaces).
 func allToAllBytes(largest, ranks, peers int) int {
-	return max(largest, (ranks-1)*min(largest, AllToAllScatter), min(max(peers, 1), ranks-1)*largest)
+	return max(largest, (ranks-1)*min(largest, AllToAllScatter), allToAllPlaces(largest, ranks, peers)*largest)
+}
+
+// allToAllBufferMax bounds a pairwise exchange's buffer: beyond it, the
+// steps take its places in turn. Why: N-1 places of the largest size at a
+// full node (64 ranks of 16 MiB) would be a gigabyte a buffer per rank;
+// OSU's default largest alltoall message, 1 MiB, stays within it at 64
+// ranks.
+const allToAllBufferMax = 64 << 20
+
+// allToAllPlaces is how many size-byte places a pairwise exchange among
+// ranks cycles through: one per step up to allToAllBufferMax, and at least
+// one per step of a block (peers, Spec.Peers).
+func allToAllPlaces(size, ranks, peers int) int {
+	n := max(ranks-1, 1)
+	return max(min(n, allToAllBufferMax/max(size, 1)), min(max(peers, 1), n), 1)
 }
 
 // stepPeers is how many peers a step exchanges with at once: every one,
@@ -315,19 +330,20 @@ func (l *loop) pairing() string {
 	return "to r+k, from r-k"
 }
 
-// allToAllSlot is the buffer of step k (1..N-1) of iteration i: scattered,
-// the k-th message of the buffer's side-by-side ones; pairwise, the
-// buffers in turn over the whole run's messages.
+// allToAllSlot is the buffer of step k (1..N-1) of iteration i: the k-th
+// place of the buffer's side-by-side ones (allToAllBytes), or with several
+// buffers (Spec.Buffers), the buffers in turn over the whole run's
+// messages.
 func (l *loop) allToAllSlot(bufs [][]byte, i, k int) []byte {
-	b := bufs[0][:cap(bufs[0])]
-	switch {
-	case scattered(l.size):
-		return b[(k-1)*l.size : k*l.size]
-	case l.peers > 1: // the block's steps side by side (stepPeers)
-		j := (k - 1) % l.peers
-		return b[j*l.size : (j+1)*l.size]
+	if len(bufs) > 1 {
+		return bufs[(i*(l.ranks-1)+k-1)%len(bufs)]
 	}
-	return bufs[(i*(l.ranks-1)+k-1)%len(bufs)]
+	b := bufs[0][:cap(bufs[0])]
+	j := k - 1
+	if !scattered(l.size) { // the settling pass's size may find fewer places
+		j %= min(allToAllPlaces(l.size, l.ranks, l.peers), len(b)/l.size)
+	}
+	return b[j*l.size : (j+1)*l.size]
 }
 
 // rankTimes is one rank's raw times of one size, which Run combines with

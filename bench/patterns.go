@@ -67,8 +67,8 @@ func newArena(spec Spec, rank int, g *rankGPU) (*arena, error) {
 		return newChurnArena(spec)
 	}
 	largest := max(slices.Max(spec.Sizes), spec.Settle)
-	if spec.Pattern == AllToAll {
-		largest = allToAllBytes(largest, spec.RankCount(), spec.Peers)
+	if spec.Pattern == AllToAll { // the settling pass takes whatever places fit
+		largest = max(allToAllBytes(slices.Max(spec.Sizes), spec.RankCount(), spec.Peers), spec.Settle)
 	}
 	sendSlots, recvSlots := spec.bufferSlots(rank)
 	a := &arena{}
