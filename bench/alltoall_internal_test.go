@@ -65,6 +65,7 @@ func TestAllToAllPlaces(t *testing.T) {
 		bytes := max(allToAllBytes(c.largest, c.ranks, c.peers), c.settle)
 		buf := make([]byte, bytes)
 		l := &loop{ranks: c.ranks, size: c.size, peers: c.peers}
+		l.places = l.allToAllPlacesIn(len(buf))
 		seen := map[*byte]int{}
 		for k := 1; k < c.ranks; k++ {
 			s := l.allToAllSlot([][]byte{buf[:c.size]}, 0, k)

@@ -221,7 +221,7 @@ func scattered(size int) bool { return size <= AllToAllScatter }
 // side by side, as in osu_alltoall's buffers of N messages, up to
 // allToAllBufferMax (allToAllPlaces).
 func allToAllBytes(largest, ranks, peers int) int {
-	return max(largest, (ranks-1)*min(largest, AllToAllScatter), allToAllPlaces(largest, ranks, peers)*largest)
+	return max((ranks-1)*min(largest, AllToAllScatter), allToAllPlaces(largest, ranks, peers)*largest)
 }
 
 // allToAllBufferMax bounds a pairwise exchange's buffer: beyond it, the
@@ -236,7 +236,14 @@ const allToAllBufferMax = 64 << 20
 // one per step of a block (peers, Spec.Peers).
 func allToAllPlaces(size, ranks, peers int) int {
 	n := max(ranks-1, 1)
-	return max(min(n, allToAllBufferMax/max(size, 1)), min(max(peers, 1), n), 1)
+	return max(min(n, allToAllBufferMax/max(size, 1)), min(max(peers, 1), n))
+}
+
+// allToAllPlacesIn is how many places this loop's pairwise steps take in
+// turn in a buffer of capacity bytes: the settling pass's size may find
+// fewer than allToAllPlaces. Once per loop, not per step.
+func (l *loop) allToAllPlacesIn(capacity int) int {
+	return min(allToAllPlaces(l.size, l.ranks, l.peers), capacity/max(l.size, 1))
 }
 
 // stepPeers is how many peers a step exchanges with at once: every one,
@@ -340,8 +347,8 @@ func (l *loop) allToAllSlot(bufs [][]byte, i, k int) []byte {
 	}
 	b := bufs[0][:cap(bufs[0])]
 	j := k - 1
-	if !scattered(l.size) { // the settling pass's size may find fewer places
-		j %= min(allToAllPlaces(l.size, l.ranks, l.peers), len(b)/l.size)
+	if !scattered(l.size) {
+		j %= l.places
 	}
 	return b[j*l.size : (j+1)*l.size]
 }

@@ -24,6 +24,7 @@ type loop struct {
 	iters, warmup int
 	window        int
 	peers         int      // alltoall above the scatter size: Spec.Peers
+	places        int      // alltoall, pairwise: the places its steps take in turn (allToAllPlacesIn)
 	sbuf, rbuf    [][]byte // one buffer each (as OSU), one per window slot when validating, or Spec.Buffers
 	ack           []byte
 	validate      bool
@@ -207,6 +208,7 @@ func newLoop(t transports.Transport, rank int, spec Spec, size int, a *arena) *l
 	l.reqs = make([]transports.Request, 0, 2*l.window*max(l.ranks-1, 1))
 	l.iterNS = make([]int64, l.iters)
 	if l.pattern == AllToAll && l.ranks > 1 {
+		l.places = l.allToAllPlacesIn(cap(l.sbuf[0]))
 		l.blockNS = make([][]int64, (l.ranks-1+l.stepPeers()-1)/l.stepPeers())
 		for b := range l.blockNS {
 			l.blockNS[b] = make([]int64, l.iters)
