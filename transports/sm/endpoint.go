@@ -126,6 +126,9 @@ type Endpoint struct {
 	export   Exporter   // single, when the peer's buffers are reached through handles
 	events   EventCopy  // single, when its copies complete by events
 	inflight []inflight // requests waiting on a copy's event (completion.go)
+	// matched: receives matched with a parked request-to-send whose copy
+	// runs synchronously; the next progress pass starts them (postRecv).
+	matched []matchedRTS
 	// flusher: events defers its marks; marksDue: copies started since
 	// the last flushMarks.
 	flusher   MarkFlusher
@@ -295,6 +298,7 @@ func (e *Endpoint) Close() error {
 	if err := e.abort.Load(); err != nil {
 		return *err
 	}
+	e.startMatched() // posted receives copy as they did when posted
 	// A rendezvous nobody will receive must still release its sender.
 	var unreceived []error
 	for _, p := range e.active {

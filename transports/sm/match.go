@@ -55,7 +55,9 @@ type incoming struct {
 // It does not drain the channel: a window of receives is posted before
 // its messages are taken from the ring. Why: draining here parked every
 // message that arrived while the window was still being posted, a second
-// copy (docs/transports.md, sm: progress and matching).
+// copy (docs/transports.md, sm: progress and matching). A parked
+// request-to-send whose copy would run here, synchronously, is left to the
+// next progress pass (startMatched).
 func (e *Endpoint) postRecv(p *peer, r *request) {
 	e.countLarge(r)
 	e.await(p)
@@ -65,6 +67,8 @@ func (e *Endpoint) postRecv(p *peer, r *request) {
 	}
 	u := p.unexp.Pop()
 	switch {
+	case u.rts && e.events == nil:
+		e.matched = append(e.matched, matchedRTS{p: p, r: r, u: u})
 	case u.rts:
 		e.startRendezvousRecv(p, r, u.size, u.addr, u.id, u.place, u.handle)
 		e.freeUnexpected(u)
@@ -80,6 +84,34 @@ func (e *Endpoint) postRecv(p *peer, r *request) {
 	default: // still arriving: finish (and free) when the last fragment lands
 		u.req = r
 	}
+}
+
+// matchedRTS is a receive matched with a parked request-to-send, its copy
+// not yet started.
+type matchedRTS struct {
+	p *peer
+	r *request
+	u *unexpected
+}
+
+// startMatched starts the rendezvous of every receive postRecv matched
+// with a parked request-to-send, in the order they were matched, and
+// reports whether there were any. Why later than the post: a synchronous
+// copy run inside the receive's post delays the sends the application
+// posts next, and a peer that waits for one of those before it copies its
+// own part serialises the two copies of an exchange (an alltoall step
+// then takes two copies' time, docs/performance.md, 16 ranks).
+func (e *Endpoint) startMatched() bool {
+	if len(e.matched) == 0 {
+		return false
+	}
+	for i, m := range e.matched {
+		e.matched[i] = matchedRTS{}
+		e.startRendezvousRecv(m.p, m.r, m.u.size, m.u.addr, m.u.id, m.u.place, m.u.handle)
+		e.freeUnexpected(m.u)
+	}
+	e.matched = e.matched[:0]
+	return true
 }
 
 // await counts one more receive for p's messages and tells the sender.

@@ -143,7 +143,10 @@ func (e *Endpoint) progress() bool {
 // stay in the ring, and held says so).
 func (e *Endpoint) advance(park bool) bool {
 	e.held = false
-	moved := len(e.inflight) > 0 && e.pollCopies()
+	moved := e.startMatched()
+	if len(e.inflight) > 0 && e.pollCopies() {
+		moved = true
+	}
 	for _, p := range e.active {
 		if e.progressRecv(p, park) {
 			moved = true

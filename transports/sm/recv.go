@@ -109,7 +109,7 @@ func (e *Endpoint) recvEager(p *peer, buf []byte) (int, bool, error) {
 // watch: p is the only peer and nothing is queued or in flight to it.
 func (e *Endpoint) alone(p *peer) bool {
 	return len(e.active) == 1 && p.sendq.Len() == 0 && p.ctrl.Len() == 0 && len(p.streams) == 0 &&
-		p.fallq.Len() == 0 && len(e.inflight) == 0
+		p.fallq.Len() == 0 && len(e.inflight) == 0 && len(e.matched) == 0
 }
 
 // Irecv posts a receive.
