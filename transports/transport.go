@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/internal/sys"
@@ -161,6 +162,20 @@ func (o Options) Int(key string, def int) (int, error) {
 	return n, nil
 }
 
+// Duration returns the duration option key (Go's syntax: 50us, 2ms) or
+// def.
+func (o Options) Duration(key string, def time.Duration) (time.Duration, error) {
+	v, ok := o[key]
+	if !ok {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("option %s=%q: want a duration such as 50us: %w", key, v, err)
+	}
+	return d, nil
+}
+
 // String returns option key or def, checking it against the allowed values.
 func (o Options) String(key, def string, allowed ...string) (string, error) {
 	v, ok := o[key]
@@ -181,6 +196,10 @@ func ParseSize(s string) (int, error) { return bytesize.Parse(s) }
 // FormatSize writes a byte count the way ParseSize reads it: with the
 // largest K/M/G suffix that divides it exactly (65536 → "64K").
 func FormatSize(n int) string { return bytesize.Format(n) }
+
+// FormatDuration writes a duration the way Options.Duration reads it, in
+// ASCII (50us, not 50µs), so that it can be typed back on a command line.
+func FormatDuration(d time.Duration) string { return strings.Replace(d.String(), "µs", "us", 1) }
 
 // Driver is a registered transport.
 type Driver struct {

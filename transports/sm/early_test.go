@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/sm"
@@ -106,21 +107,68 @@ func TestWaitLeavesTheNextMessageInTheRing(t *testing.T) {
 	}
 }
 
-// A rank that has nothing else to move still drains its rings into the
-// unexpected queue, so that a sender blocked on a full ring gets room
-// (hazard H5); the parked message is then received intact.
-func TestIdleProgressParksEarlyArrivals(t *testing.T) {
-	for _, n := range earlySizes {
-		t.Run(fmt.Sprintf("size=%d", n), func(t *testing.T) {
-			a, b := pair(t, sm.DefaultParams(), nil)
-			sendAhead(t, a, n, 1)
-			if !b.Progress() {
-				t.Fatal("progress moved nothing with a message waiting")
-			}
-			if got := b.EarlyArrivals(); got != 1 {
-				t.Fatalf("%d messages parked, want 1", got)
-			}
-			recvChecked(t, b, n, 0)
-		})
+// A rank that has nothing else to move drains its rings into the
+// unexpected queue once sm.park has passed, so that a sender blocked on a
+// full ring gets room (hazard H5); until then the message stays in the
+// ring for a receive about to be posted. The parked message is then
+// received intact.
+func TestIdleProgressParksEarlyArrivalsAfterTheDelay(t *testing.T) {
+	for _, park := range []time.Duration{0, time.Millisecond} {
+		for _, n := range earlySizes {
+			t.Run(fmt.Sprintf("park=%v/size=%d", park, n), func(t *testing.T) {
+				p := sm.DefaultParams()
+				p.Park = park
+				a, b := pair(t, p, nil)
+				now := time.Unix(1, 0)
+				b.SetClock(func() time.Time { return now })
+				sendAhead(t, a, n, 1)
+				if park > 0 {
+					for range 100 {
+						b.Progress()
+					}
+					now = now.Add(park - time.Nanosecond)
+					b.Progress()
+					if got := b.EarlyArrivals(); got != 0 {
+						t.Fatalf("%d messages parked before sm.park passed, want 0", got)
+					}
+					now = now.Add(time.Nanosecond)
+				}
+				if !b.Progress() {
+					t.Fatal("progress moved nothing with a message waiting past sm.park")
+				}
+				if got := b.EarlyArrivals(); got != 1 {
+					t.Fatalf("%d messages parked, want 1", got)
+				}
+				recvChecked(t, b, n, 0)
+			})
+		}
 	}
+}
+
+// A pass that moves anything restarts sm.park's wait: a message held
+// while a receive from another source completes is not parked by the
+// first idle pass after it.
+func TestMovingPassRestartsTheParkDelay(t *testing.T) {
+	p := sm.DefaultParams()
+	p.Park = time.Millisecond
+	a, b := pair(t, p, nil)
+	now := time.Unix(1, 0)
+	b.SetClock(func() time.Time { return now })
+	sendAhead(t, a, 64, 2)
+	b.Progress() // starts the wait for the held message
+	now = now.Add(p.Park / 2)
+	recvChecked(t, b, 64, 0) // moves: takes the first message
+	now = now.Add(p.Park / 2)
+	for range 10 {
+		b.Progress()
+	}
+	if got := b.EarlyArrivals(); got != 0 {
+		t.Fatalf("%d messages parked %v after a moving pass, want 0", got, p.Park/2)
+	}
+	now = now.Add(p.Park)
+	b.Progress()
+	if got := b.EarlyArrivals(); got != 1 {
+		t.Fatalf("%d messages parked, want 1", got)
+	}
+	recvChecked(t, b, 64, 1)
 }

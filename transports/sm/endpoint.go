@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/gotune/gotune/internal/queue"
 
@@ -145,6 +146,11 @@ type Endpoint struct {
 	// moves). early counts the messages parked in the unexpected queues.
 	held  bool
 	early uint64
+	// heldSince is when the passes that move nothing while messages are
+	// held began (zero: none since the last moving pass); clock reads the
+	// time for it (time.Now; tests turn it by hand).
+	heldSince time.Time
+	clock     func() time.Time
 	// openPacks counts the peers whose tx cell is an open pack (pack.go).
 	openPacks int
 	// crowded: the job has more ranks than the cpuset has CPUs, so a
@@ -198,7 +204,7 @@ func New(env transports.Env, p Params, single SingleCopy, name string) (*Endpoin
 	}
 	p = p.ForRanks(env.Size)
 	e := &Endpoint{name: name, rank: env.Rank, params: p, single: single,
-		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}, crowded: crowded(env.Size)}
+		peers: make([]*peer, env.Size), rndv: map[uint64]*request{}, crowded: crowded(env.Size), clock: time.Now}
 	e.in, e.out = newCopier(p.Copy, true), newCopier(p.Copy, false)
 	var localPerKiB uint64 // 0: no guard
 	if e.in.guard {

@@ -1,6 +1,9 @@
 package sm
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // ProgressAwake reports whether the endpoint's entry points take the
 // hand-off with a progress goroutine (not dormant).
@@ -23,6 +26,10 @@ func (e *Endpoint) ProgressExited() bool {
 // ProgressThread is the thread the progress goroutine locked before New
 // returned (0: none).
 func (e *Endpoint) ProgressThread() int { return e.progressTID }
+
+// SetClock replaces the clock that times sm.park; call it before the
+// endpoint's first operation.
+func (e *Endpoint) SetClock(now func() time.Time) { e.clock = now }
 
 // EarlyArrivals counts the messages parked in the unexpected queues: those
 // that arrived before their receive and were copied twice.

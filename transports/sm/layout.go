@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/gotune/gotune/internal/bytesize"
@@ -44,6 +45,11 @@ type Params struct {
 	// one fragment each in turn, oldest first (1: one message at a time).
 	// See DefaultStreams.
 	Streams int
+	// Park is how long a message that no posted receive awaits may wait
+	// in its ring while nothing else moves before progress parks it in
+	// the unexpected queue (0: at the first pass that moves nothing).
+	// See DefaultPark.
+	Park time.Duration
 	// NoDrainOnSend makes a send blocked on a full ring stop draining the
 	// incoming channels: the deadlock of hazard H5, kept so that the probe
 	// can prove its detector works. Never set it for real traffic.
@@ -139,6 +145,14 @@ const DefaultWrap = 1 << 20
 // misses the caches.
 const DefaultStreams = 64
 
+// DefaultPark is the built-in sm.park. Why wait at all: in a pairwise
+// all-to-all a rank is often idle for a moment while messages of later
+// steps sit in its rings; parking them at once copies each twice, while
+// the step that posts their receive comes within microseconds
+// (docs/performance.md, Parking delay). A peer blocked on a full ring
+// waits at most this long for room (hazard H5).
+const DefaultPark = 50 * time.Microsecond
+
 // WrapFrom is the fragment length from which fragments cycle through
 // sm.wrap even when the fragment size is larger. Why: with 128 KiB
 // fragments a 64 KiB message is one short fragment, and windows of them
@@ -160,7 +174,7 @@ func CellFor(eager int) int { return sys.RoundUp(headerSize+eager, cacheLine) + 
 // DefaultParams are the built-in channel parameters.
 func DefaultParams() Params {
 	return Params{Depth: DepthFor(2), AutoDepth: true, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: defaultFragSize, FragSlots: DefaultFragSlots,
-		Copy: "auto", StreamMin: DefaultStreamMin, Wrap: DefaultWrap, Streams: DefaultStreams, Progress: "poll"}
+		Copy: "auto", StreamMin: DefaultStreamMin, Wrap: DefaultWrap, Streams: DefaultStreams, Park: DefaultPark, Progress: "poll"}
 }
 
 // wrapBytes is the part of the ring full-size fragments use.

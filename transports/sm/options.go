@@ -20,6 +20,7 @@ const (
 	KeyStream   = "sm.stream"
 	KeyWrap     = "sm.wrap"
 	KeyStreams  = "sm.streams"
+	KeyPark     = "sm.park"
 	KeyDrain    = "sm.drain"
 	KeyProgress = "sm.progress"
 	KeyPersist  = "sm.persist"
@@ -39,6 +40,7 @@ var Options = func() *transports.OptionSet {
 		{Key: KeyStream, Type: "size", Default: size(d.StreamMin), Help: "message size from which a message arriving alone (not taking turns with others) is copied out with streaming stores (0: never)"},
 		{Key: KeyWrap, Type: "size", Default: size(d.Wrap), Help: "bytes at the ring's start that large fragments (at least min(sm.frag, 64 KiB)) cycle through (0: the whole ring; also when sm.frag exceeds the built-in wrap and sm.wrap is unset)"},
 		{Key: KeyStreams, Type: "int", Default: size(d.Streams), Help: "pipelined sends to one peer that advance together, one fragment each in turn (1: one message at a time)"},
+		{Key: KeyPark, Type: "duration", Default: transports.FormatDuration(d.Park), Help: "how long a message no posted receive awaits stays in its ring while nothing else moves, before it is copied to the unexpected queue (0: at once); a peer blocked on a full ring waits up to this long"},
 		{Key: KeyDrain, Type: "always|never", Default: "always", Help: "always (a blocked send keeps draining incoming channels) or never (UNSAFE: hazard H5's deadlock, for probes only)"},
 		{Key: KeyProgress, Type: "poll|thread", Default: d.Progress, Help: "poll (channels advance inside engine calls only) or thread (a progress thread also advances them while the application computes)"},
 		{Key: KeyBudget, Type: "size", Default: "0", Help: "the most shared memory a job's channels may take (a cell FIFO per ordered pair of ranks, a fragment ring per rank); a job that needs more fails to start (0: 1/32 of the node's memory)"},
@@ -121,6 +123,9 @@ func ParseParams(o transports.Options) (Params, error) {
 	if p.Streams, err = o.Int(KeyStreams, p.Streams); err != nil {
 		return p, err
 	}
+	if p.Park, err = o.Duration(KeyPark, p.Park); err != nil {
+		return p, err
+	}
 	drain, err := o.String(KeyDrain, "always", "always", "never")
 	if err != nil {
 		return p, err
@@ -163,6 +168,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sm.streams=%d: want at least 1 (one message at a time)", p.Streams)
 	case p.StreamMin < 0:
 		return fmt.Errorf("sm.stream=%d: want 0 (never) or a message size", p.StreamMin)
+	case p.Park < 0:
+		return fmt.Errorf("sm.park=%v: want 0 (at once) or a positive duration", p.Park)
 	case p.Budget < 0:
 		return fmt.Errorf("sm.budget=%d: want a size (0: the built-in share of the node's memory)", p.Budget)
 	case p.Progress != "" && p.Progress != "poll" && p.Progress != "thread":
@@ -180,7 +187,7 @@ func (p Params) Options() transports.Options {
 	o := transports.Options{
 		KeyDepth: itoa(p.Depth), KeyCell: itoa(p.CellSize), KeyEager: itoa(p.EagerLimit),
 		KeyFrag: itoa(p.FragSize), KeyFrags: itoa(p.FragSlots), KeyCopy: p.Copy,
-		KeyStream: itoa(p.StreamMin), KeyWrap: itoa(p.Wrap), KeyStreams: itoa(p.Streams),
+		KeyStream: itoa(p.StreamMin), KeyWrap: itoa(p.Wrap), KeyStreams: itoa(p.Streams), KeyPark: transports.FormatDuration(p.Park),
 		KeyDrain: transports.Choice(p.NoDrainOnSend, "never", "always"), KeyProgress: cmp.Or(p.Progress, "poll"),
 		KeyPersist: transports.Choice(p.LeakPersistent, "leak", "return"),
 	}

@@ -1,7 +1,9 @@
 package sm
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gotune/gotune/transports"
 	"github.com/gotune/gotune/transports/transporttest"
@@ -55,11 +57,41 @@ func TestOptionsRoundTrip(t *testing.T) {
 	wide := DefaultParams()
 	wide.Depth, wide.AutoDepth, wide.CellSize, wide.EagerLimit, wide.FragSize, wide.FragSlots = 8, false, 1280, 1024, 2<<20, 4
 	wide.Copy, wide.Progress, wide.Wrap, wide.Streams, wide.StreamMin = "movsb", "thread", 0, 1, 0
+	wide.Park = 2500 * time.Microsecond
 	unsafe := DefaultParams()
 	unsafe.NoDrainOnSend, unsafe.LeakPersistent, unsafe.CellSize, unsafe.EagerLimit = true, true, 128, 64
 	for name, p := range map[string]Params{"built-in": DefaultParams(), "wide": wide, "unsafe": unsafe} {
 		if got, err := ParseParams(p.Options()); err != nil || got != p {
 			t.Errorf("%s: ParseParams(%v) = %+v, %v; want %+v", name, p.Options(), got, err, p)
+		}
+	}
+}
+
+// sm.park reads Go durations; a bad one is an error naming the key.
+func TestParkOption(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		want  time.Duration
+		err   bool
+	}{
+		{"0", 0, false},
+		{"50us", 50 * time.Microsecond, false},
+		{"50µs", 50 * time.Microsecond, false},
+		{"2ms", 2 * time.Millisecond, false},
+		{"50", 0, true},
+		{"soon", 0, true},
+		{"-1ms", 0, true},
+	} {
+		p, err := ParseParams(transports.Options{KeyPark: c.value})
+		switch {
+		case c.err && err == nil:
+			t.Errorf("sm.park=%s: no error", c.value)
+		case c.err && !strings.Contains(err.Error(), KeyPark):
+			t.Errorf("sm.park=%s: error %q does not name the key", c.value, err)
+		case !c.err && err != nil:
+			t.Errorf("sm.park=%s: %v", c.value, err)
+		case !c.err && p.Park != c.want:
+			t.Errorf("sm.park=%s: %v, want %v", c.value, p.Park, c.want)
 		}
 	}
 }

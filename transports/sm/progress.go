@@ -5,6 +5,7 @@ package sm
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gotune/gotune/internal/queue"
 
@@ -126,16 +127,36 @@ func (e *Endpoint) Progress() bool {
 // anything else moves, so that a receive posted a moment later takes it
 // straight from the ring with one copy. Why: draining it at once parks it
 // in the unexpected queue, a second copy, and a receiver a message behind
-// its sender then parks whole windows. Only a
-// pass that moves nothing else parks such messages: a peer blocked on a
-// full ring then always gets room (hazard H5), because everything a moving
-// pass advances (a posted receive, a queued send, a control cell) is
-// finite.
+// its sender then parks whole windows. Only passes that move nothing else
+// for Params.Park park such messages: a peer blocked on a full ring then
+// always gets room within that time (hazard H5), because everything a
+// moving pass advances (a posted receive, a queued send, a control cell)
+// is finite.
 func (e *Endpoint) progress() bool {
 	if e.advance(false) {
+		e.heldSince = time.Time{}
 		return true
 	}
-	return e.held && e.advance(true)
+	return e.held && e.parkDue() && e.advance(true)
+}
+
+// parkDue reports whether the messages held in their rings have waited
+// Params.Park through passes that moved nothing; the first such pass
+// starts the wait.
+func (e *Endpoint) parkDue() bool {
+	if e.params.Park <= 0 {
+		return true
+	}
+	now := e.clock()
+	if e.heldSince.IsZero() {
+		e.heldSince = now
+		return false
+	}
+	if now.Sub(e.heldSince) < e.params.Park {
+		return false
+	}
+	e.heldSince = time.Time{}
+	return true
 }
 
 // advance is one progress pass over every channel; park says whether new
