@@ -32,7 +32,9 @@ func BenchmarkSMBesideFloor(b *testing.B) {
 		b.Run(fmt.Sprintf("size=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			a, c := smPair(b)
-			sa, sc := make([]byte, n), make([]byte, n)
+			// Buffers of their own pages: two small heap slices share a
+			// line, which both goroutines would write with every message.
+			sa, sc := pageBuffer(b, n), pageBuffer(b, n)
 			oneWay := testutil.PairPingPong(b, func(i int) error { return sys.PinThread(cpus[i]) }, warm, a, c, sa, sc)
 			b.ReportMetric(oneWay, "oneway-ns")
 			b.ReportMetric(oneWay/floor.Median, "x-floor")
@@ -45,6 +47,16 @@ func BenchmarkSMBesideFloor(b *testing.B) {
 // warm round trips open each size untimed: the pair's pages are
 // committed and both goroutines polling.
 const warm = 2000
+
+// pageBuffer is n bytes at the start of a mapping of their own.
+func pageBuffer(b *testing.B, n int) []byte {
+	buf, err := sys.MapAnon(n, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sys.Unmap(buf) })
+	return buf[:n]
+}
 
 // smPair is two sm endpoints of this process over an anonymous mapping,
 // with the built-in parameters.

@@ -18,7 +18,11 @@ var benchCPUs = sync.OnceValues(sys.AllowedCPUs)
 // (put, due, taken: no engine around it) between two goroutines pinned to
 // the first two CPUs this process may use: what the engine's box path
 // could reach, to set beside bench's BenchmarkSMBesideFloor (the engine)
-// and its floor-ns (one line). oneway-ns is half a round trip.
+// and its floor-ns (one line). oneway-ns is half a round trip. Each
+// side's box view and buffer sit on lines of their own: the Go heap puts
+// two small objects side by side, and a line both goroutines write for
+// their own state would move with every message beside the box's
+// (sharing them more than doubled oneway-ns on a 1 x H200 host).
 func BenchmarkBoxAlone(b *testing.B) {
 	cpus, err := benchCPUs()
 	if err != nil || len(cpus) < 2 {
@@ -30,7 +34,16 @@ func BenchmarkBoxAlone(b *testing.B) {
 	}
 	defer sys.Unmap(seg)
 	words := (*[boxBytes / 8]uint64)(unsafe.Pointer(&seg[boxBytes]))
-	lo, hi := box{words: words, mine: 1}, box{words: words}
+	// Each side's state and buffer: a line each, a prefetch pair apart.
+	type side struct {
+		box box
+		buf [8]byte
+		_   [4*cacheLine - unsafe.Sizeof(box{}) - 8]byte
+	}
+	sides := (*[2]side)(unsafe.Pointer(&seg[4*cacheLine]))
+	sides[0].box, sides[1].box = box{words: words, mine: 1}, box{words: words}
+	lo, hi := &sides[0].box, &sides[1].box
+	lobuf, hibuf := sides[0].buf[:], sides[1].buf[:]
 	const warm = 1000
 	take := func(x *box, buf []byte) {
 		for {
@@ -42,13 +55,12 @@ func BenchmarkBoxAlone(b *testing.B) {
 			sys.PollFence()
 		}
 	}
-	lobuf, hibuf := make([]byte, 8), make([]byte, 8)
 	oneWay := testutil.PingPong(b, func(i int) error { return sys.PinThread(cpus[i]) }, warm, func() error {
 		lo.put(lobuf, 0)
-		take(&lo, lobuf)
+		take(lo, lobuf)
 		return nil
 	}, func() error {
-		take(&hi, hibuf)
+		take(hi, hibuf)
 		hi.put(hibuf, 0)
 		return nil
 	})
