@@ -473,12 +473,20 @@ func patternMismatch(b []byte, base int) int {
 	return -1
 }
 
-// fill writes the pattern into b, through host scratch when b is device
-// memory.
+// fill writes the pattern into b when the run validates. It inlines, so
+// that a run that does not validate pays no call on a message's path,
+// where calls showed in an 8-byte ping-pong (docs/performance.md, sm's
+// small messages against the cache-line floor).
 func (l *loop) fill(b []byte, i, from, w int) error {
 	if !l.validate {
 		return nil
 	}
+	return l.fillPattern(b, i, from, w)
+}
+
+// fillPattern writes the pattern into b, through host scratch when b is
+// device memory.
+func (l *loop) fillPattern(b []byte, i, from, w int) error {
 	dst := b
 	if l.stage != nil {
 		dst = l.stage.host[:len(b)]
@@ -501,12 +509,18 @@ func (e *ValidationError) Error() string {
 		e.Size, e.Iteration, e.Slot, e.Offset, e.Got, e.Want)
 }
 
-// check compares b with the pattern, through host scratch when b is device
-// memory.
+// check compares b with the pattern when the run validates; it inlines,
+// as fill does.
 func (l *loop) check(b []byte, i, from, w int) error {
 	if !l.validate {
 		return nil
 	}
+	return l.checkPattern(b, i, from, w)
+}
+
+// checkPattern compares b with the pattern, through host scratch when b
+// is device memory.
+func (l *loop) checkPattern(b []byte, i, from, w int) error {
 	if l.stage != nil {
 		h := l.stage.host[:len(b)]
 		if err := l.stage.copy(h, b); err != nil {
