@@ -48,14 +48,14 @@ func BenchmarkSMBesideFloor(b *testing.B) {
 // committed and both goroutines polling.
 const warm = 2000
 
-// pageBuffer is n bytes at the start of a mapping of their own.
+// pageBuffer is n bytes from bench.Alloc: pages of their own.
 func pageBuffer(b *testing.B, n int) []byte {
-	buf, err := sys.MapAnon(n, true)
+	buf, err := bench.Alloc(n)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { sys.Unmap(buf) })
-	return buf[:n]
+	b.Cleanup(func() { bench.Free(buf) })
+	return buf
 }
 
 // smPair is two sm endpoints of this process over an anonymous mapping,
