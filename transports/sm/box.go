@@ -5,6 +5,7 @@ package sm
 // once where the two one-way rings move a ring's line per direction.
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -87,12 +88,12 @@ func (b *box) put(buf []byte, cells uint64) {
 	pl, n := b.payload(), len(buf)
 	if n > boxFirst {
 		sys.PrefetchWrite(unsafe.Pointer(&b.words[0]))
-		copy(pl[boxFirst:], buf[boxFirst:])
+		copySmall(pl[boxFirst:], buf[boxFirst:])
 		buf = buf[:boxFirst]
 	}
 	b.last++
 	h := uint64(b.last) | uint64(n)<<32 | (cells&boxAtMask)<<40
-	copy(pl, buf)
+	copySmall(pl, buf)
 	sys.StoreRelease64(&b.words[0], h)
 }
 
@@ -117,6 +118,23 @@ type boxOverrun int
 
 func (n boxOverrun) Error() string {
 	return fmt.Sprintf("sm: corrupt fast box: a %d-byte message in a box of %d", int(n), BoxPayload)
+}
+
+// copySmall copies src into dst (at least as long) and returns len(src):
+// 8 to 16 bytes as two words loaded and stored in line (the second
+// overlapping the first below 16), other lengths by copy. Why: copy is a
+// call to the runtime's memmove, which the smallest messages' path
+// otherwise avoids; past 16 bytes memmove's vector moves pay for the call
+// (docs/performance.md, Copies in and out of the box).
+func copySmall(dst, src []byte) int {
+	n := len(src)
+	if n < 8 || n > 16 {
+		return copy(dst, src)
+	}
+	a, b := binary.LittleEndian.Uint64(src), binary.LittleEndian.Uint64(src[n-8:])
+	binary.LittleEndian.PutUint64(dst, a)
+	binary.LittleEndian.PutUint64(dst[n-8:], b)
+	return n
 }
 
 // taken marks the due message taken: the turn is this rank's.

@@ -48,7 +48,7 @@ func BenchmarkBoxAlone(b *testing.B) {
 	take := func(x *box, buf []byte) {
 		for {
 			if n, ok := x.due(0); ok {
-				copy(buf, x.payload()[:n])
+				copySmall(buf, x.payload()[:n])
 				x.taken()
 				return
 			}

@@ -29,3 +29,31 @@ func TestCorruptBoxLengthIsReported(t *testing.T) {
 		}()
 	}
 }
+
+// copySmall copies exactly len(src) bytes at every length the box carries,
+// whichever way it takes, and writes nothing of dst past them.
+func TestCopySmallCopiesExactly(t *testing.T) {
+	for n := 0; n <= BoxPayload; n++ {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i + 1)
+		}
+		dst := make([]byte, n+8)
+		for i := range dst {
+			dst[i] = 0xee
+		}
+		if got := copySmall(dst, src); got != n {
+			t.Errorf("length %d: copySmall returned %d", n, got)
+		}
+		for i, c := range dst {
+			want := byte(0xee)
+			if i < n {
+				want = byte(i + 1)
+			}
+			if c != want {
+				t.Errorf("length %d: dst[%d] = %#x, want %#x", n, i, c, want)
+				break
+			}
+		}
+	}
+}

@@ -64,7 +64,7 @@ func (e *Endpoint) recvEager(p *peer, buf []byte) (int, bool, error) {
 			if n > len(buf) {
 				return 0, false, nil
 			}
-			c := copy(buf, p.box.payload()[:n])
+			c := copySmall(buf, p.box.payload()[:n])
 			p.box.taken()
 			e.await(p)
 			return c, true, nil
