@@ -2,6 +2,7 @@ package sm
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -62,6 +63,49 @@ func BenchmarkBoxAlone(b *testing.B) {
 	}, func() error {
 		take(hi, hibuf)
 		hi.put(hibuf, 0)
+		return nil
+	})
+	b.ReportMetric(oneWay, "oneway-ns")
+}
+
+// BenchmarkWordAlone is BoxAlone's floor in its own harness: the same two
+// pinned goroutines and calls per message, bouncing one sequence word
+// where BoxAlone moves a box message (header, payload, the checks of
+// due). BoxAlone's oneway-ns over this one is what the box's protocol
+// costs; this one over bench's floor-ns (a bare loop) what the harness
+// costs (docs/performance.md, Copies in and out of the box).
+func BenchmarkWordAlone(b *testing.B) {
+	cpus, err := benchCPUs()
+	if err != nil || len(cpus) < 2 {
+		b.Skipf("needs two CPUs to pin to (have %v, %v)", cpus, err)
+	}
+	seg, err := sys.MapAnon(sys.PageSize, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sys.Unmap(seg)
+	word := (*uint64)(unsafe.Pointer(&seg[boxBytes]))
+	// Each side's count on a line of its own, a prefetch pair apart.
+	type side struct {
+		n uint64
+		_ [4*cacheLine - 8]byte
+	}
+	sides := (*[2]side)(unsafe.Pointer(&seg[4*cacheLine]))
+	await := func(v uint64) {
+		for atomic.LoadUint64(word) != v {
+			sys.PollFence()
+		}
+	}
+	lo, hi := &sides[0].n, &sides[1].n
+	oneWay := testutil.PingPong(b, func(i int) error { return sys.PinThread(cpus[i]) }, 1000, func() error {
+		*lo += 2
+		sys.StoreRelease64(word, *lo-1)
+		await(*lo)
+		return nil
+	}, func() error {
+		*hi += 2
+		await(*hi - 1)
+		sys.StoreRelease64(word, *hi)
 		return nil
 	})
 	b.ReportMetric(oneWay, "oneway-ns")
