@@ -15,7 +15,7 @@ BUILD_PKGS := gcc libc6-dev libibverbs-dev
 DEB_PKGS   := $(BUILD_PKGS) openmpi-bin libopenmpi-dev mpich libmpich-dev ucx-utils libmimalloc2.0 python3 \
 	slurmctld slurmd slurm-client munge iperf3 chromium iproute2
 
-.PHONY: all build build-deps deps test fuzz race faults bench sweep anchors lint clean
+.PHONY: all build build-deps deps test fuzz race faults bench sweep anchors fullnode lint clean
 
 all: build
 
@@ -115,6 +115,15 @@ sweep: build
 # tables and runs written under $(RESULTS)/anchors.
 anchors: deps build
 	$(BIN) anchors --out $(RESULTS)/anchors
+
+# The full-node set at RANKS ranks (default node: one per CPU of the cpuset):
+# sm's footprint, H5 and H8 at that count with their unsafe twins, incast
+# validated, and gotune stacks --ranks beside Open MPI and MPICH; logs and
+# summary.txt under OUT (default results/fullnode/<host>-<time>). See
+# scripts/fullnode/run.sh for REPS, TRANSPORTS, PROFILE, STACKS_ARGS.
+RANKS ?= node
+fullnode: deps build
+	RANKS=$(RANKS) scripts/fullnode/run.sh $(BIN)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
