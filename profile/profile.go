@@ -77,9 +77,14 @@ type Decision struct {
 	// two ranks per node, so profiles without it keep their hash.
 	FIFODepthRanks int    `yaml:"fifo_depth_ranks,omitempty" mapstructure:"fifo_depth_ranks"`
 	CellSize       int    `yaml:"cell_size" mapstructure:"cell_size"`
-	Copy           string `yaml:"copy" mapstructure:"copy"`           // sm copy routine: auto|go|movsb
-	Progress       string `yaml:"progress" mapstructure:"progress"`   // "poll" or "thread" (may be empty = poll)
-	Footprint      string `yaml:"footprint" mapstructure:"footprint"` // human note, e.g. "1.1 MiB per ordered pair; 8 ranks: 62 MiB"
+	Copy           string `yaml:"copy" mapstructure:"copy"`         // sm copy routine: auto|go|movsb
+	Progress       string `yaml:"progress" mapstructure:"progress"` // "poll" or "thread" (may be empty = poll)
+	// Park is sm.park, a Go duration ("50us"): how long a message no
+	// receive awaits stays in its ring before it is parked, decided with
+	// alltoall at FIFODepthRanks. Omitted (empty: the built-in) where the
+	// sweep did not weigh it, so profiles without it keep their hash.
+	Park      string `yaml:"park,omitempty" mapstructure:"park"`
+	Footprint string `yaml:"footprint" mapstructure:"footprint"` // human note, e.g. "1.1 MiB per ordered pair; 8 ranks: 62 MiB"
 	// Options are the inter-node transport's own settings, named without
 	// the transport's prefix ("conns" for tcp.conns; the eager limit
 	// included); the sm fields above do not apply between nodes. Omitted
@@ -221,7 +226,7 @@ func (p *Profile) SendsAlike(o *Profile, locality, pair string, size int) bool {
 	rp.Min, ro.Min = 0, 0 // where a range begins does not change how it sends
 	return rp == ro && dp.EagerLimit == do.EagerLimit && dp.FragSize == do.FragSize && dp.FragSlots == do.FragSlots &&
 		dp.FIFODepth == do.FIFODepth && dp.FIFODepthRanks == do.FIFODepthRanks && dp.CellSize == do.CellSize && dp.Copy == do.Copy &&
-		progressOf(dp) == progressOf(do) && maps.Equal(dp.Options, do.Options)
+		progressOf(dp) == progressOf(do) && dp.Park == do.Park && maps.Equal(dp.Options, do.Options)
 }
 
 // progressOf is d's progress mode, "" read as the poll it means.

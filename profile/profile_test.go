@@ -144,6 +144,16 @@ func TestRoundTrip(t *testing.T) {
 			}
 		},
 		"int64 cache bytes": func(p *Profile) { p.Allocator.CacheBytes = 1 << 40 },
+		"a parking delay": func(p *Profile) {
+			d := p.Decisions["intranode"][HostHost]
+			d.Park, d.FIFODepthRanks = "500us", 16
+			p.Decisions["intranode"][HostHost] = d
+		},
+		"no parking delay": func(p *Profile) {
+			d := p.Decisions["intranode"][HostHost]
+			d.Park = "0s"
+			p.Decisions["intranode"][HostHost] = d
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := sample()
@@ -277,6 +287,7 @@ func TestSendsAlike(t *testing.T) {
 		{"another footprint line", change(func(d *Decision) { d.Footprint = "x" }), 8, true},
 		{"poll spelled empty", change(func(d *Decision) { d.Progress = "" }), 8, true},
 		{"the progress thread", change(func(d *Decision) { d.Progress = "thread" }), 8, false},
+		{"another parking delay", change(func(d *Decision) { d.Park = "0s" }), 8, false},
 		{"another eager limit, above both", change(func(d *Decision) { d.EagerLimit = 2048 }), 8, false},
 		{"another depth", change(func(d *Decision) { d.FIFODepth = 128 }), 8, false},
 		{"push, in the cma range", change(func(d *Decision) { d.Ranges[2].Mode = "push" }), 4 << 20, false},

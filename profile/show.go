@@ -67,6 +67,9 @@ func Show(w io.Writer, p *Profile) error {
 				line("parameters", "eager_limit %s, frag_size %s, frag_slots %d, fifo_depth %s, cell_size %s, copy %s, progress %s",
 					bytesize.Format(d.EagerLimit), bytesize.Format(d.FragSize), d.FragSlots, depth,
 					bytesize.Format(d.CellSize), orNone(d.Copy), cmpOr(d.Progress, "poll"))
+				if d.Park != "" {
+					line("park", "%s (sm.park, for %d ranks)", d.Park, max(d.FIFODepthRanks, 2))
+				}
 			}
 			if d.Footprint != "" {
 				line("footprint", "%s", d.Footprint)
@@ -241,6 +244,9 @@ func flatten(p *Profile) []keyValue {
 			add(key+"cell_size", d.CellSize)
 			add(key+"copy", strconv.Quote(d.Copy))
 			add(key+"progress", strconv.Quote(d.Progress))
+			if d.Park != "" {
+				add(key+"park", strconv.Quote(d.Park))
+			}
 			add(key+"footprint", strconv.Quote(d.Footprint))
 			for _, k := range slices.Sorted(maps.Keys(d.Options)) {
 				add(key+"options."+k, strconv.Quote(d.Options[k]))

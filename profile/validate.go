@@ -194,6 +194,11 @@ func validateDecision(ps *problems, key string, d Decision) {
 	}
 	oneOf(ps, key+".copy", d.Copy, copyModes)
 	oneOf(ps, key+".progress", d.Progress, progresses)
+	if d.Park != "" {
+		if v, err := time.ParseDuration(d.Park); err != nil || v < 0 {
+			ps.add(key+".park", "%q, must be a duration of 0 or more such as 50us (or omitted)", d.Park)
+		}
+	}
 
 	if len(d.Ranges) == 0 {
 		ps.add(key+".ranges", "empty: no size can be routed")

@@ -83,7 +83,7 @@ func Load(o transports.Options) (*Route, error) {
 		r.modes = append(r.modes, rg.Mode)
 	}
 	r.SM, err = sm.ChannelParams(sm.Channel{Depth: d.FIFODepth, DepthRanks: d.FIFODepthRanks, CellSize: d.CellSize, EagerLimit: d.EagerLimit,
-		FragSize: d.FragSize, FragSlots: d.FragSlots, Copy: d.Copy, Progress: d.Progress})
+		FragSize: d.FragSize, FragSlots: d.FragSlots, Copy: d.Copy, Progress: d.Progress, Park: d.Park})
 	if err != nil {
 		return nil, fmt.Errorf("profile %s: decisions.%s.%s: %w", path, loc, mem, err)
 	}

@@ -5,9 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gotune/gotune/profile"
 	"github.com/gotune/gotune/transports"
+	"github.com/gotune/gotune/transports/sm"
 )
 
 const golden = "../../profile/testdata/profile.yaml" // 0–4K eager, sm pipeline, cma from 1 MiB
@@ -39,6 +41,32 @@ func TestRoutesFollowTheRanges(t *testing.T) {
 	}
 	if r.SM.EagerLimit != 4096 || r.SM.Depth != 64 || r.SM.FragSize != 65536 || r.SM.FragSlots != 16 || r.SM.CellSize != 4160 {
 		t.Errorf("sm parameters %+v do not follow the decision", r.SM)
+	}
+}
+
+// A decision's parking delay reaches sm; a decision without one leaves
+// the built-in.
+func TestParkFollowsTheDecision(t *testing.T) {
+	p, err := profile.LoadEnv(golden, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Load(transports.Options{"auto.profile": golden, "auto.hash": p.Hash}); err != nil || r.SM.Park != sm.DefaultPark {
+		t.Fatalf("no park in the decision: sm.park %v (%v), want the built-in %v", r.SM.Park, err, sm.DefaultPark)
+	}
+	d := p.Decisions[profile.Intranode][profile.HostHost]
+	d.Park = "500us"
+	p.Decisions[profile.Intranode][profile.HostHost] = d
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	if err := profile.Write(path, p); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Load(transports.Options{"auto.profile": path, "auto.hash": p.Hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SM.Park != 500*time.Microsecond {
+		t.Errorf("park 500us in the decision: sm.park %v", r.SM.Park)
 	}
 }
 

@@ -54,6 +54,7 @@ type Channel struct {
 	Depth, CellSize, EagerLimit, FragSize, FragSlots int
 	DepthRanks                                       int // see Params.DepthRanks
 	Copy, Progress                                   string
+	Park                                             string // sm.park's duration ("50us"); empty: the built-in
 }
 
 // ChannelParams returns the built-in parameters with c set over them,
@@ -65,6 +66,12 @@ func ChannelParams(c Channel) (Params, error) {
 	p.Depth, p.CellSize, p.EagerLimit, p.FragSize, p.FragSlots = c.Depth, c.CellSize, c.EagerLimit, c.FragSize, c.FragSlots
 	p.AutoDepth, p.DepthRanks = false, c.DepthRanks
 	p.Copy, p.Progress = cmp.Or(c.Copy, p.Copy), cmp.Or(c.Progress, p.Progress)
+	if c.Park != "" {
+		var err error
+		if p.Park, err = (transports.Options{KeyPark: c.Park}).Duration(KeyPark, p.Park); err != nil {
+			return p, err
+		}
+	}
 	if p.Wrap < p.FragSize {
 		p.Wrap = 0 // the built-in wrap is below these fragments: the whole ring
 	}

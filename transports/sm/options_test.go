@@ -82,16 +82,28 @@ func TestParkOption(t *testing.T) {
 		{"soon", 0, true},
 		{"-1ms", 0, true},
 	} {
-		p, err := ParseParams(transports.Options{KeyPark: c.value})
-		switch {
-		case c.err && err == nil:
-			t.Errorf("sm.park=%s: no error", c.value)
-		case c.err && !strings.Contains(err.Error(), KeyPark):
-			t.Errorf("sm.park=%s: error %q does not name the key", c.value, err)
-		case !c.err && err != nil:
-			t.Errorf("sm.park=%s: %v", c.value, err)
-		case !c.err && p.Park != c.want:
-			t.Errorf("sm.park=%s: %v, want %v", c.value, p.Park, c.want)
+		// As an option, and as a profile's decision takes it.
+		opt, err := ParseParams(transports.Options{KeyPark: c.value})
+		ch, chErr := ChannelParams(Channel{Depth: 64, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 64, Park: c.value})
+		for _, r := range []struct {
+			how string
+			p   Params
+			err error
+		}{{"option", opt, err}, {"channel", ch, chErr}} {
+			switch {
+			case c.err && r.err == nil:
+				t.Errorf("%s sm.park=%s: no error", r.how, c.value)
+			case c.err && !strings.Contains(r.err.Error(), KeyPark):
+				t.Errorf("%s sm.park=%s: error %q does not name the key", r.how, c.value, r.err)
+			case !c.err && r.err != nil:
+				t.Errorf("%s sm.park=%s: %v", r.how, c.value, r.err)
+			case !c.err && r.p.Park != c.want:
+				t.Errorf("%s sm.park=%s: %v, want %v", r.how, c.value, r.p.Park, c.want)
+			}
 		}
+	}
+	// No park in a profile's decision: the built-in.
+	if ch, err := ChannelParams(Channel{Depth: 64, CellSize: CellFor(4096), EagerLimit: 4096, FragSize: 64 << 10, FragSlots: 64}); err != nil || ch.Park != DefaultPark {
+		t.Errorf("a channel without park: %v, %v; want the built-in %v", ch.Park, err, DefaultPark)
 	}
 }

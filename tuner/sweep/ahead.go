@@ -28,7 +28,7 @@ type plannedTrial struct {
 
 // stageOrder is the order decide runs the stages in; GPU stages are named
 // stage/LOAD and ordered by their prefix.
-var stageOrder = []string{stageEager, stageFragment, stageDepth, stageConfirm, stageTransport,
+var stageOrder = []string{stageEager, stageFragment, stageDepth, stageConfirm, stagePark, stageTransport,
 	stageAllocPol, stageAllocSize, stageInterTransport, stageInterEager, stageInterProtocol, stageInterQueue, stageGPUPath, stageGPUCopy, stageGPUDone, stageGPURelay, stageGPUCache, stageGPUPinned, stageVerify}
 
 // stageIndex places stage in stageOrder (-1: before every stage).
@@ -58,6 +58,9 @@ func requiredTrials(p Plan, nodes, geometryRanks int) []plannedTrial {
 	add(stageFragment, len(fragmentCandidates(p, sm)), atNode(fragmentPatterns, fragmentNodePattern, geometryRanks), fragmentSizes(p, sm))
 	add(stageDepth, len(depthCandidates(p, sm)), atNode(depthPatterns, depthNodePattern, geometryRanks), withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager))
 	add(stageConfirm, 3, confirmPatterns, p.ConfirmSizes.Sizes())
+	if geometryRanks > 2 {
+		add(stagePark, len(p.Parks), parkPatterns, p.ParkSizes.Sizes())
+	}
 	coarse := p.TransportSizes.Every(p.LadderStep)
 	add(stageTransport, len(p.Transports)*max(p.Rounds, 1), transportPatterns, coarse)
 	// The transport stage's own extra work, bisection of two crossovers

@@ -53,7 +53,7 @@ func (r *Runner) buildProfile(out Outcome, s Safety) *profile.Profile {
 			Records: len(r.trials), Plan: r.plan.Name},
 		Decisions: map[string]map[string]profile.Decision{profile.Intranode: {profile.HostHost: {
 			Ranges: ranges, EagerLimit: out.SM.Eager, FragSize: out.SM.Frag, FragSlots: out.SM.Slots,
-			FIFODepth: out.SM.Depth, FIFODepthRanks: out.SM.DepthRanks, CellSize: out.SM.Cell, Copy: "auto", Progress: progress,
+			FIFODepth: out.SM.Depth, FIFODepthRanks: out.SM.DepthRanks, CellSize: out.SM.Cell, Copy: "auto", Progress: progress, Park: out.SM.Park,
 			Footprint: out.Footprint,
 		}}},
 		Allocator: profile.Allocator{CacheBytes: out.Alloc.Cache, Purge: out.Alloc.Purge, THP: out.Alloc.THP},

@@ -132,8 +132,12 @@ func (r *Runner) summary(res Result) string {
 		}
 		fmt.Fprintf(&w, " %8s – %-8s %-4s %s%s\n", transports.FormatSize(rg.Min), hi, rg.Transport, rg.Protocol, mode)
 	}
-	fmt.Fprintf(&w, " eager limit %s, cell %d B, FIFO depth %d, fragments %s x %d, progress %s\n",
-		transports.FormatSize(out.SM.Eager), out.SM.Cell, out.SM.Depth, transports.FormatSize(out.SM.Frag), out.SM.Slots, out.SM.Progress)
+	park := ""
+	if out.SM.Park != "" {
+		park = ", park " + out.SM.Park
+	}
+	fmt.Fprintf(&w, " eager limit %s, cell %d B, FIFO depth %d, fragments %s x %d, progress %s%s\n",
+		transports.FormatSize(out.SM.Eager), out.SM.Cell, out.SM.Depth, transports.FormatSize(out.SM.Frag), out.SM.Slots, out.SM.Progress, park)
 	fmt.Fprintf(&w, " footprint: %s\n", out.Footprint)
 	fmt.Fprintf(&w, " allocator: cache %s, purge %s, THP %s\n\n", transports.FormatSize(int(out.Alloc.Cache)), out.Alloc.Purge, onOff(out.Alloc.THP))
 	if ip := out.Internode; ip != nil {

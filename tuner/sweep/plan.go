@@ -39,14 +39,16 @@ type Plan struct {
 	// Settle 0 means none (runs made before it existed).
 	Settle Size `json:"settle,omitempty" mapstructure:"settle" help:"size of the discarded point, in the trial's own pattern, that opens every trial (0: none)"`
 
-	Eager         []Size     `json:"eager" mapstructure:"eager" help:"eager-limit candidates"`
-	EagerSizes    SizeList   `json:"eager_sizes" mapstructure:"eager_sizes" help:"sizes the eager stage measures (latency and bandwidth)"`
-	Fragments     []Fragment `json:"fragments" mapstructure:"fragments" help:"fragment geometry candidates, SIZExSLOTS"`
-	FragmentSizes SizeList   `json:"fragment_sizes" mapstructure:"fragment_sizes" help:"sizes the fragment stage measures (bandwidth)"`
-	Depths        []int      `json:"depths" mapstructure:"depths" help:"FIFO depth candidates (cells per channel)"`
-	DepthSizes    SizeList   `json:"depth_sizes" mapstructure:"depth_sizes" help:"sizes the depth stage measures (message rate, bandwidth), besides the chosen eager limit and twice it"`
-	ConfirmSizes  SizeList   `json:"confirm_sizes" mapstructure:"confirm_sizes" help:"sizes where the chosen channel parameters are weighed together against the built-in ones (empty: no confirmation)"`
-	Transports    []string   `json:"transports" mapstructure:"transports" help:"single transports the transport stage weighs: sm, cma (pull), cma-push, cma-split, knem, xpmem (a kernel module's transport is weighed where its device is present)"`
+	Eager         []Size          `json:"eager" mapstructure:"eager" help:"eager-limit candidates"`
+	EagerSizes    SizeList        `json:"eager_sizes" mapstructure:"eager_sizes" help:"sizes the eager stage measures (latency and bandwidth)"`
+	Fragments     []Fragment      `json:"fragments" mapstructure:"fragments" help:"fragment geometry candidates, SIZExSLOTS"`
+	FragmentSizes SizeList        `json:"fragment_sizes" mapstructure:"fragment_sizes" help:"sizes the fragment stage measures (bandwidth)"`
+	Depths        []int           `json:"depths" mapstructure:"depths" help:"FIFO depth candidates (cells per channel)"`
+	DepthSizes    SizeList        `json:"depth_sizes" mapstructure:"depth_sizes" help:"sizes the depth stage measures (message rate, bandwidth), besides the chosen eager limit and twice it"`
+	Parks         []time.Duration `json:"parks,omitempty" mapstructure:"parks" help:"sm.park candidates (durations, \"0s\" for none) the park stage weighs with alltoall when the geometry ranks are more than 2; the shortest that loses nowhere is chosen (empty: no park stage, the built-in stands)"`
+	ParkSizes     SizeList        `json:"park_sizes,omitempty" mapstructure:"park_sizes" help:"alltoall sizes of the park stage"`
+	ConfirmSizes  SizeList        `json:"confirm_sizes" mapstructure:"confirm_sizes" help:"sizes where the chosen channel parameters are weighed together against the built-in ones (empty: no confirmation)"`
+	Transports    []string        `json:"transports" mapstructure:"transports" help:"single transports the transport stage weighs: sm, cma (pull), cma-push, cma-split, knem, xpmem (a kernel module's transport is weighed where its device is present)"`
 	// TransportSizes is the fine ladder; the coarse one keeps every
 	// LadderStep-th size.
 	TransportSizes SizeList `json:"transport_sizes" mapstructure:"transport_sizes" help:"sizes of the transport stage's ladder"`
@@ -119,6 +121,7 @@ func GPU() Plan {
 	p.Name, p.Budget, p.Rounds, p.MaxRound = "gpu", 4*time.Minute+30*time.Second, 2, 5
 	p.Eager, p.Fragments, p.Depths, p.Transports = parseText[Size]("4K"), parseText[Fragment]("64Kx16"), []int{64}, []string{"sm"}
 	p.TransportSizes, p.Bisect, p.ConfirmSizes = mustSizes("64K"), false, SizeList{}
+	p.Parks, p.ParkSizes = nil, SizeList{}
 	p.AllocPurges, p.AllocTHP, p.AllocCaches = []string{"immediate"}, []bool{false}, parseText[Size]("64M")
 	p.Probes, p.ProbeDeadline = []string{"H2", "H4"}, 3*time.Second
 	p.VerifySizes = SizeList{}
@@ -148,6 +151,7 @@ func Quick() Plan {
 		Fragments:     parseText[Fragment]("32Kx8", "64Kx16", "64Kx32", "64Kx64", "128Kx32"),
 		FragmentSizes: mustSizes("16K:16M"),
 		Depths:        []int{8, 16, 32, 64, 128}, DepthSizes: mustSizes("8,512,1K,4K,32K"),
+		Parks: []time.Duration{0, 50 * time.Microsecond, 500 * time.Microsecond}, ParkSizes: mustSizes("64K,256K"),
 		ConfirmSizes: mustSizes("1:16M"),
 		Transports:   []string{"sm", "cma", "cma-push", "cma-split", "knem", "xpmem"}, TransportSizes: mustSizes("8K:16M"), LadderStep: 2, Bisect: true,
 		AllocPurges: []string{"immediate", "delayed", "never"}, AllocTHP: []bool{false, true},
@@ -173,6 +177,8 @@ func Full() Plan {
 	p.FragmentSizes = mustSizes("16K:16M")
 	p.Depths = []int{4, 8, 16, 32, 64, 128, 256}
 	p.DepthSizes = mustSizes("8,64,512,1K,4K,8K,32K")
+	p.Parks = []time.Duration{0, 20 * time.Microsecond, 50 * time.Microsecond, 200 * time.Microsecond, time.Millisecond}
+	p.ParkSizes = mustSizes("16K,64K,256K")
 	p.Transports = []string{"sm", "cma", "cma-push", "cma-split", "knem", "xpmem"}
 	p.TransportSizes, p.LadderStep = mustSizes("4K:64M"), 2
 	p.AllocCaches = parseText[Size]("0", "8M", "64M", "256M", "1G")
@@ -284,6 +290,14 @@ func (p Plan) Check() error {
 		if d < 1 {
 			return fmt.Errorf("depths: %d: need at least 1", d)
 		}
+	}
+	for _, d := range p.Parks {
+		if d < 0 {
+			return fmt.Errorf("parks: %v: want 0s (park at once) or more", d)
+		}
+	}
+	if len(p.Parks) > 0 && p.ParkSizes.Empty() {
+		return fmt.Errorf("park_sizes: empty, with parks to weigh")
 	}
 	for _, t := range p.Transports {
 		if _, ok := transportCandidates[t]; !ok {

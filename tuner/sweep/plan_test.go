@@ -3,6 +3,7 @@ package sweep
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,13 +30,16 @@ func TestLoadPlanFile(t *testing.T) {
 		}
 		return path
 	}
-	good := write("tiny.yaml", "budget: 90s\nrounds: 2\neager: [1K, 4K]\nprobes: [H5]\n")
+	good := write("tiny.yaml", "budget: 90s\nrounds: 2\neager: [1K, 4K]\nprobes: [H5]\nparks: [0s, 50us, 2ms]\n")
 	p, err := LoadPlan(good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Name != "tiny" || p.Budget != 90*time.Second || p.Rounds != 2 || len(p.Eager) != 2 || p.Window != Quick().Window {
 		t.Fatalf("plan = %+v", p)
+	}
+	if want := []time.Duration{0, 50 * time.Microsecond, 2 * time.Millisecond}; !slices.Equal(p.Parks, want) {
+		t.Fatalf("parks = %v, want %v", p.Parks, want)
 	}
 	for _, tc := range []struct{ name, body, want string }{
 		{"unknown.yaml", "budget: 1m\nrouds: 3\n", "rouds"},
@@ -50,6 +54,9 @@ func TestLoadPlanFile(t *testing.T) {
 		{"ranks.yaml", "ranks_per_node: 1\n", "ranks_per_node"},
 		{"geometry.yaml", "geometry_ranks: 3\n", "geometry_ranks: 3: want 0 (ranks_per_node) or an even number"},
 		{"allocwindow.yaml", "alloc_window: -1\n", "alloc_window"},
+		{"parkint.yaml", "parks: [0, 50us]\n", "parks"},
+		{"parknegative.yaml", "parks: [-1ms]\n", "parks: -1ms"},
+		{"parksizes.yaml", "parks: [50us]\npark_sizes: \"\"\n", "park_sizes: empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := write(tc.name, tc.body)

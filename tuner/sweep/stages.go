@@ -24,6 +24,7 @@ const (
 	stageFragment  = "fragment"
 	stageDepth     = "depth"
 	stageConfirm   = "confirm"
+	stagePark      = "park"
 	stageTransport = "transport"
 	stageAllocPol  = "alloc"
 	stageAllocSize = "alloc-cache"
@@ -48,6 +49,9 @@ type Outcome struct {
 type SMParams struct {
 	Eager, Cell, Frag, Slots, Depth int
 	Progress                        string
+	// Park is sm.park as the option spells it ("50us"); empty: the
+	// built-in, which the park stage leaves when it does not run.
+	Park string
 	// DepthRanks is the ranks per node Depth serves, set once the stages
 	// have decided (sm.Params.DepthRanks); 0 while they weigh candidates.
 	DepthRanks int
@@ -79,6 +83,9 @@ func (p SMParams) options() transports.Options {
 		sm.KeyFrags: itoa(p.Slots), sm.KeyDepth: itoa(p.Depth)}
 	if p.Progress != "" && p.Progress != "poll" {
 		o[sm.KeyProgress] = p.Progress
+	}
+	if p.Park != "" {
+		o[sm.KeyPark] = p.Park
 	}
 	return o
 }
@@ -176,6 +183,7 @@ var (
 	fragmentNodePattern = bench.MultiBandwidth
 	depthNodePattern    = bench.AllToAll
 	confirmPatterns     = []bench.Pattern{bench.Bandwidth}
+	parkPatterns        = []bench.Pattern{bench.AllToAll}
 	transportPatterns   = []bench.Pattern{bench.Bandwidth}
 	allocPatterns       = []bench.Pattern{allocPattern}
 )
@@ -239,6 +247,18 @@ func depthCandidates(p Plan, sm SMParams) []candidate {
 		q := sm
 		q.Depth = d
 		out = append(out, candidate{name: "depth=" + itoa(d), transport: "sm", opts: q.options(), cost: int64(d * q.Cell), sm: q})
+	}
+	return out
+}
+
+// parkCandidates are the plan's parking delays; shorter costs less, since
+// a sender blocked on a full ring waits up to the delay (hazard H5).
+func parkCandidates(p Plan, sm SMParams) []candidate {
+	var out []candidate
+	for _, d := range p.Parks {
+		q := sm
+		q.Park = transports.FormatDuration(d)
+		out = append(out, candidate{name: "park=" + q.Park, transport: "sm", opts: q.options(), cost: int64(d), sm: q})
 	}
 	return out
 }
@@ -350,6 +370,21 @@ func (r *Runner) decide() (Outcome, error) {
 		return out, err
 	} else if ok {
 		out.Stages = append(out.Stages, d)
+	}
+
+	// Parking delay, at the node's ranks only: alltoall, whose next steps'
+	// messages an idle rank would park (a second copy each) before their
+	// receives come. The shortest delay that loses nowhere.
+	if r.geometryRanks() > 2 && len(p.Parks) > 0 {
+		cands = parkCandidates(p, sm)
+		if err := r.measure(stagePark, cands, parkPatterns, p.ParkSizes.Sizes(), p.Rounds); err != nil {
+			return out, err
+		}
+		d = pickCheapest(r.trials, stagePark, parkPatterns, cands)
+		out.Stages = append(out.Stages, d)
+		if c := find(cands, d.Chosen); c != nil {
+			sm = c.sm
+		}
 	}
 
 	// The depth is decided for the ranks per node the profile serves; a

@@ -409,6 +409,7 @@ func TestGeometryAtTheNodesRanks(t *testing.T) {
 	p.Rounds, p.MaxRound = 1, 1
 	p.FragmentSizes, p.Transports, p.TransportSizes = mustSizes("64K"), []string{"sm"}, mustSizes("64K")
 	p.AllocPurges, p.Probes, p.VerifySizes = nil, nil, SizeList{}
+	p.Parks, p.ParkSizes = []time.Duration{0, 50 * time.Microsecond}, mustSizes("64K")
 	res, err := Run(t.Context(), Config{Plan: p, Out: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -422,8 +423,8 @@ func TestGeometryAtTheNodesRanks(t *testing.T) {
 			at[tr.Stage+" "+string(tr.Pattern)]++
 		}
 	}
-	if at["fragment mbw_mr"] != len(p.Fragments) || at["depth alltoall"] != len(p.Depths) || len(at) != 2 {
-		t.Errorf("multi-rank trials by stage and pattern: %v; want one per fragment and depth candidate", at)
+	if at["fragment mbw_mr"] != len(p.Fragments) || at["depth alltoall"] != len(p.Depths) || at["park alltoall"] != len(p.Parks) || len(at) != 3 {
+		t.Errorf("multi-rank trials by stage and pattern: %v; want one per fragment, depth and park candidate", at)
 	}
 	// The fragment stage also weighs the smallest pipelined message, and
 	// the profile says for how many ranks per node its depth was decided.
@@ -440,8 +441,12 @@ func TestGeometryAtTheNodesRanks(t *testing.T) {
 	if d.FIFODepthRanks != p.RanksPerNode {
 		t.Errorf("fifo_depth_ranks %d, want the plan's ranks per node %d", d.FIFODepthRanks, p.RanksPerNode)
 	}
+	// The park stage's choice is the profile's, and a candidate's.
+	if d.Park != "0s" && d.Park != "50us" {
+		t.Errorf("park %q, want one of the plan's 0s and 50us", d.Park)
+	}
 	summary, _ := os.ReadFile(filepath.Join(res.Dir, SummaryFile))
-	for _, want := range []string{"## fragment (bw+mbw_mr at 4 ranks over", "## depth (msgrate+bw+alltoall at 4 ranks over"} {
+	for _, want := range []string{"## fragment (bw+mbw_mr at 4 ranks over", "## depth (msgrate+bw+alltoall at 4 ranks over", "## park (alltoall at 4 ranks over", ", park " + d.Park} {
 		if !strings.Contains(string(summary), want) {
 			t.Errorf("summary lacks %q:\n%s", want, summary)
 		}
