@@ -15,6 +15,24 @@ import (
 // run pinned.
 var benchCPUs = sync.OnceValues(sys.AllowedCPUs)
 
+// pinnedPair is what the in-process ping-pongs below share: pin puts side
+// i's goroutine on the i-th of the first two CPUs this process may use
+// (the benchmark skips without two), and page is a fresh page for the
+// lines they bounce, unmapped when the benchmark ends.
+func pinnedPair(b *testing.B) (pin func(side int) error, page []byte) {
+	b.Helper()
+	cpus, err := benchCPUs()
+	if err != nil || len(cpus) < 2 {
+		b.Skipf("needs two CPUs to pin to (have %v, %v)", cpus, err)
+	}
+	page, err = sys.MapAnon(sys.PageSize, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sys.Unmap(page) })
+	return func(side int) error { return sys.PinThread(cpus[side]) }, page
+}
+
 // BenchmarkBoxAlone ping-pongs 8-byte messages through a bare fast box
 // (put, due, taken: no engine around it) between two goroutines pinned to
 // the first two CPUs this process may use: what the engine's box path
@@ -25,15 +43,7 @@ var benchCPUs = sync.OnceValues(sys.AllowedCPUs)
 // their own state would move with every message beside the box's
 // (sharing them more than doubled oneway-ns on a 1 x H200 host).
 func BenchmarkBoxAlone(b *testing.B) {
-	cpus, err := benchCPUs()
-	if err != nil || len(cpus) < 2 {
-		b.Skipf("needs two CPUs to pin to (have %v, %v)", cpus, err)
-	}
-	seg, err := sys.MapAnon(sys.PageSize, true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sys.Unmap(seg)
+	pin, seg := pinnedPair(b)
 	words := (*[boxBytes / 8]uint64)(unsafe.Pointer(&seg[boxBytes]))
 	// Each side's state and buffer: a line each, a prefetch pair apart.
 	type side struct {
@@ -56,7 +66,7 @@ func BenchmarkBoxAlone(b *testing.B) {
 			sys.PollFence()
 		}
 	}
-	oneWay := testutil.PingPong(b, func(i int) error { return sys.PinThread(cpus[i]) }, warm, func() error {
+	oneWay := testutil.PingPong(b, pin, warm, func() error {
 		lo.put(lobuf, 0)
 		take(lo, lobuf)
 		return nil
@@ -75,15 +85,7 @@ func BenchmarkBoxAlone(b *testing.B) {
 // costs; this one over bench's floor-ns (a bare loop) what the harness
 // costs (docs/performance.md, Copies in and out of the box).
 func BenchmarkWordAlone(b *testing.B) {
-	cpus, err := benchCPUs()
-	if err != nil || len(cpus) < 2 {
-		b.Skipf("needs two CPUs to pin to (have %v, %v)", cpus, err)
-	}
-	seg, err := sys.MapAnon(sys.PageSize, true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sys.Unmap(seg)
+	pin, seg := pinnedPair(b)
 	word := (*uint64)(unsafe.Pointer(&seg[boxBytes]))
 	// Each side's count on a line of its own, a prefetch pair apart.
 	type side struct {
@@ -97,7 +99,7 @@ func BenchmarkWordAlone(b *testing.B) {
 		}
 	}
 	lo, hi := &sides[0].n, &sides[1].n
-	oneWay := testutil.PingPong(b, func(i int) error { return sys.PinThread(cpus[i]) }, 1000, func() error {
+	oneWay := testutil.PingPong(b, pin, 1000, func() error {
 		*lo += 2
 		sys.StoreRelease64(word, *lo-1)
 		await(*lo)
