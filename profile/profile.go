@@ -81,8 +81,9 @@ type Decision struct {
 	Progress       string `yaml:"progress" mapstructure:"progress"` // "poll" or "thread" (may be empty = poll)
 	// Park is sm.park, a Go duration ("50us"): how long a message no
 	// receive awaits stays in its ring before it is parked, decided with
-	// alltoall at FIFODepthRanks. Omitted (empty: the built-in) where the
-	// sweep did not weigh it, so profiles without it keep their hash.
+	// alltoall at the sweep's geometry ranks. Omitted (empty: the built-in)
+	// where the sweep did not weigh it, so profiles without it keep their
+	// hash.
 	Park      string `yaml:"park,omitempty" mapstructure:"park"`
 	Footprint string `yaml:"footprint" mapstructure:"footprint"` // human note, e.g. "1.1 MiB per ordered pair; 8 ranks: 62 MiB"
 	// Options are the inter-node transport's own settings, named without

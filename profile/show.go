@@ -68,7 +68,7 @@ func Show(w io.Writer, p *Profile) error {
 					bytesize.Format(d.EagerLimit), bytesize.Format(d.FragSize), d.FragSlots, depth,
 					bytesize.Format(d.CellSize), orNone(d.Copy), cmpOr(d.Progress, "poll"))
 				if d.Park != "" {
-					line("park", "%s (sm.park, for %d ranks)", d.Park, max(d.FIFODepthRanks, 2))
+					line("park", "%s (sm.park)", d.Park)
 				}
 			}
 			if d.Footprint != "" {

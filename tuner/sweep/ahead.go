@@ -58,7 +58,7 @@ func requiredTrials(p Plan, nodes, geometryRanks int) []plannedTrial {
 	add(stageFragment, len(fragmentCandidates(p, sm)), atNode(fragmentPatterns, fragmentNodePattern, geometryRanks), fragmentSizes(p, sm))
 	add(stageDepth, len(depthCandidates(p, sm)), atNode(depthPatterns, depthNodePattern, geometryRanks), withSize(withSize(p.DepthSizes.Sizes(), sm.Eager), 2*sm.Eager))
 	add(stageConfirm, 3, confirmPatterns, p.ConfirmSizes.Sizes())
-	if geometryRanks > 2 {
+	if geometryRanks > 0 {
 		add(stagePark, len(p.Parks), parkPatterns, p.ParkSizes.Sizes())
 	}
 	coarse := p.TransportSizes.Every(p.LadderStep)

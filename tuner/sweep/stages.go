@@ -375,7 +375,7 @@ func (r *Runner) decide() (Outcome, error) {
 	// Parking delay, at the node's ranks only: alltoall, whose next steps'
 	// messages an idle rank would park (a second copy each) before their
 	// receives come. The shortest delay that loses nowhere.
-	if r.geometryRanks() > 2 && len(p.Parks) > 0 {
+	if r.geometryRanks() > 0 && len(p.Parks) > 0 { // 0: a pair, where nothing waits to be parked
 		cands = parkCandidates(p, sm)
 		if err := r.measure(stagePark, cands, parkPatterns, p.ParkSizes.Sizes(), p.Rounds); err != nil {
 			return out, err
