@@ -191,8 +191,13 @@ func (c *Cluster) gather(ctx context.Context, cfg ClusterConfig) error {
 	for len(joined) < cfg.LSize-1 {
 		conn, err := c.ln.Accept()
 		if err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case errors.Is(ctx.Err(), context.DeadlineExceeded):
 				return fmt.Errorf("cluster: %d of %d launcher processes joined within %v", len(joined)+1, cfg.LSize, cfg.Timeout)
+			case ctx.Err() != nil:
+				// The job was stopped: the launcher (mpirun, srun) ends the
+				// rest of its ranks when one of them dies.
+				return fmt.Errorf("cluster: stopped with %d of %d launcher processes (the launcher's ranks) joined: %w", len(joined)+1, cfg.LSize, context.Cause(ctx))
 			}
 			return fmt.Errorf("cluster: accept: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,5 +160,32 @@ func TestNoClusterRefusesSeveralNodes(t *testing.T) {
 	_, err := Run(context.Background(), Job{Kind: "whereami", Size: 2, Nodes: 2}, Hooks{})
 	if !errors.Is(err, sys.ErrNotSupported) || !strings.Contains(err.Error(), "--launcher") {
 		t.Errorf("got %v, want ErrNotSupported naming --launcher", err)
+	}
+}
+
+// A coordinator that gives up says why: its own timeout, or the job
+// stopped around it (a launcher rank died and the launcher ended the rest).
+func TestCoordinateSaysWhyItGaveUp(t *testing.T) {
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"timeout", context.Background(), "1 of 2 launcher processes joined within 10ms"},
+		{"stopped", stopped, "stopped with 1 of 2 launcher processes (the launcher's ranks) joined: context canceled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ClusterConfig{LSize: 2, RendezvousFile: filepath.Join(t.TempDir(), "rendezvous"), Timeout: 10 * time.Millisecond, BindIP: "127.0.0.1"}
+			c, err := Coordinate(tc.ctx, cfg)
+			if err == nil {
+				c.Close()
+				t.Fatal("a cluster of 2 formed with no second launcher process")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q, want it to say %q", err, tc.want)
+			}
+		})
 	}
 }
