@@ -1,7 +1,6 @@
 package sm_test
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -28,15 +27,18 @@ func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 		posted   bool // receives posted with Irecv before the peer's sends of a step
 		depth    int  // the FIFO's cells (0: the built-in)
 		isend    bool // sends are Isends, waited for at the end of the step
+		exact    bool // blocking receives into a buffer of the message's size
 	}{
-		{"blocking", "poll", false, 0, false},
-		{"blocking progress thread", "thread", false, 0, false},
-		{"posted receives", "poll", true, 0, false},
-		{"FIFO of two cells", "poll", false, 2, false}, // sends queue behind a full FIFO while the box is free
-		{"isend", "poll", false, 0, true},
-		{"isend progress thread", "thread", false, 0, true},
-		{"isend posted receives", "poll", true, 0, true},
-		{"isend FIFO of two cells", "poll", false, 2, true},
+		{"blocking", "poll", false, 0, false, false},
+		{"blocking progress thread", "thread", false, 0, false, false},
+		{"posted receives", "poll", true, 0, false, false},
+		{"FIFO of two cells", "poll", false, 2, false, false}, // sends queue behind a full FIFO while the box is free
+		{"isend", "poll", false, 0, true, false},
+		{"isend progress thread", "thread", false, 0, true, false},
+		{"isend posted receives", "poll", true, 0, true, false},
+		{"isend FIFO of two cells", "poll", false, 2, true, false},
+		{"buffers of the message's size", "poll", false, 0, false, true},
+		{"buffers of the message's size, FIFO of two cells", "poll", false, 2, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := sm.DefaultParams()
@@ -75,6 +77,8 @@ func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 							err = ep.Wait(r)
 							m = r.Len()
 						}
+					} else if tc.exact {
+						m, err = ep.Recv(peer, in[:n])
 					} else {
 						m, err = ep.Recv(peer, in)
 					}
@@ -131,14 +135,7 @@ func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 				}
 				return ep.Wait(pending...)
 			}
-			// A mixed-up order shows as a wait that never ends: a deadline
-			// turns it into an error.
-			stop := time.AfterFunc(20*time.Second, func() {
-				err := errors.New("schedule not done within 20 s: messages lost or out of order")
-				a.Abort(err)
-				b.Abort(err)
-			})
-			defer stop.Stop()
+			defer abortAfter(20*time.Second, a, b).Stop()
 			both(t, func() error { return run(a, 0) }, func() error { return run(b, 1) })
 			if tc.isend {
 				if a.PackedMessages(1) == 0 || b.PackedMessages(0) == 0 {
@@ -149,6 +146,16 @@ func TestFastBoxKeepsOrderWithTheRing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// abortAfter aborts both endpoints once d has passed: a mixed-up order
+// shows as a wait that never ends, which this turns into an error.
+func abortAfter(d time.Duration, a, b *sm.Endpoint) *time.Timer {
+	return time.AfterFunc(d, func() {
+		err := fmt.Errorf("not done within %v: messages lost or out of order", d)
+		a.Abort(err)
+		b.Abort(err)
+	})
 }
 
 // key is message number i from rank's payload key (internal/payload).
@@ -163,4 +170,101 @@ func checkStamp(b []byte, n, rank, i int) error {
 		return fmt.Errorf("message %d from rank %d (%d bytes): wrong bytes from offset %d", i, rank, n, k)
 	}
 	return nil
+}
+
+// A box message written after a cell its receiver has not taken waits
+// for that cell: rank 0's second 8-byte message goes through the ring
+// (the box is not its turn), its third through the box once rank 1 has
+// replied, and rank 1 receives the second and third only after both are
+// out, into buffers of their size. Message k of rank 0 carries fill
+// key(0, k).
+func TestBoxWaitsForTheCellsBeforeIt(t *testing.T) {
+	a, b := pair(t, sm.DefaultParams(), nil)
+	out := make(chan struct{})
+	defer abortAfter(20*time.Second, a, b).Stop()
+	stamped := func(k int) []byte {
+		buf := make([]byte, 8)
+		payload.Fill(buf, key(0, k))
+		return buf
+	}
+	both(t, func() error {
+		for k := range 2 {
+			if err := a.Send(1, stamped(k)); err != nil {
+				return err
+			}
+		}
+		if _, err := a.Recv(1, make([]byte, 8)); err != nil {
+			return err
+		}
+		err := a.Send(1, stamped(2))
+		close(out)
+		return err
+	}, func() error {
+		in := make([]byte, 8)
+		recv := func(k int) error {
+			m, err := b.Recv(0, in)
+			if err != nil {
+				return err
+			}
+			return checkStamp(in[:m], 8, 0, k)
+		}
+		if err := recv(0); err != nil {
+			return err
+		}
+		if err := b.Send(0, make([]byte, 8)); err != nil {
+			return err
+		}
+		<-out
+		for k := 1; k <= 2; k++ {
+			if err := recv(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if n := a.BoxMessages(1); n != 2 {
+		t.Errorf("rank 0 sent %d messages through the box, want 2 (the first and third)", n)
+	}
+}
+
+// A blocking send of box size waits behind the sends queued before it:
+// rank 0 queues six 1 KiB Isends on a FIFO of two cells, then sends 8
+// bytes with Send, which must not take the box ahead of them.
+func TestSendTakesNoBoxAheadOfQueuedSends(t *testing.T) {
+	p := sm.DefaultParams()
+	p.Depth, p.AutoDepth = 2, false
+	a, b := pair(t, p, nil)
+	const queued = 6
+	sizes := [queued + 1]int{1024, 1024, 1024, 1024, 1024, 1024, 8}
+	defer abortAfter(20*time.Second, a, b).Stop()
+	both(t, func() error {
+		var rs []transports.Request
+		for k, n := range sizes[:queued] {
+			buf := make([]byte, n)
+			payload.Fill(buf, key(0, k))
+			r, err := a.Isend(1, buf)
+			if err != nil {
+				return err
+			}
+			rs = append(rs, r)
+		}
+		last := make([]byte, sizes[queued])
+		payload.Fill(last, key(0, queued))
+		if err := a.Send(1, last); err != nil {
+			return err
+		}
+		return a.Wait(rs...)
+	}, func() error {
+		for k, n := range sizes {
+			in := make([]byte, n)
+			m, err := b.Recv(0, in)
+			if err != nil {
+				return err
+			}
+			if err := checkStamp(in[:m], n, 0, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
