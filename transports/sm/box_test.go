@@ -188,6 +188,7 @@ func TestBoxWaitsForTheCellsBeforeIt(t *testing.T) {
 		return buf
 	}
 	both(t, func() error {
+		defer close(out) // all out, or failed
 		for k := range 2 {
 			if err := a.Send(1, stamped(k)); err != nil {
 				return err
@@ -196,9 +197,7 @@ func TestBoxWaitsForTheCellsBeforeIt(t *testing.T) {
 		if _, err := a.Recv(1, make([]byte, 8)); err != nil {
 			return err
 		}
-		err := a.Send(1, stamped(2))
-		close(out)
-		return err
+		return a.Send(1, stamped(2))
 	}, func() error {
 		in := make([]byte, 8)
 		recv := func(k int) error {
