@@ -82,8 +82,8 @@ func (b *box) payload() []byte {
 // lines asks for the header's line before writing the other, so that the
 // two lines' ownership comes back at once, not one store after the other.
 // The receiver does not load the second line in its polls, as it does a
-// cell's (consumer.touch): on the development VM 64–120 B took 0.24 µs
-// with it and 0.17–0.22 without.
+// cell's (consumer.touch): that was slower on AMD and Intel cores alike
+// (docs/performance.md, The fast box).
 func (b *box) put(buf []byte, cells uint64) {
 	pl, n := b.payload(), len(buf)
 	if n > boxFirst {
