@@ -93,25 +93,32 @@ func realDoctorEnv() doctorEnv {
 var newDoctorEnv = realDoctorEnv
 
 func newDoctor() *cobra.Command {
-	return &cobra.Command{
+	var ranks int
+	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Say which transports and GPUs work here, and why not, and list the transport options",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("ranks") && ranks < 2 {
+				return fmt.Errorf("doctor: --ranks %d: sm's footprint is for 2 ranks or more", ranks)
+			}
 			ctx, cancel := jobContext(time.Minute)
 			defer cancel()
-			failed := doctor(ctx, cmd.OutOrStdout(), newDoctorEnv())
+			failed := doctor(ctx, cmd.OutOrStdout(), newDoctorEnv(), ranks)
 			if failed > 0 {
 				return fmt.Errorf("%d check(s) failed", failed)
 			}
 			return nil
 		},
 	}
+	cmd.Flags().IntVar(&ranks, "ranks", 0, "give sm's shared-memory footprint at this many ranks on the node (default: one per core)")
+	return cmd
 }
 
 // doctor writes the report and returns how many checks failed (a transport
-// that is merely not supported here is no failure).
-func doctor(ctx context.Context, w io.Writer, env doctorEnv) (failed int) {
+// that is merely not supported here is no failure). ranks is the job size
+// sm's footprint line is for; 0 is one rank per core.
+func doctor(ctx context.Context, w io.Writer, env doctorEnv, ranks int) (failed int) {
 	p := env.host()
 	fmt.Fprintf(w, "host %s: %s, %d cores, %d NUMA node(s), kernel %s\n", p.Host, p.CPUModel, p.Cores, p.NUMANodes, p.Kernel)
 	if b, err := env.ptrace(); err == nil {
@@ -124,7 +131,7 @@ func doctor(ctx context.Context, w io.Writer, env doctorEnv) (failed int) {
 		mask, cpuset, ranks := env.cpus()
 		doctorCPUs(w, mask, cpuset, ranks)
 	}
-	doctorFootprint(w, p)
+	doctorFootprint(w, p, ranks)
 	fmt.Fprintln(w)
 	failed += doctorTransports(ctx, w, env)
 	fmt.Fprintln(w)
@@ -212,12 +219,18 @@ func doctorCPUs(w io.Writer, mask, cpuset, ranks []int) {
 	}
 }
 
-// doctorFootprint says what sm's built-in channels take with a rank on
-// every core of the node: a cell FIFO per ordered pair of ranks, a
-// fragment ring per rank.
-func doctorFootprint(w io.Writer, p hostinfo.Provenance) {
-	d := sm.DefaultParams().ForRanks(p.Cores)
-	node := int64(d.SegmentBytes(p.Cores))
+// doctorFootprint says what sm's built-in channels take with ranks ranks
+// on the node (0: a rank on every core): a cell FIFO per ordered pair of
+// ranks, a fragment ring per rank.
+func doctorFootprint(w io.Writer, p hostinfo.Provenance, ranks int) {
+	at := fmt.Sprintf("one rank per core (%d ranks)", p.Cores)
+	if ranks == 0 {
+		ranks = p.Cores
+	} else {
+		at = fmt.Sprintf("%d ranks (--ranks; %d cores)", ranks, p.Cores)
+	}
+	d := sm.DefaultParams().ForRanks(ranks)
+	node := int64(d.SegmentBytes(ranks))
 	share := ""
 	if p.MemBytes > 0 {
 		share = fmt.Sprintf(", %.2g%% of this node's %s", 100*float64(node)/float64(p.MemBytes), bytesize.Human(p.MemBytes))
@@ -228,8 +241,8 @@ func doctorFootprint(w io.Writer, p hostinfo.Provenance) {
 			share += fmt.Sprintf(", within the built-in sm.budget of %s (1/%d of memory)", bytesize.Human(budget), sm.DefaultBudgetShare)
 		}
 	}
-	fmt.Fprintf(w, "sm memory: %s of shared memory at one rank per core (%d ranks)%s; %s per ordered pair (%d cells of %d B), %s per rank (fragments %s x %d); a profile's footprint line gives its own\n",
-		bytesize.Human(node), p.Cores, share, bytesize.Human(int64(d.PairBytes())), d.Depth, d.CellSize,
+	fmt.Fprintf(w, "sm memory: %s of shared memory at %s%s; %s per ordered pair (%d cells of %d B), %s per rank (fragments %s x %d); a profile's footprint line gives its own\n",
+		bytesize.Human(node), at, share, bytesize.Human(int64(d.PairBytes())), d.Depth, d.CellSize,
 		bytesize.Human(int64(d.RingBytes())), bytesize.Human(int64(d.FragSize)), d.FragSlots)
 }
 

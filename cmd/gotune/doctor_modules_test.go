@@ -53,7 +53,7 @@ func TestDoctorKernelModules(t *testing.T) {
 				gpus: func() (gpu.Source, func() error, error) { return nil, nil, sys.NotSupported("NVML", "none here", nil) },
 			}
 			var b bytes.Buffer
-			if failed := doctor(context.Background(), &b, env); failed != 0 {
+			if failed := doctor(context.Background(), &b, env, 0); failed != 0 {
 				t.Errorf("%d failed checks: absence is no failure", failed)
 			}
 			for _, w := range c.want {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/internal/bytesize"
 	"github.com/gotune/gotune/internal/gpu"
 	"github.com/gotune/gotune/internal/hostinfo"
 	"github.com/gotune/gotune/internal/launchenv"
@@ -151,7 +152,7 @@ func TestDoctorGolden(t *testing.T) {
 				pickIP: func() string { return "10.1.2.3" },
 			}
 			var b bytes.Buffer
-			if failed := doctor(context.Background(), &b, env); failed != c.failed {
+			if failed := doctor(context.Background(), &b, env, 0); failed != c.failed {
 				t.Errorf("%d failed checks, want %d", failed, c.failed)
 			}
 			if got := strings.Join(probed, " "); got != "sm cma cudaipc" {
@@ -206,6 +207,39 @@ func TestDoctorCPUs(t *testing.T) {
 		doctorCPUs(&b, c.mask, c.cpuset, c.ranks)
 		if b.String() != c.want {
 			t.Errorf("%s: %q\nwant %q", c.name, b.String(), c.want)
+		}
+	}
+}
+
+// The footprint line is for the ranks asked for, one per core unless
+// --ranks says otherwise, and sized as sm lays out that many ranks.
+func TestDoctorFootprintAtRanks(t *testing.T) {
+	host := hostinfo.Provenance{Cores: 64, MemBytes: 256 << 30}
+	for _, c := range []struct {
+		ranks int
+		n     int    // the ranks the size is for
+		at    string // how the line names them
+	}{
+		{0, 64, "at one rank per core (64 ranks)"},
+		{16, 16, "at 16 ranks (--ranks; 64 cores)"},
+		{128, 128, "at 128 ranks (--ranks; 64 cores)"},
+	} {
+		var b bytes.Buffer
+		doctorFootprint(&b, host, c.ranks)
+		d := sm.DefaultParams().ForRanks(c.n)
+		want := fmt.Sprintf("sm memory: %s of shared memory %s,", bytesize.Human(int64(d.SegmentBytes(c.n))), c.at)
+		if !strings.HasPrefix(b.String(), want) {
+			t.Errorf("--ranks %d: %q, want it to open with %q", c.ranks, b.String(), want)
+		}
+	}
+}
+
+// --ranks below 2 has no footprint to give: an error names the flag.
+func TestDoctorRefusesFewerThanTwoRanks(t *testing.T) {
+	for _, arg := range []string{"--ranks=1", "--ranks=0", "--ranks=-3"} {
+		_, e, code := run(t, "doctor", arg)
+		if code == 0 || !strings.Contains(e, "--ranks") {
+			t.Errorf("doctor %s: exit %d, stderr %q; want a failure naming --ranks", arg, code, e)
 		}
 	}
 }
