@@ -116,9 +116,9 @@ func newDoctor() *cobra.Command {
 }
 
 // doctor writes the report and returns how many checks failed (a transport
-// that is merely not supported here is no failure). ranks is the job size
-// sm's footprint line is for; 0 is one rank per core.
-func doctor(ctx context.Context, w io.Writer, env doctorEnv, ranks int) (failed int) {
+// that is merely not supported here is no failure). smRanks is the job
+// size sm's footprint line is for; 0 is one rank per core.
+func doctor(ctx context.Context, w io.Writer, env doctorEnv, smRanks int) (failed int) {
 	p := env.host()
 	fmt.Fprintf(w, "host %s: %s, %d cores, %d NUMA node(s), kernel %s\n", p.Host, p.CPUModel, p.Cores, p.NUMANodes, p.Kernel)
 	if b, err := env.ptrace(); err == nil {
@@ -131,7 +131,7 @@ func doctor(ctx context.Context, w io.Writer, env doctorEnv, ranks int) (failed 
 		mask, cpuset, ranks := env.cpus()
 		doctorCPUs(w, mask, cpuset, ranks)
 	}
-	doctorFootprint(w, p, ranks)
+	doctorFootprint(w, p, smRanks)
 	fmt.Fprintln(w)
 	failed += doctorTransports(ctx, w, env)
 	fmt.Fprintln(w)
@@ -223,11 +223,9 @@ func doctorCPUs(w io.Writer, mask, cpuset, ranks []int) {
 // on the node (0: a rank on every core): a cell FIFO per ordered pair of
 // ranks, a fragment ring per rank.
 func doctorFootprint(w io.Writer, p hostinfo.Provenance, ranks int) {
-	at := fmt.Sprintf("one rank per core (%d ranks)", p.Cores)
+	at := fmt.Sprintf("%d ranks (--ranks; %d cores)", ranks, p.Cores)
 	if ranks == 0 {
-		ranks = p.Cores
-	} else {
-		at = fmt.Sprintf("%d ranks (--ranks; %d cores)", ranks, p.Cores)
+		ranks, at = p.Cores, fmt.Sprintf("one rank per core (%d ranks)", p.Cores)
 	}
 	d := sm.DefaultParams().ForRanks(ranks)
 	node := int64(d.SegmentBytes(ranks))
